@@ -1,0 +1,157 @@
+"""The one interface every model backend implements.
+
+A backend turns a list of chat messages (text and images) into an `Output`. Backends are
+registered by name (see `vhd.backends.registry`) and resolved from ``BACKEND:MODEL`` specs.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from vhd.media.encoded import EncodedImage
+
+Part = str | EncodedImage
+"""A piece of message content: text, or an encoded image."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message.
+
+    Attributes:
+        role: ``system``, ``user`` or ``assistant``.
+        content: Text, or a sequence of text and image parts in order.
+    """
+
+    role: Literal["system", "user", "assistant"]
+    content: str | tuple[Part, ...]
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """The content as a tuple of parts."""
+        return (self.content,) if isinstance(self.content, str) else self.content
+
+    @property
+    def images(self) -> list[EncodedImage]:
+        """The images in this message, in order."""
+        return [p for p in self.parts if isinstance(p, EncodedImage)]
+
+    @property
+    def text(self) -> str:
+        """All text parts joined (images left out)."""
+        return "".join(p for p in self.parts if isinstance(p, str))
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """Decoding settings for one call.
+
+    Attributes:
+        temperature: Sampling temperature (0 = greedy).
+        max_tokens: Cap on generated tokens.
+        top_p: Nucleus sampling, when set.
+        seed: Sampling seed, for backends that take one.
+        logprobs: Ask for the first generated token's top log-probabilities.
+        top_logprobs: How many alternatives to return with ``logprobs``.
+        stop: Stop sequences.
+        tag: A label for the call (the debate role); used in logs and by the scripted
+            backend's rules, never sent to a model.
+    """
+
+    temperature: float = 0.5
+    max_tokens: int = 500
+    top_p: float | None = None
+    seed: int | None = None
+    logprobs: bool = False
+    top_logprobs: int = 10
+    stop: tuple[str, ...] = ()
+    tag: str = ""
+
+
+@dataclass
+class Output:
+    """What a backend returns for one call.
+
+    Attributes:
+        text: The generated text ("" when the request was rejected).
+        prompt_tokens: Prompt tokens as reported (or counted) by the backend.
+        completion_tokens: Generated tokens.
+        latency_s: Wall time of the call, retries included.
+        first_token_logprobs: Top alternatives for the first generated token as
+            ``{token: logprob}``, when the backend returns them.
+        refused: The provider rejected the request or the answer on content policy.
+        finish_reason: Why generation stopped, as reported.
+        model: The model name the backend reports.
+    """
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    first_token_logprobs: dict[str, float] | None = None
+    refused: bool = False
+    finish_reason: str | None = None
+    model: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(abc.ABC):
+    """A model that answers chat messages with text.
+
+    Subclasses set `name` and implement `generate`. They are built as
+    ``Backend(model, options)`` by the registry.
+
+    Attributes:
+        name: Registry name (``openai``, ``hf``, ``scripted``...).
+        model: The model id or path after the ``BACKEND:`` prefix.
+        options: Backend options from the config file (validated by the subclass).
+        supports_logprobs: Whether `Output.first_token_logprobs` can be filled.
+    """
+
+    name: ClassVar[str] = ""
+    supports_logprobs: ClassVar[bool] = False
+
+    def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
+        self.model = model
+        self.options = dict(options or {})
+        self.alias: str | None = None
+
+    @property
+    def spec(self) -> str:
+        """``backend:model`` as a user would write it."""
+        return f"{self.alias or self.name}:{self.model}"
+
+    @abc.abstractmethod
+    async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> Output:
+        """Answer one conversation.
+
+        Args:
+            messages: The conversation, system message first if any.
+            config: Decoding settings.
+
+        Returns:
+            The answer with usage and timing.
+
+        Raises:
+            BackendError: The call failed; ``retryable`` tells whether to try again later.
+        """
+
+    async def check(self) -> None:  # noqa: B027 - optional hook
+        """Fail fast, before any work, when the backend cannot run at all.
+
+        Raises:
+            BackendUnavailableError: With a one-line message that says how to fix it.
+        """
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections, models and threads."""
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies this backend's behaviour for the configuration hash.
+
+        Returns the spec and the options that change answers; never secrets.
+        """
+        return {"spec": self.spec}

@@ -1,0 +1,61 @@
+"""Exceptions that vhd raises, each carrying a one-line message that says what to do."""
+
+from __future__ import annotations
+
+
+class VhdError(Exception):
+    """Base class for errors shown to the user as one line (no traceback)."""
+
+
+class ConfigError(VhdError):
+    """Bad configuration or command-line usage (exit code 2)."""
+
+
+class MediaError(VhdError):
+    """A media file cannot be used: unreadable, corrupt, unsupported or over a limit."""
+
+
+class MissingDependencyError(VhdError):
+    """An optional extra is not installed; the message gives the exact pip line."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed: run `pip install 'vhd[{extra}]'` (or `pip install {package}`)"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class BackendError(VhdError):
+    """A model call failed.
+
+    Attributes:
+        retryable: Whether trying the same call later may succeed (timeouts, 429, 5xx).
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class BackendUnavailableError(VhdError):
+    """A backend cannot work at all: missing credentials, unreachable endpoint, missing model."""
+
+
+def require(module: str, extra: str, package: str | None = None) -> object:
+    """Import an optional module or raise `MissingDependencyError` naming the extra.
+
+    Args:
+        module: Module to import, e.g. ``"av"``.
+        extra: The vhd extra that installs it, e.g. ``"video"``.
+        package: The pip package name when it differs from the module name.
+
+    Returns:
+        The imported module.
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(package or module, extra) from exc
