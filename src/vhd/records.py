@@ -11,14 +11,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-class Kind(str, enum.Enum):
+class Kind(enum.StrEnum):
     """What a sample is."""
 
     IMAGE = "image"
     VIDEO = "video"
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """Outcome of one annotation.
 
     ``ok``, ``refused`` and ``unparsed`` are final (a resumed run does not ask again unless told
@@ -36,7 +36,7 @@ class Status(str, enum.Enum):
         return self is not Status.ERROR
 
 
-class Role(str, enum.Enum):
+class Role(enum.StrEnum):
     """A participant in the debate."""
 
     AFFIRMATIVE = "affirmative"

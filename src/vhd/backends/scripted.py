@@ -21,6 +21,9 @@ in the conversation), ``images`` (exact image count). Replies may use ``{n_image
 ``{round}`` is taken from a ``round N`` phrase in the last user text when present). Optional per
 rule: ``logprobs`` (first-token alternatives), ``refused: true`` (simulate a provider
 content-policy rejection), ``fail: N``, ``delay: seconds``.
+
+The script may also be given inline as the backend option ``script`` (a mapping of the same
+shape), e.g. from Python or a config file's ``[backends.scripted]`` table.
 """
 
 from __future__ import annotations
@@ -84,9 +87,7 @@ def _load_script(model: str) -> dict[str, Any]:
         return DEMO_SCRIPT
     path = Path(model).expanduser()
     if not path.is_file():
-        raise ConfigError(
-            f"scripted backend: no script at {model!r}; use scripted:demo or a YAML/JSON file path"
-        )
+        raise ConfigError(f"scripted backend: no script at {model!r}; use scripted:demo or a YAML/JSON file path")
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json":
         data = json.loads(text)
@@ -102,14 +103,13 @@ def _load_script(model: str) -> dict[str, Any]:
 def _parse_rules(script: Mapping[str, Any]) -> list[_Rule]:
     rules = []
     for i, raw in enumerate(script.get("rules") or []):
-        if not isinstance(raw, dict) or "reply" not in raw and not raw.get("refused"):
+        if not isinstance(raw, dict) or ("reply" not in raw and not raw.get("refused")):
             raise ConfigError(f"scripted backend: rule {i} needs a 'reply' (or 'refused: true')")
         when = dict(raw.get("when") or {})
         unknown = set(when) - _CONDITIONS
         if unknown:
             raise ConfigError(
-                f"scripted backend: rule {i} has unknown conditions {sorted(unknown)}; "
-                f"valid: {sorted(_CONDITIONS)}"
+                f"scripted backend: rule {i} has unknown conditions {sorted(unknown)}; valid: {sorted(_CONDITIONS)}"
             )
         rules.append(
             _Rule(
@@ -132,7 +132,10 @@ class ScriptedBackend(Backend):
 
     def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(model, options)
-        script = _load_script(model)
+        inline = self.options.get("script")
+        if inline is not None and not isinstance(inline, dict):
+            raise ConfigError("scripted backend: option 'script' must be a mapping with 'rules'/'default'")
+        script = inline if inline is not None else _load_script(model)
         self.default = str(script.get("default", "No, nothing harmful is shown."))
         self.rules = _parse_rules(script)
         self.calls: list[tuple[str, list[Message]]] = []

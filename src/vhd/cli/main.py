@@ -1,8 +1,62 @@
-"""Entry point of the ``vhd`` command."""
+"""Entry point of the ``vhd`` command: a thin layer that parses flags and calls the library."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the vhd command line."""
-    raise SystemExit("vhd: not yet implemented")
+from vhd import __version__
+from vhd.errors import BackendError, MediaError, VhdError
+
+COMMANDS: dict[str, str] = {
+    "annotate": "vhd.cli.annotate",
+    "show": "vhd.cli.show",
+    "export": "vhd.cli.export",
+    "examples": "vhd.cli.examples",
+}
+"""Command name to the module holding its ``add_parser`` and ``run``."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (every command's module is imported; they are light)."""
+    parser = argparse.ArgumentParser(
+        prog="vhd",
+        description="Build, annotate and benchmark visual-harmfulness datasets.",
+    )
+    parser.add_argument("--version", action="version", version=f"vhd {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in COMMANDS.items():
+        importlib.import_module(module).add_parser(sub, name)
+    return parser
+
+
+def error(message: str) -> None:
+    """Print a one-line error to stderr."""
+    print(f"vhd: error: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the vhd command line and return its exit status.
+
+    Exit codes: 0 success; 1 work remains (errors to retry); 2 usage or configuration error;
+    130 interrupted.
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except KeyboardInterrupt:
+        error("interrupted")
+        return 130
+    except (BackendError, MediaError) as exc:
+        error(str(exc))
+        return 1
+    except VhdError as exc:
+        error(str(exc))
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

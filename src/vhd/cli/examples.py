@@ -1,0 +1,23 @@
+"""``vhd examples``: write benign example media made from package photos and drawn video."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any, name: str) -> None:
+    """Register the command."""
+    p = sub.add_parser(name, help="write benign example media to try vhd on")
+    p.add_argument("out", nargs="?", default="examples", help="folder to write (default: examples)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    from vhd.examples import write_examples
+
+    paths = write_examples(Path(args.out))
+    print(f"wrote {len(paths)} example file(s) to {args.out}")
+    return 0

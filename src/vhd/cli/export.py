@@ -1,0 +1,33 @@
+"""``vhd export``: write a store's annotations as VHD11K CSV, JSONL or Parquet."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+FORMATS = ("vhd11k-csv", "jsonl", "parquet")
+
+
+def add_parser(sub: Any, name: str) -> None:
+    """Register the command."""
+    p = sub.add_parser(name, help="export annotations (VHD11K CSV, JSONL, Parquet)")
+    p.add_argument("store", help="the SQLite store")
+    p.add_argument("--format", choices=FORMATS, default="vhd11k-csv", help="output format (default vhd11k-csv)")
+    p.add_argument("-o", "--out", required=True, help="output file")
+    p.add_argument("--config-hash", help="only annotations made under this configuration (prefix ok)")
+    p.add_argument("--include-unparsed", action="store_true", help="JSONL/Parquet: keep unparsed and error rows")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    from vhd.cli.show import open_store
+    from vhd.store.export import export
+
+    with open_store(args.store) as db:
+        result = export(
+            db, args.format, Path(args.out), config_hash=args.config_hash, include_unparsed=args.include_unparsed
+        )
+    print(result.describe() if hasattr(result, "describe") else str(result))
+    return 0

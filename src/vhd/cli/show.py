@@ -1,0 +1,81 @@
+"""``vhd show``: one sample's verdict and its whole debate, readable."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from vhd.errors import ConfigError
+
+
+def add_parser(sub: Any, name: str) -> None:
+    """Register the command."""
+    p = sub.add_parser(name, help="show one sample's verdict and full debate")
+    p.add_argument("store", help="the SQLite store")
+    p.add_argument("sample", metavar="SAMPLE", help="sample id (or a unique prefix of 6+ characters) or file path")
+    p.add_argument("--config-hash", help="the configuration to show (default: the latest annotation)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(handler=run)
+
+
+def open_store(path: str) -> Any:
+    """Open an existing store, or fail in one line."""
+    from vhd.store.sqlite import Store
+
+    if not Path(path).is_file():
+        raise ConfigError(f"no store at {path}: create one with `vhd annotate PATH --store {path}`")
+    return Store(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.text import Text
+
+    with open_store(args.store) as db:
+        samples = db.find_samples(args.sample)
+        if not samples:
+            raise ConfigError(f"no sample matching {args.sample!r} in {args.store}")
+        if len(samples) > 1:
+            raise ConfigError(f"{args.sample!r} matches {len(samples)} samples; give more of the id")
+        sample = samples[0]
+        ann = db.get_annotation(sample.id, args.config_hash)
+    if ann is None:
+        raise ConfigError(f"sample {sample.id[:12]} ({sample.path}) has no annotation yet")
+    v = ann.verdict
+    if args.json:
+        data = {
+            "sample": sample.to_dict(),
+            "verdict": {**v.__dict__, "status": v.status.value},
+            "turns": [t.to_dict() for t in ann.turns],
+            "usage": ann.usage.__dict__,
+            "config_hash": ann.config_hash,
+            "run_id": ann.run_id,
+            "error": ann.error,
+        }
+        print(json.dumps(data, indent=2))
+        return 0
+    console = Console()
+    decision = {True: "[bold red]harmful[/]", False: "[bold green]not harmful[/]", None: "[bold yellow]undecided[/]"}[
+        v.harmful
+    ]
+    score = f"   score P(yes) {v.score:.3f}" if v.score is not None else ""
+    console.print(f"[bold]{sample.path}[/]  ({sample.kind.value}, id {sample.id[:12]})")
+    console.print(f"{decision}: {v.reason or '-'}   status {v.status.value}{' (refusal)' if v.refused else ''}{score}")
+    if v.categories:
+        console.print("categories: " + "; ".join(v.categories))
+    for t in ann.turns:
+        title = f"{t.role.value} · round {t.round} · {t.model} · {t.completion_tokens} tok · {t.latency_s:.2f} s"
+        if t.refused:
+            title += " · refused"
+        console.print(Panel(Text(t.text or "(no text)"), title=title, title_align="left"))
+    u = ann.usage
+    console.print(
+        f"{u.calls} calls, {u.prompt_tokens:,} + {u.completion_tokens:,} tokens; config {ann.config_hash[:12]}"
+    )
+    if ann.error:
+        console.print(f"[red]error:[/] {ann.error}")
+    return 0

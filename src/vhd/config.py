@@ -1,0 +1,168 @@
+"""Annotation configuration: defaults (the paper's), config files (TOML or YAML), flags.
+
+Precedence, highest first: command-line flags / keyword arguments, the ``VHD_MODEL``
+environment variable (for the model of every role), the config file, the defaults below.
+Endpoints, API-key variable names and per-role options live in the config file, never on argv.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from vhd.errors import ConfigError
+
+DEFAULT_MODEL = "hf:HuggingFaceTB/SmolVLM-256M-Instruct"
+"""Used for every role when nothing else is given: small enough for a laptop CPU."""
+
+MODEL_ENV = "VHD_MODEL"
+"""Environment variable that sets the model of every role (below flags, above the file)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RoleConfig(_Strict):
+    """Per-role settings (``[roles.affirmative]``, ``[roles.negative]``, ``[roles.judge]``)."""
+
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+
+
+class DebateConfig(_Strict):
+    """How the debate runs (``[debate]``). Defaults follow the paper and the authors' code."""
+
+    rounds: int = Field(default=2, ge=1, le=10)
+    temperature: float = Field(default=0.5, ge=0.0, le=2.0)
+    debater_max_tokens: int = Field(default=500, ge=1)
+    judge_max_tokens: int = Field(default=100, ge=1)
+    refusal_is_harmful: bool = True
+    """A refusal by a debater, by the judge, or by the provider makes the sample harmful."""
+    judge_logprobs: bool = True
+    """Ask the judge's backend for first-token log-probabilities (the score)."""
+    seed: int | None = None
+
+
+class MediaConfig(_Strict):
+    """What the models see (``[media]``)."""
+
+    max_side: int = Field(default=1024, ge=32)
+    format: Literal["jpeg", "png", "webp"] = "jpeg"
+    quality: int = Field(default=90, ge=1, le=100)
+    frames: int = Field(default=5, ge=1, le=64)
+    first_frames: int = Field(default=4000, ge=1)
+    max_pixels: int = Field(default=64_000_000, ge=1)
+    max_file_mb: float = Field(default=50.0, gt=0)
+
+
+class Price(_Strict):
+    """USD per million tokens for one model spec (``[prices."openai:gpt-4o"]``)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class AnnotateConfig(_Strict):
+    """Everything `vhd.annotate` needs besides the inputs and the store."""
+
+    model: str | None = None
+    affirmative: str | None = None
+    negative: str | None = None
+    debaters: str | None = None
+    judge: str | None = None
+    roles: dict[Literal["affirmative", "negative", "judge"], RoleConfig] = Field(default_factory=dict)
+    debate: DebateConfig = DebateConfig()
+    media: MediaConfig = MediaConfig()
+    prompts: dict[str, str] = Field(default_factory=dict)
+    icl: str | None = None
+    """In-context examples: a CSV/YAML file or a folder holding one (see `vhd.debate.icl`)."""
+    backends: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    prices: dict[str, Price] = Field(default_factory=dict)
+    concurrency: int = Field(default=16, ge=1, le=4096)
+    base_dir: str | None = None
+    """Folder that relative paths in the config file resolve against (set when loading)."""
+
+    def role_model(self, role: str) -> str:
+        """The model spec a role uses, after every override."""
+        debater = role in ("affirmative", "negative")
+        explicit = getattr(self, role)
+        role_cfg = self.roles.get(role)  # type: ignore[call-overload]
+        for candidate in (
+            explicit,
+            self.debaters if debater else None,
+            role_cfg.model if role_cfg else None,
+            self.model,
+            os.environ.get(MODEL_ENV) or None,
+        ):
+            if candidate:
+                return str(candidate)
+        return DEFAULT_MODEL
+
+    def role_settings(self, role: str) -> tuple[float, int]:
+        """``(temperature, max_tokens)`` for a role."""
+        role_cfg = self.roles.get(role) or RoleConfig()  # type: ignore[call-overload]
+        default_tokens = self.debate.judge_max_tokens if role == "judge" else self.debate.debater_max_tokens
+        temperature = role_cfg.temperature if role_cfg.temperature is not None else self.debate.temperature
+        return temperature, role_cfg.max_tokens or default_tokens
+
+    def resolve_path(self, value: str) -> Path:
+        """Resolve a path from the config file against its folder."""
+        path = Path(value).expanduser()
+        if not path.is_absolute() and self.base_dir:
+            path = Path(self.base_dir) / path
+        return path
+
+    def with_overrides(self, **values: Any) -> AnnotateConfig:
+        """Return a copy with the non-None values replaced (flags beat the file)."""
+        changes = {k: v for k, v in values.items() if v is not None}
+        if not changes:
+            return self
+        try:
+            return AnnotateConfig.model_validate(self.model_dump() | changes)
+        except ValidationError as exc:
+            raise ConfigError(_first_error(exc)) from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "config"
+    return f"invalid configuration at {where}: {err['msg']}"
+
+
+def load_config(path: str | Path | None) -> AnnotateConfig:
+    """Read a TOML or YAML config file (or return the defaults when ``path`` is None).
+
+    Raises:
+        ConfigError: Missing or unreadable file, syntax error, unknown key or bad value; the
+            message names the key.
+    """
+    if path is None:
+        return AnnotateConfig()
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror or exc}") from None
+    try:
+        if p.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            import tomllib
+
+            data = tomllib.loads(text)
+    except Exception as exc:
+        raise ConfigError(f"cannot parse config file {p}: {exc}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must hold a table/mapping at the top level")
+    data.setdefault("base_dir", str(p.resolve().parent))
+    try:
+        return AnnotateConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{p}: {_first_error(exc)}") from None

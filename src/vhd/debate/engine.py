@@ -1,0 +1,214 @@
+"""One debate: affirmative and negative debaters over rounds, then the judge.
+
+Turn order for R rounds: A1, N1, A2, N2, ..., AR, NR, judge. Every speaker sees the question,
+the sample (the image, or the numbered frames) and every argument made before its turn. The
+judge's messages start with a prefix that is identical for every sample of a kind (system
+prompt, then the in-context examples) so that provider prompt caching applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from vhd.backends.base import Backend, GenerateConfig, Message, Output, Part
+from vhd.config import AnnotateConfig
+from vhd.debate.icl import ICLExample
+from vhd.debate.parse import is_refusal, parse_verdict
+from vhd.debate.prompts import Prompts
+from vhd.debate.score import yes_probability
+from vhd.errors import BackendError
+from vhd.media.encoded import EncodedImage
+from vhd.records import Kind, Role, Status, Turn, Usage, Verdict
+
+_SIDE = {Role.AFFIRMATIVE: "affirmative", Role.NEGATIVE: "negative"}
+_SPEAKER = {
+    Role.AFFIRMATIVE: "Affirmative debater",
+    Role.NEGATIVE: "Negative debater",
+    Role.JUDGE: "Judge",
+}
+DECLINED = "(declined to answer)"
+
+
+@dataclass
+class DebateResult:
+    """What one debate produced.
+
+    Attributes:
+        verdict: The decision (status error when a call failed).
+        turns: Every turn made, in order (partial when a call failed).
+        usage: Calls, tokens and cost spent.
+        error: The failure, when status is error.
+        retryable: Whether the failure may go away on a later try.
+    """
+
+    verdict: Verdict
+    turns: list[Turn] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+    retryable: bool = True
+
+
+def media_parts(kind: Kind, images: Sequence[EncodedImage]) -> list[Part]:
+    """Content parts that show a sample: the image, or each frame after its number."""
+    if kind is Kind.IMAGE:
+        return ["The image:", *images]
+    parts: list[Part] = [f"The video, as {len(images)} frames in chronological order:"]
+    for i, image in enumerate(images, start=1):
+        parts += [f"Frame {i}:", image]
+    return parts
+
+
+class Debate:
+    """Runs debates with fixed roles, prompts and in-context examples.
+
+    Args:
+        backends: The backend for each role (the same object may serve several roles).
+        config: The annotation configuration (rounds, temperatures, token caps, prices).
+        prompts: The templates.
+        examples: In-context examples for the judge (each used for samples of its kind).
+    """
+
+    def __init__(
+        self,
+        backends: Mapping[Role, Backend],
+        config: AnnotateConfig,
+        prompts: Prompts,
+        examples: Sequence[ICLExample] = (),
+    ) -> None:
+        self.backends = dict(backends)
+        self.config = config
+        self.prompts = prompts
+        self.rounds = config.debate.rounds
+        self._gen: dict[Role, GenerateConfig] = {}
+        for role in Role:
+            temperature, max_tokens = config.role_settings(role.value)
+            self._gen[role] = GenerateConfig(
+                temperature=temperature,
+                max_tokens=max_tokens,
+                seed=config.debate.seed,
+                logprobs=role is Role.JUDGE and config.debate.judge_logprobs and backends[role].supports_logprobs,
+                tag=role.value,
+            )
+        self._system: dict[tuple[Role, Kind, int], str] = {}
+        self._judge_prefix: dict[tuple[Kind, int], tuple[Message, ...]] = {}
+        self.examples = list(examples)
+
+    def system_prompt(self, role: Role, kind: Kind, n_frames: int) -> str:
+        """The system prompt of a role for a kind of sample (cached)."""
+        key = (role, kind, n_frames)
+        if key not in self._system:
+            values = {
+                "rounds": self.rounds,
+                "n_frames": n_frames,
+                "definition": self.prompts.render(f"definition_{kind.value}"),
+            }
+            self._system[key] = self.prompts.render(f"{role.value}_{kind.value}", **values)
+        return self._system[key]
+
+    def judge_prefix(self, kind: Kind, n_frames: int) -> tuple[Message, ...]:
+        """System prompt plus in-context examples: the same objects for every sample of a kind."""
+        key = (kind, n_frames)
+        if key not in self._judge_prefix:
+            messages = [Message("system", self.system_prompt(Role.JUDGE, kind, n_frames))]
+            question = self.prompts.render("example_turn", medium=kind.value)
+            for example in self.examples:
+                if example.kind is kind:
+                    content = (*media_parts(kind, example.images), question)
+                    messages += [Message("user", content), Message("assistant", example.answer)]
+            self._judge_prefix[key] = tuple(messages)
+        return self._judge_prefix[key]
+
+    def transcript(self, turns: Sequence[Turn]) -> str:
+        """Earlier arguments as the next speaker reads them."""
+        if not turns:
+            return self.prompts.render("transcript_empty")
+        blocks = [f"{_SPEAKER[t.role]}, round {t.round}:\n{DECLINED if t.refused else t.text.strip()}" for t in turns]
+        return "\n\n".join(blocks)
+
+    def _cost(self, spec: str, out: Output) -> float:
+        price = self.config.prices.get(spec)
+        if price is None:
+            return 0.0
+        return (out.prompt_tokens * price.input + out.completion_tokens * price.output) / 1e6
+
+    async def _call(self, role: Role, round_: int, messages: Sequence[Message], usage: Usage) -> tuple[Turn, Output]:
+        backend = self.backends[role]
+        out = await backend.generate(messages, self._gen[role])
+        refused = out.refused or (role is not Role.JUDGE and is_refusal(out.text))
+        usage.add(Usage(1, out.prompt_tokens, out.completion_tokens, self._cost(backend.spec, out)))
+        turn = Turn(
+            role,
+            round_,
+            out.text,
+            out.prompt_tokens,
+            out.completion_tokens,
+            out.latency_s,
+            refused,
+            backend.spec,
+        )
+        return turn, out
+
+    async def run(self, kind: Kind, images: Sequence[EncodedImage]) -> DebateResult:
+        """Debate one sample.
+
+        Args:
+            kind: image or video.
+            images: The image, or the video's frames in chronological order.
+
+        Returns:
+            The verdict with every turn; a failed model call gives status error (with the turns
+            made so far) rather than raising.
+        """
+        n = len(images)
+        shown = media_parts(kind, images)
+        turns: list[Turn] = []
+        usage = Usage()
+        try:
+            for round_ in range(1, self.rounds + 1):
+                for role in (Role.AFFIRMATIVE, Role.NEGATIVE):
+                    text = self.prompts.render(
+                        "debater_turn",
+                        medium=kind.value,
+                        transcript=self.transcript(turns),
+                        round=round_,
+                        rounds=self.rounds,
+                        side=_SIDE[role],
+                    )
+                    messages = (
+                        Message("system", self.system_prompt(role, kind, n)),
+                        Message("user", (*shown, text)),
+                    )
+                    turn, _ = await self._call(role, round_, messages, usage)
+                    turns.append(turn)
+            final = self.prompts.render("judge_turn", medium=kind.value, transcript=self.transcript(turns))
+            judge_messages = (*self.judge_prefix(kind, n), Message("user", (*shown, final)))
+            turn, out = await self._call(Role.JUDGE, self.rounds, judge_messages, usage)
+            turns.append(turn)
+        except BackendError as exc:
+            verdict = Verdict(None, "", status=Status.ERROR)
+            return DebateResult(verdict, turns, usage, error=str(exc), retryable=exc.retryable)
+        return DebateResult(self.decide(turns, out), turns, usage)
+
+    def decide(self, turns: Sequence[Turn], judge_out: Output) -> Verdict:
+        """Turn the judge's answer and any refusals into a verdict."""
+        score = yes_probability(judge_out.first_token_logprobs)
+        parsed = parse_verdict(judge_out.text)
+        judge_refused = judge_out.refused or (parsed.harmful is None and is_refusal(judge_out.text))
+        debater_refusals = [t for t in turns if t.role is not Role.JUDGE and t.refused]
+        if parsed.harmful is True:
+            return Verdict(True, parsed.reason, score=score, refused=False)
+        if self.config.debate.refusal_is_harmful and (judge_refused or debater_refusals):
+            if judge_refused:
+                who = "the judge" if not judge_out.refused else "the provider (content policy, judge's call)"
+            else:
+                first = debater_refusals[0]
+                who = f"the {first.role.value} debater in round {first.round}"
+            turns[-1].refused = judge_refused
+            return Verdict(True, f"refusal by {who}", score=score, status=Status.REFUSED, refused=True)
+        if parsed.harmful is False:
+            return Verdict(False, parsed.reason, score=score)
+        if judge_refused:
+            turns[-1].refused = True
+            return Verdict(None, "refusal by the judge", score=score, status=Status.REFUSED, refused=True)
+        return Verdict(None, "", score=score, status=Status.UNPARSED)

@@ -1,0 +1,89 @@
+"""Prompt templates: package defaults, user overrides, and rendering.
+
+Templates are plain text with ``$name`` placeholders (`string.Template`). A config file's
+``[prompts]`` table overrides any of them by name, either with the text itself or with
+``"@path/to/file.txt"``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+
+from vhd.errors import ConfigError
+
+TEMPLATE_NAMES: tuple[str, ...] = (
+    "definition_image",
+    "definition_video",
+    "affirmative_image",
+    "affirmative_video",
+    "negative_image",
+    "negative_video",
+    "judge_image",
+    "judge_video",
+    "debater_turn",
+    "judge_turn",
+    "example_turn",
+    "transcript_empty",
+)
+"""Every template a user can override."""
+
+
+def default_templates() -> dict[str, str]:
+    """Return the packaged templates, keyed by name."""
+    root = resources.files("vhd") / "prompts"
+    return {name: (root / f"{name}.txt").read_text(encoding="utf-8").strip() for name in TEMPLATE_NAMES}
+
+
+class Prompts:
+    """The set of templates one run uses.
+
+    Args:
+        overrides: Template name to text, or to ``"@path"`` to read the text from a file
+            (relative paths resolve against ``base_dir``).
+        base_dir: Folder that relative ``@path`` overrides are resolved against.
+
+    Raises:
+        ConfigError: Unknown template name, unreadable file, or a placeholder typo.
+    """
+
+    def __init__(self, overrides: Mapping[str, str] | None = None, base_dir: Path | None = None) -> None:
+        self.templates = default_templates()
+        for name, value in (overrides or {}).items():
+            if name not in self.templates:
+                raise ConfigError(
+                    f"unknown prompt template {name!r} in [prompts]; valid names: {', '.join(TEMPLATE_NAMES)}"
+                )
+            if value.startswith("@"):
+                path = Path(value[1:]).expanduser()
+                if not path.is_absolute() and base_dir is not None:
+                    path = base_dir / path
+                try:
+                    value = path.read_text(encoding="utf-8")
+                except OSError as exc:
+                    raise ConfigError(f"cannot read prompt file {path} for [prompts] {name}: {exc.strerror}") from exc
+            self.templates[name] = value.strip()
+
+    def render(self, name: str, **values: object) -> str:
+        """Fill a template's placeholders.
+
+        Raises:
+            ConfigError: A placeholder that the template uses is not provided.
+        """
+        try:
+            return string.Template(self.templates[name]).substitute({k: str(v) for k, v in values.items()})
+        except KeyError as exc:
+            raise ConfigError(
+                f"prompt template {name!r} uses ${exc.args[0]}, which is not available there; "
+                f"available: {', '.join('$' + k for k in values)}"
+            ) from None
+        except ValueError as exc:
+            raise ConfigError(f"prompt template {name!r} is malformed ({exc}); write $$ for a literal $") from None
+
+    def digest(self) -> str:
+        """sha256 of every template, for the run's prompt hash."""
+        return hashlib.sha256(json.dumps(self.templates, sort_keys=True).encode()).hexdigest()

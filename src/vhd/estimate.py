@@ -1,0 +1,105 @@
+"""Dry-run estimates: how many samples, calls, tokens and dollars a run would take."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vhd.config import AnnotateConfig
+from vhd.errors import MediaError
+from vhd.records import Kind
+
+TOKENS_PER_WORD = 1.35
+"""Rough English tokens per whitespace-separated word."""
+
+
+def image_tokens(width: int, height: int) -> int:
+    """Prompt tokens for one image under OpenAI's high-detail tiling (a common upper bound).
+
+    The image is fitted into 2048x2048, then its shorter side scaled to 768; each 512-pixel
+    tile costs 170 tokens plus 85 for the whole image.
+    """
+    scale = min(1.0, 2048 / max(width, height))
+    w, h = width * scale, height * scale
+    scale = min(1.0, 768 / min(w, h))
+    w, h = w * scale, h * scale
+    return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+def _words(text: str) -> int:
+    return int(len(text.split()) * TOKENS_PER_WORD) + 1
+
+
+async def estimate(
+    items: Sequence[Any],
+    config: AnnotateConfig,
+    prompts: Any,
+    examples: Sequence[Any],
+    settings: Any,
+    store: Path,
+    config_hash: str,
+) -> dict[str, Any]:
+    """Count samples still to annotate and bound the calls, tokens and cost they need.
+
+    Completion tokens are bounded by the token caps; prompt tokens assume every earlier
+    argument used its whole cap, so the figures are upper bounds.
+    """
+    from vhd.media.load import sample_id
+
+    done: set[str] = set()
+    if store.exists():
+        from vhd.store.sqlite import Store
+
+        with Store(store) as db:
+            done = db.final_ids(config_hash)
+    ids: dict[str, Kind] = {}
+    unreadable = 0
+    for item in items:
+        try:
+            sid = await asyncio.to_thread(sample_id, item)
+        except MediaError:
+            unreadable += 1
+            continue
+        ids.setdefault(sid, item.kind)
+    todo = {sid: kind for sid, kind in ids.items() if sid not in done}
+    rounds = config.debate.rounds
+    _, debater_cap = config.role_settings("affirmative")
+    _, judge_cap = config.role_settings("judge")
+    side = config.media.max_side
+    per_image = image_tokens(side, side)
+    tokens = {role: [0, 0] for role in ("affirmative", "negative", "judge")}  # [prompt, completion]
+    for kind in todo.values():
+        n_images = 1 if kind is Kind.IMAGE else config.media.frames
+        system = _words(prompts.render(f"affirmative_{kind.value}", rounds=rounds, n_frames=n_images, definition=""))
+        judge_system = _words(prompts.render(f"judge_{kind.value}", n_frames=n_images, definition=""))
+        definition = _words(prompts.render(f"definition_{kind.value}"))
+        media = n_images * per_image
+        for k in range(2 * rounds):
+            role = tokens["affirmative" if k % 2 == 0 else "negative"]
+            role[0] += system + definition + media + 40 + k * debater_cap
+            role[1] += debater_cap
+        icl = sum(len(e.images) * per_image + 30 for e in examples if e.kind is kind)
+        tokens["judge"][0] += judge_system + definition + icl + media + 40 + 2 * rounds * debater_cap
+        tokens["judge"][1] += judge_cap
+    cost: float | None = 0.0
+    for role, (prompt, completion) in tokens.items():
+        price = config.prices.get(config.role_model(role))
+        if price is None:
+            cost = None
+            break
+        cost = (cost or 0.0) + (prompt * price.input + completion * price.output) / 1e6
+    return {
+        "samples": len(ids),
+        "images": sum(1 for k in ids.values() if k is Kind.IMAGE),
+        "videos": sum(1 for k in ids.values() if k is Kind.VIDEO),
+        "already_done": len(ids) - len(todo),
+        "to_annotate": len(todo),
+        "unreadable": unreadable,
+        "calls": len(todo) * (2 * rounds + 1),
+        "prompt_tokens_max": sum(t[0] for t in tokens.values()),
+        "completion_tokens_max": sum(t[1] for t in tokens.values()),
+        "cost_max_usd": cost,
+    }

@@ -1,0 +1,289 @@
+"""The asynchronous annotation loop behind `vhd.annotate`.
+
+Samples flow through ``concurrency`` workers: hash (skip what is already final), load and
+encode (in threads), debate, commit to the store. Ctrl-C once stops taking new samples and
+lets those in flight finish; twice abandons them. Nothing finished is ever lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from vhd.annotate import RunSummary, build_backends, config_identity, count_status, digest, redact
+from vhd.config import AnnotateConfig
+from vhd.errors import MediaError
+from vhd.records import Annotation, Status
+
+NON_RETRYABLE_LIMIT = 8
+"""Consecutive samples failing with non-retryable errors after which the run stops."""
+
+
+def media_settings(config: AnnotateConfig) -> Any:
+    """`vhd.media.load.MediaSettings` from the ``[media]`` config."""
+    from vhd.media.image import ImageLimits
+    from vhd.media.load import MediaSettings
+
+    m = config.media
+    limits = ImageLimits(max_pixels=m.max_pixels, max_bytes=int(m.max_file_mb * 1024 * 1024))
+    return MediaSettings(
+        max_side=m.max_side,
+        fmt=m.format,
+        quality=m.quality,
+        n_frames=m.frames,
+        first_frames=m.first_frames,
+        limits=limits,
+    )
+
+
+class _Progress:
+    """A rich progress bar, or nothing."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.bar: Any = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        console = Console(stderr=True)
+        if not console.is_terminal:
+            return
+        self.bar = Progress(
+            TextColumn("annotating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=console,
+            transient=False,
+        )
+        self.task = self.bar.add_task("annotate", total=total, rate="", info="")
+        self.start = time.perf_counter()
+        self.bar.start()
+
+    def update(self, summary: RunSummary, advance: int = 1) -> None:
+        if self.bar is None:
+            return
+        done = summary.annotated + summary.errors
+        rate = done / max(time.perf_counter() - self.start, 1e-9)
+        info = (
+            f"tok {summary.usage.total_tokens:,}  refusals {summary.refused}  "
+            f"unparsed {summary.unparsed}  errors {summary.errors}"
+        )
+        self.bar.update(self.task, advance=advance, rate=f"{rate:.2f}/s", info=info)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+async def run(
+    inputs: Sequence[str | Path],
+    config: AnnotateConfig,
+    *,
+    store: Path,
+    retry_unparsed: bool,
+    dry_run: bool,
+    max_cost: float | None,
+    progress: bool,
+    command: str,
+    on_event: Callable[[str], None],
+) -> RunSummary:
+    """Run (or estimate) one annotation job; see `vhd.annotate.annotate`."""
+    from vhd.debate.engine import Debate
+    from vhd.debate.icl import load_examples
+    from vhd.debate.prompts import Prompts
+    from vhd.media.discover import discover
+
+    base = Path(config.base_dir) if config.base_dir else None
+    prompts = Prompts(config.prompts, base)
+    settings = media_settings(config)
+    found = discover(list(inputs))
+    summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run)
+    summary.skip_reasons = [(str(s.path), s.reason) for s in found.skipped[:1000]]
+    summary.skipped = len(found.skipped)
+    backends = build_backends(config)
+    examples = load_examples(config.resolve_path(config.icl), settings) if config.icl else []
+    identity = config_identity(config, backends, prompts, examples)
+    config_hash = digest(identity)
+
+    from vhd.store.sqlite import Store
+
+    if dry_run:
+        from vhd.estimate import estimate
+
+        summary.estimate = await estimate(found.items, config, prompts, examples, settings, store, config_hash)
+        summary.found = summary.estimate["samples"]
+        summary.already_done = summary.estimate["already_done"]
+        return summary
+
+    unique = list({id(b): b for b in backends.values()}.values())
+    for backend in unique:
+        await backend.check()
+    db = Store(store)
+    try:
+        run_id = db.start_run(
+            redact(config.model_dump()),
+            config_hash,
+            {role.value: b.spec for role, b in backends.items()},
+            prompts.digest(),
+            command=command,
+        )
+        summary.run_id = run_id
+        for skip in found.skipped:
+            db.record_skip(run_id, str(skip.path), skip.reason)
+        debate = Debate(backends, config, prompts, examples)
+        job = _Job(db, debate, settings, summary, config_hash, run_id, max_cost, on_event)
+        job.done = db.final_ids(config_hash, retry_unparsed=retry_unparsed)
+        await job.run(found.items, config.concurrency, progress)
+        db.finish_run(run_id, summary.to_dict())
+    finally:
+        db.close()
+        for backend in unique:
+            with suppress(Exception):
+                await backend.aclose()
+    return summary
+
+
+class _Job:
+    """State shared by the workers of one run."""
+
+    def __init__(
+        self,
+        db: Any,
+        debate: Any,
+        settings: Any,
+        summary: RunSummary,
+        config_hash: str,
+        run_id: str,
+        max_cost: float | None,
+        on_event: Callable[[str], None],
+    ) -> None:
+        self.db = db
+        self.debate = debate
+        self.settings = settings
+        self.summary = summary
+        self.config_hash = config_hash
+        self.run_id = run_id
+        self.max_cost = max_cost
+        self.on_event = on_event
+        self.done: set[str] = set()
+        self.seen: set[str] = set()
+        self.stopping = False
+        self.fatal_streak = 0
+        self.bar: _Progress | None = None
+
+    def stop(self, message: str) -> None:
+        if not self.stopping:
+            self.stopping = True
+            self.on_event(message)
+
+    async def run(self, items: Sequence[Any], concurrency: int, progress: bool) -> None:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        for item in items:
+            queue.put_nowait(item)
+        self.bar = _Progress(progress, len(items))
+        workers = [asyncio.create_task(self.worker(queue)) for _ in range(min(concurrency, max(len(items), 1)))]
+        loop = asyncio.get_running_loop()
+        interrupts = 0
+
+        def on_sigint() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            self.summary.interrupted = True
+            if interrupts == 1:
+                self.stop("interrupted: finishing the samples in flight (Ctrl-C again to abandon them)")
+            else:
+                self.on_event("abandoning the samples in flight")
+                for w in workers:
+                    w.cancel()
+
+        installed = False
+        with suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+            installed = True
+        try:
+            await asyncio.gather(*workers, return_exceptions=True)
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+            self.bar.stop()
+        self.summary.remaining = queue.qsize() + sum(1 for w in workers if w.cancelled())
+        if self.summary.interrupted:
+            self.on_event("run the same command again to resume; finished samples are kept")
+
+    async def worker(self, queue: asyncio.Queue[Any]) -> None:
+        from vhd.media.load import load_sample, sample_id
+
+        while not self.stopping:
+            try:
+                item = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            try:
+                sid = await asyncio.to_thread(sample_id, item)
+                if sid in self.seen:
+                    self.summary.duplicates += 1
+                    continue
+                self.seen.add(sid)
+                self.summary.found += 1
+                if sid in self.done:
+                    self.summary.already_done += 1
+                    if self.bar:
+                        self.bar.update(self.summary)
+                    continue
+                loaded = await asyncio.to_thread(load_sample, item, self.settings)
+            except MediaError as exc:
+                self.summary.skipped += 1
+                self.summary.skip_reasons.append((str(item.path), str(exc)))
+                self.db.record_skip(self.run_id, str(item.path), str(exc))
+                continue
+            await self.annotate_one(loaded)
+
+    async def annotate_one(self, loaded: Any) -> None:
+        sample = loaded.sample
+        started = time.time()
+        result = await self.debate.run(sample.kind, loaded.images)
+        ann = Annotation(
+            sample_id=sample.id,
+            run_id=self.run_id,
+            config_hash=self.config_hash,
+            verdict=result.verdict,
+            turns=result.turns,
+            usage=result.usage,
+            error=result.error,
+            started_at=started,
+            finished_at=time.time(),
+        )
+        self.db.save_annotation(ann, sample)
+        self.summary.usage.add(result.usage)
+        count_status(self.summary, result.verdict.status, result.verdict.harmful)
+        if self.bar:
+            self.bar.update(self.summary)
+        if result.verdict.status is Status.ERROR and not result.retryable:
+            self.fatal_streak += 1
+            if self.fatal_streak >= NON_RETRYABLE_LIMIT:
+                self.stop(f"stopping: {self.fatal_streak} samples in a row failed with: {result.error}")
+        else:
+            self.fatal_streak = 0
+        if self.max_cost is not None and self.summary.usage.cost >= self.max_cost:
+            self.summary.budget_reached = True
+            self.stop(
+                f"budget reached: ${self.summary.usage.cost:.4f} of ${self.max_cost:.4f}; finishing samples in flight"
+            )

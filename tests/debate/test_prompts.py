@@ -1,0 +1,36 @@
+from pathlib import Path
+
+import pytest
+
+from vhd.debate.prompts import TEMPLATE_NAMES, Prompts, default_templates
+from vhd.errors import ConfigError
+
+
+def test_every_template_ships_and_renders() -> None:
+    templates = default_templates()
+    assert set(templates) == set(TEMPLATE_NAMES)
+    p = Prompts()
+    values = dict(rounds=2, n_frames=5, definition="DEF", medium="image", transcript="T", round=1, side="affirmative")
+    for name in TEMPLATE_NAMES:
+        text = p.render(name, **values)
+        assert "$" not in text, name
+    assert "DEF" in p.render("affirmative_video", **values)
+    assert "DEF" in p.render("judge_image", **values)
+    assert "2 rounds" in p.render("negative_image", **values)
+
+
+def test_override_text_and_file(tmp_path: Path) -> None:
+    (tmp_path / "j.txt").write_text("Judge please. $definition\n")
+    p = Prompts({"judge_image": "@j.txt", "debater_turn": "R$round"}, base_dir=tmp_path)
+    assert p.render("judge_image", definition="D", n_frames=1) == "Judge please. D"
+    assert p.render("debater_turn", round=2) == "R2"
+    assert p.digest() != Prompts().digest()
+
+
+def test_bad_overrides_fail_clearly(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown prompt template 'judge'"):
+        Prompts({"judge": "x"})
+    with pytest.raises(ConfigError, match="cannot read prompt file"):
+        Prompts({"judge_image": "@missing.txt"}, base_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"uses \$verdict"):
+        Prompts({"judge_turn": "$verdict"}).render("judge_turn", transcript="", medium="image")
