@@ -33,8 +33,10 @@ def test_precedence_flags_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert c.role_model("negative") == "openai:file-model"  # the file's model beats the env var
     c2 = c.with_overrides(debaters="scripted:demo", judge="scripted:demo2")
     assert c2.role_model("affirmative") == "scripted:demo" and c2.role_model("judge") == "scripted:demo2"
-    # "split at the first colon only" holds for role specs too
-    assert c.with_overrides(model="openai:llama3.2-vision:11b").role_model("negative") == "openai:file-model"
+    # a --model flag beats the file's model and its per-role models
+    c3 = c.with_overrides(model="openai:llama3.2-vision:11b")
+    assert c3.role_model("negative") == c3.role_model("judge") == "openai:llama3.2-vision:11b"
+    assert c3.role_settings("judge") == (0.0, 100)  # other per-role settings stay
 
 
 def test_yaml_and_errors(tmp_path: Path) -> None:

@@ -122,8 +122,11 @@ class AnnotateConfig(_Strict):
         changes = {k: v for k, v in values.items() if v is not None}
         if not changes:
             return self
+        data = self.model_dump()
+        if "model" in changes:  # a --model flag beats the file's per-role models as well
+            data["roles"] = {role: {**cfg, "model": None} for role, cfg in data["roles"].items()}
         try:
-            return AnnotateConfig.model_validate(self.model_dump() | changes)
+            return AnnotateConfig.model_validate(data | changes)
         except ValidationError as exc:
             raise ConfigError(_first_error(exc)) from None
 
