@@ -219,12 +219,15 @@ class _Job:
             loop.add_signal_handler(signal.SIGINT, on_sigint)
             installed = True
         try:
-            await asyncio.gather(*workers, return_exceptions=True)
+            outcomes = await asyncio.gather(*workers, return_exceptions=True)
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
             self.bar.stop()
         self.summary.remaining = queue.qsize() + sum(1 for w in workers if w.cancelled())
+        failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)]
+        if failures:  # a bug, not a sample's error: finished samples are stored; surface it
+            raise failures[0]
         if self.summary.interrupted:
             self.on_event("run the same command again to resume; finished samples are kept")
 

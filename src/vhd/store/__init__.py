@@ -1,0 +1,37 @@
+"""Where results live: the SQLite store, exports, and human-label import.
+
+Example:
+    >>> from vhd.store import Store, export, read_labels
+    >>> with Store("run.db") as store:  # doctest: +SKIP
+    ...     export(store, "jsonl", "annotations.jsonl")
+"""
+
+from __future__ import annotations
+
+from vhd.store.export import FORMATS, ExportResult, export
+from vhd.store.labels import (
+    CATEGORIES,
+    LabelError,
+    LabelRow,
+    LabelSet,
+    normalize_category,
+    parse_bool,
+    read_labels,
+)
+from vhd.store.sqlite import RunInfo, SkipInfo, Store
+
+__all__ = [
+    "CATEGORIES",
+    "FORMATS",
+    "ExportResult",
+    "LabelError",
+    "LabelRow",
+    "LabelSet",
+    "RunInfo",
+    "SkipInfo",
+    "Store",
+    "export",
+    "normalize_category",
+    "parse_bool",
+    "read_labels",
+]

@@ -1,0 +1,189 @@
+"""Schema of the vhd store as an ordered list of named migrations.
+
+Each migration is a ``(name, sql)`` pair. `apply_migrations` runs the ones a database has not
+seen yet, in order, each inside its own transaction, and records it in the ``migrations`` table.
+Never edit or reorder a released migration: append a new one instead. A database that records
+a migration this version does not know was written by a newer vhd and is refused.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from vhd.errors import ConfigError, VhdError
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_initial",
+        """
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            config_json TEXT NOT NULL,
+            config_hash TEXT NOT NULL,
+            models_json TEXT NOT NULL,
+            prompt_hash TEXT NOT NULL,
+            vhd_version TEXT NOT NULL,
+            command TEXT NOT NULL DEFAULT '',
+            started_at REAL NOT NULL,
+            finished_at REAL,
+            summary_json TEXT
+        );
+        CREATE INDEX runs_config_hash ON runs (config_hash);
+
+        CREATE TABLE samples (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('image', 'video')),
+            path TEXT NOT NULL,
+            source TEXT,
+            keyword TEXT,
+            generator TEXT,
+            split TEXT,
+            label INTEGER CHECK (label IN (0, 1)),
+            frames_json TEXT NOT NULL DEFAULT '[]',
+            meta_json TEXT NOT NULL DEFAULT '{}',
+            removed_at REAL
+        );
+        CREATE INDEX samples_path ON samples (path);
+
+        CREATE TABLE annotations (
+            id INTEGER PRIMARY KEY,
+            sample_id TEXT NOT NULL REFERENCES samples (id),
+            run_id TEXT NOT NULL REFERENCES runs (id),
+            config_hash TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('ok', 'refused', 'unparsed', 'error')),
+            harmful INTEGER CHECK (harmful IN (0, 1)),
+            reason TEXT NOT NULL DEFAULT '',
+            categories_json TEXT NOT NULL DEFAULT '[]',
+            score REAL,
+            refused INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            calls INTEGER NOT NULL DEFAULT 0,
+            cost REAL NOT NULL DEFAULT 0,
+            error TEXT,
+            started_at REAL,
+            finished_at REAL,
+            UNIQUE (sample_id, config_hash),
+            CHECK (harmful IS NULL OR status IN ('ok', 'refused'))
+        );
+        CREATE INDEX annotations_config_status ON annotations (config_hash, status);
+        CREATE INDEX annotations_run ON annotations (run_id);
+
+        CREATE TABLE turns (
+            annotation_id INTEGER NOT NULL REFERENCES annotations (id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            round INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            latency_s REAL NOT NULL DEFAULT 0,
+            refused INTEGER NOT NULL DEFAULT 0,
+            model TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (annotation_id, idx)
+        );
+
+        CREATE TABLE skips (
+            id INTEGER PRIMARY KEY,
+            run_id TEXT REFERENCES runs (id),
+            path TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            at REAL NOT NULL
+        );
+        CREATE INDEX skips_run ON skips (run_id);
+        """,
+    ),
+]
+"""Every schema change, oldest first."""
+
+_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS migrations (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    applied_at REAL NOT NULL
+)
+"""
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a script into complete SQL statements (trigger bodies stay whole).
+
+    Args:
+        sql: One or more statements separated by semicolons.
+
+    Returns:
+        The statements, stripped, without empty ones.
+    """
+    statements: list[str] = []
+    current = ""
+    for line in sql.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            if current.strip().rstrip(";").strip():
+                statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements
+
+
+def applied_migrations(conn: sqlite3.Connection) -> list[str]:
+    """Return the names of the migrations a database records, in the order they ran."""
+    rows = conn.execute("SELECT name FROM migrations ORDER BY id").fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def apply_migrations(conn: sqlite3.Connection, *, label: str = "the store") -> list[str]:
+    """Bring a database's schema up to date.
+
+    The connection must be in autocommit mode (``isolation_level=None``): each migration runs
+    in its own ``BEGIN IMMEDIATE`` transaction, so two processes opening a fresh file at the
+    same time do not both apply it.
+
+    Args:
+        conn: An open connection in autocommit mode.
+        label: How to name the database in error messages (usually its path).
+
+    Returns:
+        The names of the migrations applied by this call (empty when already current).
+
+    Raises:
+        VhdError: The database records a migration this vhd does not know (written by a newer
+            vhd).
+        ConfigError: The file holds tables but is not a vhd store.
+    """
+    tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables and "migrations" not in tables:
+        raise ConfigError(
+            f"{label} is an SQLite database but not a vhd store: pass a new or existing vhd store path instead"
+        )
+    conn.execute(_MIGRATIONS_TABLE)
+    _check_known(applied_migrations(conn), label)
+    done: list[str] = []
+    for index, (name, sql) in enumerate(MIGRATIONS):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            applied = applied_migrations(conn)
+            _check_known(applied, label)
+            if name not in applied:
+                for statement in split_statements(sql):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
+                conn.execute(f"PRAGMA user_version = {index + 1}")
+                done.append(name)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return done
+
+
+def _check_known(applied: list[str], label: str) -> None:
+    known = {name for name, _ in MIGRATIONS}
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise VhdError(
+            f"{label} was written by a newer vhd (schema migration {unknown[0]!r} is unknown "
+            "here): upgrade vhd with `pip install -U vhd`, or use another store"
+        )

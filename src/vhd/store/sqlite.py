@@ -1,0 +1,642 @@
+"""The SQLite store: runs, samples, annotations with their full debate, and skipped files.
+
+One file holds everything a report needs. It runs in WAL mode with ``synchronous=NORMAL``: a
+committed annotation survives the process being killed at any moment, and every annotation is
+written in one transaction together with its sample and turns, so a reader never sees an
+annotation without its debate.
+
+Example:
+    >>> with Store("run.db") as store:  # doctest: +SKIP
+    ...     run_id = store.start_run(config, config_hash, models, prompt_hash)
+    ...     store.save_annotation(annotation, sample)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from vhd.errors import ConfigError, VhdError
+from vhd.records import Annotation, Kind, Role, Sample, Status, Turn, Usage, Verdict
+from vhd.store.migrations import apply_migrations
+
+_FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value)
+_CHUNK = 256
+_SECRET_FLAG = re.compile(
+    r"(?<!\S)(--?(?:[\w-]*[-_])?(?:api[-_]?key|key|token|secret|password|passwd))(=|\s+)(\S+)", re.IGNORECASE
+)
+_SECRET_VALUE = re.compile(r"\b(sk|hf|ghp|xox[bp])[-_][A-Za-z0-9_-]{8,}")
+_SAMPLE_FIELDS = "s.kind, s.path, s.source, s.keyword, s.generator, s.split, s.label, s.frames_json, s.meta_json"
+_SAMPLE_COLS = "s.id, " + _SAMPLE_FIELDS
+_ANN_COLS = (
+    "a.id, a.sample_id, a.run_id, a.config_hash, a.status, a.harmful, a.reason, "
+    "a.categories_json, a.score, a.refused, a.prompt_tokens, a.completion_tokens, a.calls, "
+    "a.cost, a.error, a.started_at, a.finished_at"
+)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One annotation run as recorded in the store.
+
+    Attributes:
+        id: Run id (uuid4 hex).
+        config: The run's configuration, as given to `Store.start_run`.
+        config_hash: Hash of everything that changes the debate's messages or decoding.
+        models: Role name to ``backend:model`` spec.
+        prompt_hash: Hash of the prompt templates used.
+        vhd_version: The vhd version that ran it.
+        command: The command line (secrets redacted).
+        started_at: Unix time the run started.
+        finished_at: Unix time it finished; None while running or after a crash.
+        summary: What `Store.finish_run` recorded; None until then.
+    """
+
+    id: str
+    config: dict[str, Any]
+    config_hash: str
+    models: dict[str, str]
+    prompt_hash: str
+    vhd_version: str
+    command: str
+    started_at: float
+    finished_at: float | None
+    summary: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class SkipInfo:
+    """A file a run could not use.
+
+    Attributes:
+        run_id: The run that skipped it (None when recorded outside a run).
+        path: The file.
+        reason: Why it was skipped, one line.
+        at: Unix time of the skip.
+    """
+
+    run_id: str | None
+    path: str
+    reason: str
+    at: float
+
+
+def redact_command(command: str) -> str:
+    """Hide values of flags named like a key, token, secret or password, and API-key-like words.
+
+    Args:
+        command: A command line as one string.
+
+    Returns:
+        The command with such values replaced by ``***``.
+    """
+    command = _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", command)
+    return _SECRET_VALUE.sub(lambda m: f"{m.group(1)}-***", command)
+
+
+class Store:
+    """A vhd store in one SQLite file.
+
+    Writes are meant to come from one thread (the asyncio event loop) one at a time; every
+    method is nevertheless guarded by a lock, so the object may be shared across threads.
+
+    Args:
+        path: The database file (created with its folder when missing), or ``":memory:"``.
+        timeout: Seconds to wait for another process holding the write lock.
+
+    Raises:
+        ConfigError: The file cannot be opened or is not a vhd store.
+        VhdError: The file was written by a newer vhd.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+        label = str(path)
+        memory = label == ":memory:"
+        self.path = Path(label) if memory else Path(os.path.abspath(path))
+        if not memory:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create the folder of store {label}: {exc}") from exc
+        self._lock = threading.RLock()
+        try:
+            conn = sqlite3.connect(
+                ":memory:" if memory else str(self.path),
+                timeout=timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open store {label}: {exc}; check the path") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            apply_migrations(conn, label=label)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise ConfigError(f"cannot use {label} as a vhd store ({exc}): pass another store path") from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._conn: sqlite3.Connection | None = conn
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database (safe to call twice)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The open connection, for read-only queries the API does not cover."""
+        if self._conn is None:
+            raise VhdError(f"store {self.path} is closed: open it again with Store(path)")
+        return self._conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            cur = self.conn.cursor()
+            cur.row_factory = sqlite3.Row
+            return cur.execute(sql, params).fetchall()
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        config: dict[str, Any],
+        config_hash: str,
+        models: dict[str, str],
+        prompt_hash: str,
+        command: str = "",
+    ) -> str:
+        """Record the start of a run.
+
+        Args:
+            config: The run's configuration (JSON-serialisable; other values stored as text).
+            config_hash: Hash of everything that changes the debate's messages or decoding.
+            models: Role name to ``backend:model`` spec.
+            prompt_hash: Hash of the prompt templates.
+            command: The command line; values of key/token/secret flags are redacted.
+
+        Returns:
+            The new run's id (uuid4 hex).
+        """
+        from vhd import __version__
+
+        run_id = uuid.uuid4().hex
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO runs (id, config_json, config_hash, models_json, prompt_hash, "
+                "vhd_version, command, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    _dumps(config),
+                    config_hash,
+                    _dumps(models),
+                    prompt_hash,
+                    __version__,
+                    redact_command(command),
+                    time.time(),
+                ),
+            )
+        return run_id
+
+    def finish_run(self, run_id: str, summary: dict[str, Any]) -> None:
+        """Record the end of a run and its summary.
+
+        Raises:
+            VhdError: No such run.
+        """
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE runs SET finished_at = ?, summary_json = ? WHERE id = ?",
+                (time.time(), _dumps(summary), run_id),
+            )
+            if cur.rowcount == 0:
+                raise VhdError(f"run {run_id} is not in store {self.path}: check the run id")
+
+    def runs(self) -> list[RunInfo]:
+        """Return every run, oldest first."""
+        return [_run(r) for r in self._query("SELECT * FROM runs ORDER BY started_at, rowid")]
+
+    def latest_run(self) -> RunInfo | None:
+        """Return the most recently started run, or None when there is none."""
+        rows = self._query("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1")
+        return _run(rows[0]) if rows else None
+
+    def record_skip(self, run_id: str | None, path: str, reason: str) -> None:
+        """Record a file a run could not use (unreadable, too large, duplicate, ...)."""
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO skips (run_id, path, reason, at) VALUES (?, ?, ?, ?)",
+                (run_id, str(path), reason, time.time()),
+            )
+
+    def skips(self, run_id: str | None = None) -> list[SkipInfo]:
+        """Return skipped files, oldest first, for one run or all runs."""
+        sql = "SELECT run_id, path, reason, at FROM skips"
+        rows = (
+            self._query(sql + " WHERE run_id = ? ORDER BY id", (run_id,))
+            if run_id
+            else (self._query(sql + " ORDER BY id"))
+        )
+        return [SkipInfo(r["run_id"], r["path"], r["reason"], r["at"]) for r in rows]
+
+    # -- samples ---------------------------------------------------------------------------
+
+    def upsert_sample(self, sample: Sample) -> None:
+        """Insert a sample, or update the stored one with the same id.
+
+        The newest path wins; other fields keep their stored value when known and take the
+        new one when unknown (None, no frames); metadata keys are merged, stored ones winning.
+        """
+        with self._tx() as conn:
+            self._upsert(conn, sample)
+
+    def remove_sample(self, sample_id: str) -> bool:
+        """Mark a sample removed (it stays stored but leaves listings and exports).
+
+        Returns:
+            Whether a sample with that id exists.
+        """
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE samples SET removed_at = COALESCE(removed_at, ?) WHERE id = ?",
+                (time.time(), sample_id),
+            )
+            return cur.rowcount > 0
+
+    def get_sample(self, sample_id: str) -> Sample | None:
+        """Return the sample with this id, or None."""
+        rows = self._query(f"SELECT {_SAMPLE_COLS} FROM samples s WHERE s.id = ?", (sample_id,))
+        return _sample(rows[0]) if rows else None
+
+    def find_samples(self, ref: str) -> list[Sample]:
+        """Find samples by full id, id prefix (6 characters or more), or path.
+
+        A path matches as given made absolute, or fully resolved. Several results mean the
+        reference is ambiguous (a short prefix, or a path whose content changed).
+
+        Args:
+            ref: An id, an id prefix or a path.
+
+        Returns:
+            Matching samples (removed ones included), id matches first.
+        """
+        found: dict[str, Sample] = {}
+        key = ref.strip().lower()
+        if len(key) >= 6 and re.fullmatch(r"[0-9a-f]+", key):
+            rows = self._query(
+                f"SELECT {_SAMPLE_COLS} FROM samples s WHERE substr(s.id, 1, ?) = ? ORDER BY s.rowid",
+                (len(key), key),
+            )
+            found.update((r["id"], _sample(r)) for r in rows)
+        candidates = {ref, os.path.abspath(ref)}
+        with suppress(OSError, RuntimeError):
+            candidates.add(str(Path(ref).resolve()))
+        marks = ",".join("?" * len(candidates))
+        rows = self._query(
+            f"SELECT {_SAMPLE_COLS} FROM samples s WHERE s.path IN ({marks}) ORDER BY s.rowid",
+            sorted(candidates),
+        )
+        for r in rows:
+            found.setdefault(r["id"], _sample(r))
+        return list(found.values())
+
+    def _upsert(self, conn: sqlite3.Connection, sample: Sample) -> None:
+        row = conn.execute(
+            "SELECT source, keyword, generator, split, label, frames_json, meta_json FROM samples WHERE id = ?",
+            (sample.id,),
+        ).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO samples (id, kind, path, source, keyword, generator, split, label, "
+                "frames_json, meta_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sample.id,
+                    Kind(sample.kind).value,
+                    str(sample.path),
+                    sample.source,
+                    sample.keyword,
+                    sample.generator,
+                    sample.split,
+                    None if sample.label is None else int(sample.label),
+                    _dumps(list(sample.frames)),
+                    _dumps(sample.meta),
+                ),
+            )
+            return
+        source, keyword, generator, split, label, frames_json, meta_json = row
+        frames = json.loads(frames_json) or list(sample.frames)
+        meta = {**sample.meta, **json.loads(meta_json)}
+        if label is None and sample.label is not None:
+            label = int(sample.label)
+        conn.execute(
+            "UPDATE samples SET path = ?, source = ?, keyword = ?, generator = ?, split = ?, "
+            "label = ?, frames_json = ?, meta_json = ? WHERE id = ?",
+            (
+                str(sample.path),
+                source if source is not None else sample.source,
+                keyword if keyword is not None else sample.keyword,
+                generator if generator is not None else sample.generator,
+                split if split is not None else sample.split,
+                label,
+                _dumps(frames),
+                _dumps(meta),
+                sample.id,
+            ),
+        )
+
+    # -- annotations -----------------------------------------------------------------------
+
+    def save_annotation(self, ann: Annotation, sample: Sample | None = None) -> None:
+        """Write one annotation with all its turns (and its sample) in one transaction.
+
+        A stored annotation for the same sample and config hash is replaced. ``harmful`` is
+        stored as NULL for unparsed and error results.
+
+        Args:
+            ann: The annotation.
+            sample: The sample, upserted first; needed unless it is already stored.
+
+        Raises:
+            VhdError: The run or the sample is not in the store.
+        """
+        v = ann.verdict
+        status = Status(v.status)
+        harmful: int | None = None
+        if status in (Status.OK, Status.REFUSED) and v.harmful is not None:
+            harmful = int(bool(v.harmful))
+        with self._tx() as conn:
+            if sample is not None:
+                if sample.id != ann.sample_id:
+                    raise VhdError(
+                        f"annotation is for sample {ann.sample_id[:12]} but sample "
+                        f"{sample.id[:12]} was given: pass the matching sample"
+                    )
+                self._upsert(conn, sample)
+            elif conn.execute("SELECT 1 FROM samples WHERE id = ?", (ann.sample_id,)).fetchone():
+                pass
+            else:
+                raise VhdError(f"sample {ann.sample_id[:12]} is not in the store: pass the Sample to save_annotation")
+            if not conn.execute("SELECT 1 FROM runs WHERE id = ?", (ann.run_id,)).fetchone():
+                raise VhdError(f"run {ann.run_id} is not in the store: call start_run first")
+            conn.execute(
+                "DELETE FROM annotations WHERE sample_id = ? AND config_hash = ?",
+                (ann.sample_id, ann.config_hash),
+            )
+            cur = conn.execute(
+                "INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, "
+                "reason, categories_json, score, refused, prompt_tokens, completion_tokens, "
+                "calls, cost, error, started_at, finished_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    ann.sample_id,
+                    ann.run_id,
+                    ann.config_hash,
+                    status.value,
+                    harmful,
+                    v.reason or "",
+                    _dumps(list(v.categories)),
+                    v.score,
+                    int(v.refused),
+                    ann.usage.prompt_tokens,
+                    ann.usage.completion_tokens,
+                    ann.usage.calls,
+                    ann.usage.cost,
+                    ann.error,
+                    ann.started_at,
+                    ann.finished_at,
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO turns (annotation_id, idx, role, round, text, prompt_tokens, "
+                "completion_tokens, latency_s, refused, model) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        cur.lastrowid,
+                        i,
+                        Role(t.role).value,
+                        t.round,
+                        t.text,
+                        t.prompt_tokens,
+                        t.completion_tokens,
+                        t.latency_s,
+                        int(t.refused),
+                        t.model,
+                    )
+                    for i, t in enumerate(ann.turns)
+                ],
+            )
+
+    def final_ids(self, config_hash: str, *, retry_unparsed: bool = False) -> set[str]:
+        """Return ids of samples whose annotation under this config needs no new attempt.
+
+        Args:
+            config_hash: The configuration.
+            retry_unparsed: Treat unparsed results as not final (ask again).
+
+        Returns:
+            Sample ids with an ok, refused or (unless ``retry_unparsed``) unparsed result.
+        """
+        statuses = [s for s in _FINAL if not (retry_unparsed and s == Status.UNPARSED.value)]
+        marks = ",".join("?" * len(statuses))
+        rows = self._query(
+            f"SELECT sample_id FROM annotations WHERE config_hash = ? AND status IN ({marks})",
+            [config_hash, *statuses],
+        )
+        return {str(r[0]) for r in rows}
+
+    def counts(self, config_hash: str) -> dict[str, int]:
+        """Return how many annotations under this config have each status (all four keys)."""
+        out = {s.value: 0 for s in Status}
+        rows = self._query(
+            "SELECT status, COUNT(*) FROM annotations WHERE config_hash = ? GROUP BY status",
+            (config_hash,),
+        )
+        out.update({str(r[0]): int(r[1]) for r in rows})
+        return out
+
+    def get_annotation(self, sample_id: str, config_hash: str | None = None) -> Annotation | None:
+        """Return a sample's annotation under a config, or its latest one when no hash is given."""
+        where = "a.sample_id = ?" + (" AND a.config_hash = ?" if config_hash else "")
+        params = (sample_id, config_hash) if config_hash else (sample_id,)
+        rows = self._query(
+            f"SELECT {_ANN_COLS} FROM annotations a WHERE {where} ORDER BY a.id DESC LIMIT 1",
+            params,
+        )
+        if not rows:
+            return None
+        return _annotation(rows[0], self._turns([rows[0]["id"]]).get(rows[0]["id"], []))
+
+    def iter_annotations(
+        self, config_hash: str | None = None, run_id: str | None = None
+    ) -> Iterator[tuple[Sample, Annotation]]:
+        """Yield (sample, annotation) pairs ordered by sample path.
+
+        Removed samples are left out. Without a config hash, each sample yields only its latest
+        annotation (among those of ``run_id`` when given). Rows are read in chunks, so the
+        store may be written to between items.
+
+        Args:
+            config_hash: Only annotations under this configuration.
+            run_id: Only annotations written by this run.
+        """
+        conds, params = ["s.removed_at IS NULL"], []
+        if config_hash:
+            conds.append("a.config_hash = ?")
+            params.append(config_hash)
+        if run_id:
+            conds.append("a.run_id = ?")
+            params.append(run_id)
+        if not config_hash:
+            inner = "a2.sample_id = a.sample_id" + (" AND a2.run_id = ?" if run_id else "")
+            conds.append(f"a.id = (SELECT MAX(a2.id) FROM annotations a2 WHERE {inner})")
+            if run_id:
+                params.append(run_id)
+        ids = [
+            int(r[0])
+            for r in self._query(
+                "SELECT a.id FROM annotations a JOIN samples s ON s.id = a.sample_id "
+                f"WHERE {' AND '.join(conds)} ORDER BY s.path, s.id, a.id",
+                params,
+            )
+        ]
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                f"SELECT {_ANN_COLS}, {_SAMPLE_FIELDS} "
+                f"FROM annotations a JOIN samples s ON s.id = a.sample_id WHERE a.id IN ({marks})",
+                chunk,
+            )
+            by_id = {int(r["id"]): r for r in rows}
+            turns = self._turns(chunk)
+            for ann_id in chunk:
+                r = by_id.get(ann_id)
+                if r is not None:  # replaced since the id list was read
+                    yield _sample(r, id_key="sample_id"), _annotation(r, turns.get(ann_id, []))
+
+    def _turns(self, ann_ids: Sequence[int]) -> dict[int, list[Turn]]:
+        marks = ",".join("?" * len(ann_ids))
+        rows = self._query(
+            "SELECT annotation_id, role, round, text, prompt_tokens, completion_tokens, "
+            f"latency_s, refused, model FROM turns WHERE annotation_id IN ({marks}) "
+            "ORDER BY annotation_id, idx",
+            list(ann_ids),
+        )
+        out: dict[int, list[Turn]] = {}
+        for r in rows:
+            out.setdefault(int(r[0]), []).append(
+                Turn(
+                    role=Role(r["role"]),
+                    round=r["round"],
+                    text=r["text"],
+                    prompt_tokens=r["prompt_tokens"],
+                    completion_tokens=r["completion_tokens"],
+                    latency_s=r["latency_s"],
+                    refused=bool(r["refused"]),
+                    model=r["model"],
+                )
+            )
+        return out
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _sample(r: sqlite3.Row, *, id_key: str = "id") -> Sample:
+    return Sample(
+        id=r[id_key],
+        kind=Kind(r["kind"]),
+        path=r["path"],
+        source=r["source"],
+        keyword=r["keyword"],
+        generator=r["generator"],
+        split=r["split"],
+        label=None if r["label"] is None else bool(r["label"]),
+        frames=json.loads(r["frames_json"]),
+        meta=json.loads(r["meta_json"]),
+    )
+
+
+def _annotation(r: sqlite3.Row, turns: list[Turn]) -> Annotation:
+    return Annotation(
+        sample_id=r["sample_id"],
+        run_id=r["run_id"],
+        config_hash=r["config_hash"],
+        verdict=Verdict(
+            harmful=None if r["harmful"] is None else bool(r["harmful"]),
+            reason=r["reason"],
+            categories=json.loads(r["categories_json"]),
+            score=r["score"],
+            status=Status(r["status"]),
+            refused=bool(r["refused"]),
+        ),
+        turns=turns,
+        usage=Usage(
+            calls=r["calls"],
+            prompt_tokens=r["prompt_tokens"],
+            completion_tokens=r["completion_tokens"],
+            cost=r["cost"],
+        ),
+        error=r["error"],
+        started_at=r["started_at"] or 0.0,
+        finished_at=r["finished_at"] or 0.0,
+    )
+
+
+def _run(r: sqlite3.Row) -> RunInfo:
+    return RunInfo(
+        id=r["id"],
+        config=json.loads(r["config_json"]),
+        config_hash=r["config_hash"],
+        models=json.loads(r["models_json"]),
+        prompt_hash=r["prompt_hash"],
+        vhd_version=r["vhd_version"],
+        command=r["command"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        summary=None if r["summary_json"] is None else json.loads(r["summary_json"]),
+    )
