@@ -1,0 +1,346 @@
+"""Pure parts of the OpenAI-compatible backend: options, request payloads, response parsing.
+
+Nothing here does I/O or imports the OpenAI SDK, so all of it is unit-tested directly.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from vhd.backends.base import GenerateConfig, Message, Output
+from vhd.errors import BackendError, ConfigError
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+PLACEHOLDER_API_KEY = "sk-no-key-required"
+"""Sent to non-default endpoints when no key is set: local servers ignore the key."""
+
+MAX_TOP_LOGPROBS = 20
+"""OpenAI's limit for ``top_logprobs`` (vLLM's default limit too)."""
+
+
+class OpenAIOptions(BaseModel):
+    """Options of the ``openai`` backend, from the config file's ``[backends.openai]`` table.
+
+    Attributes:
+        base_url: Endpoint, e.g. ``http://localhost:8000/v1``; else ``$OPENAI_BASE_URL``, else
+            OpenAI's. With ``azure = true``, the Azure resource endpoint
+            (``https://NAME.openai.azure.com``; else ``$AZURE_OPENAI_ENDPOINT``).
+        api_key_env: Name of the environment variable holding the key (never the key itself).
+            Default ``OPENAI_API_KEY`` (``AZURE_OPENAI_API_KEY`` with ``azure = true``).
+        azure: Talk to Azure OpenAI (the model part of the spec is the deployment name).
+        api_version: Azure API version (else ``$OPENAI_API_VERSION``).
+        timeout: Seconds per HTTP attempt.
+        max_retries: Retries after the first attempt on 429, 408, 409, 5xx, timeouts and
+            connection errors.
+        backoff_base: First backoff ceiling in seconds; doubles every retry (full jitter).
+        backoff_max: Cap on any single wait, including a server's ``Retry-After``.
+        max_in_flight: Concurrent requests per endpoint, shared by every backend instance with
+            the same base URL in one event loop.
+        image_detail: ``auto``, ``low`` or ``high`` (OpenAI's image ``detail``).
+        extra_body: Extra JSON fields sent with every request (e.g. vLLM sampling options);
+            they override the fields vhd sets.
+        send_seed: Send ``GenerateConfig.seed`` when one is set.
+        max_tokens_field: ``max_tokens`` (widest support) or ``max_completion_tokens``
+            (required by OpenAI's reasoning models).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str | None = None
+    api_key_env: str | None = None
+    azure: bool = False
+    api_version: str | None = None
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=6, ge=0)
+    backoff_base: float = Field(default=0.5, ge=0)
+    backoff_max: float = Field(default=60.0, ge=0)
+    max_in_flight: int = Field(default=64, ge=1)
+    image_detail: Literal["auto", "low", "high"] = "auto"
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    send_seed: bool = True
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+
+    @property
+    def key_env(self) -> str:
+        """The environment variable that holds the API key."""
+        if self.api_key_env:
+            return self.api_key_env
+        return "AZURE_OPENAI_API_KEY" if self.azure else "OPENAI_API_KEY"
+
+
+def parse_options(options: Mapping[str, Any], table: str = "openai") -> OpenAIOptions:
+    """Validate a ``[backends.*]`` table into `OpenAIOptions`.
+
+    Args:
+        options: The table's keys (``type`` already removed by the registry).
+        table: The table's name, for messages.
+
+    Raises:
+        ConfigError: Unknown key (listing the valid ones) or a bad value.
+    """
+    if "api_key" in options:
+        raise ConfigError(
+            f"[backends.{table}] must not hold an API key: put the key in an environment "
+            "variable and name it with api_key_env"
+        )
+    valid = sorted(OpenAIOptions.model_fields)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(f"[backends.{table}] has unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    try:
+        return OpenAIOptions.model_validate(dict(options))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "options"
+        raise ConfigError(f"[backends.{table}] {where}: {err['msg']}") from None
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def _content(message: Message, detail: str) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return message.content
+    if message.role != "user":
+        if message.images:
+            raise BackendError(
+                f"openai backend: images are only allowed in user messages, not {message.role} ones",
+                retryable=False,
+            )
+        return message.text
+    if all(isinstance(p, str) for p in message.content):
+        return message.text
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, str):
+            if part:
+                parts.append({"type": "text", "text": part})
+        else:
+            parts.append({"type": "image_url", "image_url": {"url": part.data_url, "detail": detail}})
+    return parts
+
+
+def build_payload(
+    model: str, messages: Sequence[Message], config: GenerateConfig, options: OpenAIOptions
+) -> dict[str, Any]:
+    """Build a Chat Completions request body.
+
+    Images become ``image_url`` parts holding the image's cached base64 data URL, so a
+    sample's images are encoded once however many calls send them.
+
+    Args:
+        model: Model name (or Azure deployment).
+        messages: The conversation.
+        config: Decoding settings.
+        options: Backend options (image detail, seed, token field, extra body).
+
+    Returns:
+        The JSON-ready request body.
+    """
+    payload: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": _content(m, options.image_detail)} for m in messages],
+        "temperature": config.temperature,
+        options.max_tokens_field: config.max_tokens,
+    }
+    if config.top_p is not None:
+        payload["top_p"] = config.top_p
+    if config.seed is not None and options.send_seed:
+        payload["seed"] = config.seed
+    if config.stop:
+        payload["stop"] = list(config.stop)
+    if config.logprobs:
+        payload["logprobs"] = True
+        payload["top_logprobs"] = max(0, min(config.top_logprobs, MAX_TOP_LOGPROBS))
+    if options.extra_body:
+        payload.update(options.extra_body)
+    return payload
+
+
+# -- response --------------------------------------------------------------------------------
+
+
+def _malformed(why: str) -> BackendError:
+    return BackendError(f"malformed response from the model server: {why}", retryable=True)
+
+
+def _first_token_logprobs(logprobs: Any) -> dict[str, float] | None:
+    """Read ``{token: logprob}`` for the first generated token, in either known shape."""
+    if not isinstance(logprobs, dict):
+        return None
+    content = logprobs.get("content")
+    if isinstance(content, list) and content and isinstance(content[0], dict):
+        first = content[0]
+        table: dict[str, float] = {}
+        for alt in first.get("top_logprobs") or []:
+            if isinstance(alt, dict) and "token" in alt and alt.get("logprob") is not None:
+                token, lp = str(alt["token"]), float(alt["logprob"])
+                table[token] = max(lp, table.get(token, lp))
+        if "token" in first and first.get("logprob") is not None:
+            table.setdefault(str(first["token"]), float(first["logprob"]))
+        return table or None
+    legacy = logprobs.get("top_logprobs")  # completions-style: a {token: logprob} per position
+    if isinstance(legacy, list) and legacy and isinstance(legacy[0], dict):
+        return {str(t): float(lp) for t, lp in legacy[0].items() if lp is not None} or None
+    return None
+
+
+def parse_response(data: Any) -> Output:
+    """Turn a Chat Completions response body into an `Output`.
+
+    Args:
+        data: The decoded JSON body (raw ``bytes``/``str`` are decoded first).
+
+    Returns:
+        The output; ``latency_s`` is left at 0 for the caller to fill. A choice that stopped
+        with ``finish_reason == "content_filter"`` (or carries a ``refusal``) is marked
+        ``refused``.
+
+    Raises:
+        BackendError: (retryable) when the body is not JSON or has no usable choice.
+    """
+    if isinstance(data, bytes | bytearray | str):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            text = data[:80].decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else data[:80]
+            raise _malformed(f"not JSON ({text!r})") from None
+    if not isinstance(data, dict):
+        raise _malformed(f"expected a JSON object, got {type(data).__name__}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        if isinstance(data.get("error"), dict):
+            raise _malformed(f"error in a 200 answer: {str(data['error'].get('message', ''))[:200]}")
+        raise _malformed("no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _malformed("choice without a message")
+    content = message.get("content")
+    if isinstance(content, list):  # some servers return content parts
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    text = "" if content is None else str(content)
+    finish_reason = choice.get("finish_reason")
+    refusal = message.get("refusal")
+    raw_usage = data.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    out = Output(
+        text=text,
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        first_token_logprobs=_first_token_logprobs(choice.get("logprobs")),
+        refused=finish_reason == "content_filter" or bool(refusal),
+        finish_reason=None if finish_reason is None else str(finish_reason),
+        model=str(data.get("model") or ""),
+    )
+    if refusal:
+        out.extra["refusal"] = str(refusal)
+    return out
+
+
+# -- errors and retries ------------------------------------------------------------------------
+
+_POLICY_CODES = {"content_policy_violation", "content_filter", "responsibleaipolicyviolation"}
+_POLICY_WORDS = re.compile(r"content[ _-]?(policy|management policy|filter)|safety system", re.I)
+
+
+def is_content_policy_error(status: int, body: Any) -> bool:
+    """Whether an error answer is a provider's content-policy rejection (a refusal, not a bug).
+
+    Recognises OpenAI's ``content_policy_violation`` / "safety system" 400s and Azure's
+    ``content_filter`` / ``ResponsibleAIPolicyViolation`` errors.
+    """
+    if status != 400:
+        return False
+    err = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(err, dict):
+        codes = {str(err.get("code") or "").lower(), str(err.get("type") or "").lower()}
+        inner = err.get("innererror")
+        if isinstance(inner, dict):
+            codes.add(str(inner.get("code") or "").lower())
+        if codes & _POLICY_CODES:
+            return True
+        return bool(_POLICY_WORDS.search(str(err.get("message") or "")))
+    return bool(_POLICY_WORDS.search(str(err or "")))
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds a server asked us to wait, from ``retry-after-ms`` or ``Retry-After``.
+
+    Args:
+        headers: Response headers (case-insensitive mapping, or lower-case keys).
+        now: Current Unix time, for the HTTP-date form.
+
+    Returns:
+        Seconds (never negative), or None when absent or unreadable.
+    """
+
+    def get(name: str) -> str | None:
+        value = headers.get(name)
+        if value is None:
+            value = headers.get(name.title())
+        return value
+
+    ms = get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
+    """Exponential backoff with full jitter: uniform in ``[0, min(cap, base * 2**attempt)]``.
+
+    Args:
+        attempt: Retries already made (0 for the first retry).
+        base: First ceiling in seconds.
+        cap: Largest ceiling.
+        rng: Random source (tests pass a seeded one).
+    """
+    ceiling = min(cap, base * (2.0 ** min(attempt, 60)))
+    return (rng or random).uniform(0.0, ceiling)
+
+
+_SECRET_PATTERNS = (
+    re.compile(r"(?i)(bearer\s+)[^\s'\",}]+"),
+    re.compile(r"(?i)((?:api[-_]?key|authorization)['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+"),
+    re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}"),
+)
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """Remove API keys and authorization values from a message.
+
+    Args:
+        text: Any text that might echo a request (an SDK error, a server's error body).
+        secrets: Exact secret values to remove wherever they appear.
+
+    Returns:
+        The text with secrets replaced by ``***``.
+    """
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: (m.group(1) if m.re.groups else "") + "***", text)
+    return text

@@ -1,0 +1,1 @@
+"""vhd test suite (a package, so helpers import as ``tests.servers...``)."""
