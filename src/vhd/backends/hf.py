@@ -1,0 +1,307 @@
+"""The ``hf`` backend: a local Hugging Face vision-language model run with transformers.
+
+``hf:MODEL`` names a hub id (``hf:HuggingFaceTB/SmolVLM-256M-Instruct``) or a local directory
+saved with ``save_pretrained`` (``hf:/models/my-vlm``). The model loads once, in a worker thread,
+on the first call or in `HFBackend.check`; concurrent calls are gathered into left-padded
+batches (see `vhd.backends.hf_worker`). Options (``[backends.hf]`` in the config file)::
+
+    device = "auto"          # auto | cpu | cuda | cuda:N | mps (auto: cuda, then mps, then cpu)
+    dtype = "auto"           # auto | float32 | float16 | bfloat16
+    max_batch_size = 8       # most calls in one forward batch
+    batch_wait_ms = 10       # how long the first call of a batch waits for company
+    trust_remote_code = false
+    revision = "main"        # hub revision (branch, tag or commit)
+    local_files_only = true  # default: true when HF_HUB_OFFLINE=1
+    attn_implementation = "sdpa"
+    generate_kwargs = { repetition_penalty = 1.1 }   # passed to model.generate
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import re
+import socket
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from vhd.backends.base import Backend, GenerateConfig, Message, Output
+from vhd.backends.hf_batch import LoadedModel
+from vhd.backends.hf_worker import BatchWorker
+from vhd.errors import BackendUnavailableError, ConfigError, MissingDependencyError
+
+log = logging.getLogger(__name__)
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def _offline_env() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+class HFOptions(BaseModel):
+    """Options of the ``hf`` backend (the config file's ``[backends.hf]`` table)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: str = "auto"
+    """``auto`` (cuda, then mps, then cpu), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    """Weight dtype; ``auto`` is bfloat16 on CUDA (float16 where unsupported), else float32."""
+    max_batch_size: int = Field(default=8, ge=1)
+    """Most concurrent calls run as one batch."""
+    batch_wait_ms: float = Field(default=10.0, ge=0)
+    """How long a batch waits for more calls after the first arrives."""
+    trust_remote_code: bool = False
+    """Allow model repositories to run their own code."""
+    revision: str | None = None
+    """Hub revision (branch, tag or commit hash)."""
+    local_files_only: bool = Field(default_factory=_offline_env)
+    """Never reach the hub; defaults to true when ``HF_HUB_OFFLINE=1``."""
+    attn_implementation: str | None = None
+    """``eager``, ``sdpa``, ``flash_attention_2``...; the model's default when unset."""
+    generate_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Extra keyword arguments for ``model.generate`` (e.g. ``repetition_penalty``)."""
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, value: str) -> str:
+        if not _DEVICE.match(value):
+            raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
+        return value
+
+
+def parse_options(options: Mapping[str, Any]) -> HFOptions:
+    """Validate ``[backends.hf]`` options.
+
+    Raises:
+        ConfigError: Unknown key or bad value, in one line.
+    """
+    try:
+        return HFOptions.model_validate(dict(options))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
+        )
+        valid = ", ".join(HFOptions.model_fields)
+        raise ConfigError(f"bad [backends.hf] options: {problems} (valid keys: {valid})") from exc
+
+
+def resolve_device(device: str) -> str:
+    """Turn ``auto`` into the best available device: cuda, then mps, then cpu."""
+    import torch
+
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """Turn ``auto`` into bfloat16 on CUDA (float16 where unsupported), float32 elsewhere."""
+    if dtype != "auto":
+        return dtype
+    if device.startswith("cuda"):
+        import torch
+
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "float32"
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether a TCP connection to the hub (``$HF_ENDPOINT``) opens within ``timeout``.
+
+    Without this probe an unreachable hub costs minutes of retries per file before the cache
+    is used. Behind a proxy (``HTTPS_PROXY``/``ALL_PROXY`` set) the probe is skipped.
+    """
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = url.hostname or "huggingface.co"
+    port = url.port or (80 if url.scheme == "http" else 443)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _brief(exc: BaseException, limit: int = 240) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def unavailable_message(model: str, exc: BaseException, *, offline: bool) -> str:
+    """One line telling the user why ``model`` did not load and what to do."""
+    raw = _brief(exc)
+    looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
+    if Path(model).expanduser().is_dir():
+        return (
+            f"cannot load hf model {model!r}: the directory is not a loadable vision-language model "
+            f"({raw}); save one with save_pretrained (model and processor) or use a hub id"
+        )
+    if looks_local:
+        return (
+            f"cannot load hf model {model!r}: no such directory; pass an existing local directory "
+            f"(--model hf:/path/to/model) or a hub id"
+        )
+    lowered = raw.lower()
+    if any(word in lowered for word in ("gated", "401", "403", "restricted")):
+        return (
+            f"cannot load hf model {model!r}: the repository is gated or private; accept its licence "
+            f"on the hub and log in (huggingface-cli login) ({raw})"
+        )
+    missing = ("not a valid model identifier", "404", "repository not found")
+    if not offline and any(word in lowered for word in missing):
+        return f"cannot load hf model {model!r}: no such model on the hub; check the id ({raw})"
+    network = ("connect", "offline", "cache", "local_files_only", "resolve", "timed out")
+    if not isinstance(exc, OSError) and not any(word in lowered for word in network):
+        return (
+            f"cannot load hf model {model!r} ({raw}); use a vision-language model that "
+            f"transformers' AutoModelForImageTextToText can load"
+        )
+    return (
+        f"cannot load hf model {model!r}: not in the local cache and the hub is unreachable; "
+        f"download it (huggingface-cli download {model}) or pass a local directory "
+        f"(--model hf:/path/to/model), or use an endpoint (--model openai:MODEL with "
+        f"[backends.openai] base_url) ({raw})"
+    )
+
+
+class HFBackend(Backend):
+    """A local transformers vision-language model with batched generation.
+
+    Args:
+        model: Hub id or local directory.
+        options: See `HFOptions`.
+    """
+
+    name = "hf"
+    supports_logprobs = True
+
+    def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(model, options)
+        self.opts = parse_options(self.options)
+        self._worker: BatchWorker | None = None
+        self._lock = threading.Lock()
+
+    def identity(self) -> dict[str, Any]:
+        """Spec, resolved dtype, revision and extra generate arguments."""
+        dtype: str = self.opts.dtype
+        if dtype == "auto":
+            with contextlib.suppress(ImportError):
+                dtype = resolve_dtype("auto", resolve_device(self.opts.device))
+        ident: dict[str, Any] = {"spec": self.spec, "dtype": dtype, "revision": self.opts.revision}
+        if self.opts.generate_kwargs:
+            ident["generate_kwargs"] = dict(sorted(self.opts.generate_kwargs.items()))
+        return ident
+
+    def _load(self) -> LoadedModel:
+        try:
+            import torch
+
+            transformers: Any = importlib.import_module("transformers")
+        except ImportError as exc:
+            raise MissingDependencyError(exc.name or "transformers", "local") from exc
+
+        device = resolve_device(self.opts.device)
+        dtype = getattr(torch, resolve_dtype(self.opts.dtype, device))
+        common: dict[str, Any] = {
+            "revision": self.opts.revision,
+            "trust_remote_code": self.opts.trust_remote_code,
+            "local_files_only": self.opts.local_files_only,
+        }
+        path = str(Path(self.model).expanduser()) if self.model.startswith("~") else self.model
+        if not self.opts.local_files_only and not Path(path).is_dir() and not hub_reachable():
+            log.warning("hf: the hub is unreachable; looking for %r in the local cache only", self.model)
+            common["local_files_only"] = True
+        extra: dict[str, Any] = {}
+        if self.opts.attn_implementation:
+            extra["attn_implementation"] = self.opts.attn_implementation
+        try:
+            processor = transformers.AutoProcessor.from_pretrained(path, **common)
+            model = transformers.AutoModelForImageTextToText.from_pretrained(
+                path, dtype=dtype, device_map=device, **common, **extra
+            )
+        except ImportError as exc:
+            name = getattr(exc, "name", None)
+            if name:
+                raise MissingDependencyError(name, "local") from exc
+            raise BackendUnavailableError(f"cannot load hf model {self.model!r}: {_brief(exc)}") from exc
+        except Exception as exc:
+            offline = bool(common["local_files_only"]) or _offline_env()
+            raise BackendUnavailableError(unavailable_message(self.model, exc, offline=offline)) from exc
+        tokenizer: Any = getattr(processor, "tokenizer", None)
+        if not getattr(processor, "chat_template", None) and getattr(tokenizer, "chat_template", None):
+            processor.chat_template = tokenizer.chat_template  # some processors drop it (InstructBLIP)
+        if tokenizer is None or not getattr(processor, "chat_template", None):
+            raise BackendUnavailableError(
+                f"hf model {self.model!r} has no processor chat template; pick an instruction-tuned "
+                f"vision-language model (one whose processor ships a chat template)"
+            )
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model.eval()
+        return LoadedModel(model, processor, model.device, dtype, dict(self.opts.generate_kwargs))
+
+    def _ensure_worker(self) -> BatchWorker:
+        with self._lock:
+            if self._worker is None:
+                self._worker = BatchWorker(
+                    self._load,
+                    max_batch_size=self.opts.max_batch_size,
+                    wait_s=self.opts.batch_wait_ms / 1000,
+                    name=f"vhd-hf-{self.model}",
+                )
+            return self._worker
+
+    async def check(self) -> None:
+        """Load the model now, so a missing model fails before any work.
+
+        Raises:
+            BackendUnavailableError: The model cannot be found or loaded (one line with the fix).
+            MissingDependencyError: torch/transformers are not installed.
+        """
+        await asyncio.wrap_future(self._ensure_worker().ready)
+
+    async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> Output:
+        """Answer one conversation; concurrent calls share batches.
+
+        Raises:
+            BackendUnavailableError: The model cannot be loaded.
+            BackendError: Generation failed for this call.
+        """
+        worker = self._ensure_worker()
+        await asyncio.wrap_future(worker.ready)
+        output = await asyncio.wrap_future(worker.submit(list(messages), config))
+        output.model = self.model
+        return output
+
+    async def aclose(self) -> None:
+        """Stop the worker thread and free the model; a later call loads it again."""
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        device = str(worker.loaded.device) if worker.loaded is not None else ""
+        await asyncio.to_thread(worker.stop)
+        import gc
+
+        gc.collect()
+        if device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()

@@ -1,0 +1,240 @@
+"""Batched generation for the ``hf`` backend: chat prompts and one left-padded ``generate``.
+
+`prepare` renders one conversation with the processor's chat template and decodes its images;
+`generate_group` runs prepared conversations that share decoding settings as a single batch.
+The thread that calls them is `vhd.backends.hf_worker.BatchWorker`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vhd.backends.base import GenerateConfig, Message, Output
+from vhd.errors import BackendError
+from vhd.media.encoded import EncodedImage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedModel:
+    """A model and its processor, ready on a device.
+
+    Attributes:
+        model: The transformers model (``generate`` capable).
+        processor: Its processor (chat template, tokenizer, image processor).
+        device: The torch device the model sits on.
+        dtype: The torch dtype of the weights.
+        generate_kwargs: Extra keyword arguments for every ``model.generate`` call.
+    """
+
+    model: Any
+    processor: Any
+    device: Any
+    dtype: Any
+    generate_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def to_chat(messages: Sequence[Message], *, fold_system: bool = False) -> list[dict[str, Any]]:
+    """Convert messages to the content-list form that processor chat templates take.
+
+    Args:
+        messages: The conversation.
+        fold_system: Move system content to the front of the first user turn, for templates
+            that have no system role.
+
+    Returns:
+        ``[{"role": ..., "content": [{"type": "image"} | {"type": "text", "text": ...}]}]``.
+    """
+
+    def content(msg: Message) -> list[dict[str, Any]]:
+        return [{"type": "image"} if isinstance(p, EncodedImage) else {"type": "text", "text": p} for p in msg.parts]
+
+    if not fold_system:
+        return [{"role": m.role, "content": content(m)} for m in messages]
+    system = [part for m in messages if m.role == "system" for part in content(m)]
+    chat: list[dict[str, Any]] = [{"role": m.role, "content": content(m)} for m in messages if m.role != "system"]
+    if system:
+        system.append({"type": "text", "text": "\n\n"})
+        first_user = next((turn for turn in chat if turn["role"] == "user"), None)
+        if first_user is None:
+            chat.insert(0, {"role": "user", "content": system})
+        else:
+            first_user["content"] = system + first_user["content"]
+    return chat
+
+
+def render_prompt(processor: Any, messages: Sequence[Message]) -> str:
+    """Render a conversation with the processor's chat template.
+
+    A system message is folded into the first user turn when the template rejects it.
+
+    Raises:
+        BackendError: The template cannot render this conversation.
+    """
+    has_system = any(m.role == "system" for m in messages)
+    try:
+        return str(processor.apply_chat_template(to_chat(messages), add_generation_prompt=True, tokenize=False))
+    except Exception as exc:
+        if not has_system:
+            raise BackendError(f"hf chat template failed: {exc}") from exc
+        log.debug("chat template rejected the system message (%s); folding it into the user turn", exc)
+    try:
+        return str(
+            processor.apply_chat_template(
+                to_chat(messages, fold_system=True), add_generation_prompt=True, tokenize=False
+            )
+        )
+    except Exception as exc:
+        raise BackendError(f"hf chat template failed: {exc}") from exc
+
+
+def group_key(config: GenerateConfig) -> tuple[Any, ...]:
+    """Decoding settings that must be equal for two calls to share one ``generate``."""
+    return (
+        config.max_tokens,
+        config.temperature,
+        config.top_p,
+        config.seed,
+        config.logprobs,
+        config.top_logprobs,
+        config.stop,
+    )
+
+
+def _cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return (text[: min(cuts)], True) if cuts else (text, False)
+
+
+@dataclass
+class Prepared:
+    """One conversation rendered for the processor.
+
+    Attributes:
+        prompt: The chat-template text.
+        images: Decoded images in conversation order.
+    """
+
+    prompt: str
+    images: list[Any]
+
+
+def prepare(processor: Any, messages: Sequence[Message]) -> Prepared:
+    """Render the prompt and decode the images of one conversation.
+
+    Raises:
+        BackendError: The template cannot render it or an image cannot be decoded.
+    """
+    prompt = render_prompt(processor, messages)
+    try:
+        images = [im.to_pil() for m in messages for im in m.images]
+    except Exception as exc:
+        raise BackendError(f"hf: cannot decode an image of the conversation: {exc}") from exc
+    return Prepared(prompt, images)
+
+
+def generate_group(loaded: LoadedModel, items: Sequence[Prepared], config: GenerateConfig) -> list[Output]:
+    """Run prepared conversations that share ``config`` as one left-padded ``generate`` call.
+
+    Returns:
+        One `Output` per conversation (``latency_s`` and ``model`` left for the caller).
+    """
+    import torch
+
+    processor, model = loaded.processor, loaded.model
+    tokenizer = processor.tokenizer
+    prompts = [item.prompt for item in items]
+    kwargs: dict[str, Any] = {"text": prompts, "padding": True, "return_tensors": "pt"}
+    if any(item.images for item in items):
+        kwargs["images"] = [item.images for item in items]
+    bos = tokenizer.bos_token
+    if bos and all(p.startswith(bos) for p in prompts):
+        kwargs["add_special_tokens"] = False  # the template wrote it already
+    inputs = _to_device(processor(**kwargs), loaded.device, loaded.dtype)
+
+    gen: dict[str, Any] = {
+        **loaded.generate_kwargs,
+        "max_new_tokens": config.max_tokens,
+        "return_dict_in_generate": True,
+        "output_logits": config.logprobs,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    if config.temperature > 0:
+        gen.update(do_sample=True, temperature=config.temperature)
+        if config.top_p is not None:
+            gen["top_p"] = config.top_p
+    else:
+        gen.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    if config.stop:
+        gen.update(stop_strings=list(config.stop), tokenizer=tokenizer)
+    if config.seed is not None:
+        torch.manual_seed(config.seed)
+    with torch.inference_mode():
+        out = model.generate(**inputs, **gen)
+
+    encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
+    start = 1 if encoder_decoder else inputs["input_ids"].shape[1]
+    new_tokens = out.sequences[:, start:].tolist()
+    mask = inputs.get("attention_mask")
+    prompt_tokens = (
+        mask.sum(dim=1) if mask is not None else inputs["input_ids"].ne(tokenizer.pad_token_id).sum(dim=1)
+    ).tolist()
+    eos = model.generation_config.eos_token_id
+    eos_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    pad_id = tokenizer.pad_token_id
+    first_logprobs = _first_token_logprobs(out, tokenizer, config) if config.logprobs else None
+
+    outputs = []
+    for row, tokens in enumerate(new_tokens):
+        end = next((i + 1 for i, t in enumerate(tokens) if t in eos_ids), None)
+        ended = end is not None
+        if end is None:
+            end = len(tokens)
+            while end and tokens[end - 1] == pad_id:
+                end -= 1  # rows finished early (stop string) are padded
+        text = tokenizer.decode(tokens[:end], skip_special_tokens=True)
+        text, stopped = _cut_at_stop(text, config.stop)
+        finish = "stop" if ended or stopped or end < config.max_tokens else "length"
+        outputs.append(
+            Output(
+                text=text,
+                prompt_tokens=int(prompt_tokens[row]),
+                completion_tokens=end,
+                first_token_logprobs=first_logprobs[row] if first_logprobs else None,
+                finish_reason=finish,
+                extra={"batch_size": len(items)},
+            )
+        )
+    return outputs
+
+
+def _to_device(inputs: Mapping[str, Any], device: Any, dtype: Any) -> dict[str, Any]:
+    """Move tensors to ``device``; floating-point ones (pixels) also to the model's dtype."""
+    import torch
+
+    moved: dict[str, Any] = {}
+    for key, value in inputs.items():
+        if isinstance(value, torch.Tensor):
+            value = value.to(device, dtype=dtype) if value.is_floating_point() else value.to(device)
+        moved[key] = value
+    return moved
+
+
+def _first_token_logprobs(out: Any, tokenizer: Any, config: GenerateConfig) -> list[dict[str, float]]:
+    import torch
+
+    logits = out.logits[0].float()  # raw scores of the first step, before any warper
+    logprobs = torch.log_softmax(logits, dim=-1)
+    k = max(1, min(config.top_logprobs, logprobs.shape[-1]))
+    values, indices = logprobs.topk(k, dim=-1)
+    rows = []
+    for vals, ids in zip(values.tolist(), indices.tolist(), strict=True):
+        alternatives: dict[str, float] = {}
+        for value, token_id in zip(vals, ids, strict=True):
+            alternatives.setdefault(tokenizer.decode([token_id]), value)
+        rows.append(alternatives)
+    return rows

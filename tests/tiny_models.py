@@ -1,0 +1,209 @@
+"""Tiny random-weight vision-language models, built offline for tests.
+
+Each builder trains a byte-level BPE tokenizer on a few sentences, pairs it with the family's
+image processor (32 px images), a processor carrying a chat template and a 2-layer model with
+hidden size 64, then saves everything with ``save_pretrained``. The result loads through the
+real path (``AutoProcessor`` + ``AutoModelForImageTextToText``) with no hub access. Weights are
+random: outputs are gibberish but deterministic, which is all the backend tests need.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+SIDE = 32
+"""Image side the tiny image processors resize to."""
+
+_CORPUS = [
+    "Is this image harmful? Answer yes or no.",
+    "Yes, the picture shows violence. No, it is an ordinary scene.",
+    "A photo of a cat sitting on a mat next to a red ball.",
+    "The quick brown fox jumps over the lazy dog near the river.",
+    "Affirmative debater: list three reasons. Negative debater: answer them.",
+    "The judge reads both sides and decides whether the video is harmful.",
+]
+
+_CONTENT = (
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>"
+    "{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}"
+)
+
+
+def chat_template(*, system_role: bool = True, end_of_turn: str = "") -> str:
+    """A minimal chat template: ``role: content`` lines, then ``assistant:``.
+
+    Args:
+        system_role: When False the template raises on a system message, like templates of
+            models trained without one.
+        end_of_turn: Text written after each turn's content.
+    """
+    reject = (
+        "{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+        if not system_role
+        else ""
+    )
+    return (
+        "{% for m in messages %}"
+        + reject
+        + "{{ m['role'] }}: "
+        + _CONTENT
+        + end_of_turn
+        + "{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+    )
+
+
+def _transformers() -> Any:
+    """The transformers module, typed loosely (its classes are partly untyped)."""
+    return importlib.import_module("transformers")
+
+
+def _tokenizer(extra_specials: list[str]) -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    PreTrainedTokenizerFast = _transformers().PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<pad>", "<s>", "</s>", "<image>", *extra_specials],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(_CORPUS * 10, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        padding_side="left",
+    )
+
+
+def _text_config(tokenizer: Any) -> Any:
+    return _transformers().LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+
+
+def _save(model: Any, processor: Any, tokenizer: Any, path: Path) -> Path:
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+def build_tiny_llava(path: Path, *, seed: int = 0, system_role: bool = True) -> Path:
+    """Build and save a tiny LLaVA (CLIP vision tower, Llama text model).
+
+    Args:
+        path: Directory to write (created if missing).
+        seed: Seed for the random weights.
+        system_role: Whether the chat template accepts a system message.
+
+    Returns:
+        ``path``, loadable with ``AutoModelForImageTextToText.from_pretrained``.
+    """
+    import torch
+
+    tf = _transformers()
+    CLIPVisionConfig, LlavaConfig = tf.CLIPVisionConfig, tf.LlavaConfig
+    LlavaProcessor, LlavaForConditionalGeneration = tf.LlavaProcessor, tf.LlavaForConditionalGeneration
+    CLIPImageProcessorPil = tf.models.clip.CLIPImageProcessorPil
+
+    tokenizer = _tokenizer([])
+    image_processor = CLIPImageProcessorPil(size={"shortest_edge": SIDE}, crop_size={"height": SIDE, "width": SIDE})
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        chat_template=chat_template(system_role=system_role),
+        image_token="<image>",
+        num_additional_image_tokens=1,  # the CLS token, dropped by the "default" strategy
+    )
+    vision = CLIPVisionConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        image_size=SIDE,
+        patch_size=8,
+        projection_dim=64,
+    )
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=_text_config(tokenizer),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(config).eval()
+    return _save(model, processor, tokenizer, path)
+
+
+def build_tiny_idefics3(path: Path, *, seed: int = 0) -> Path:
+    """Build and save a tiny Idefics3 (SigLIP-style vision tower with pixel shuffle, Llama text).
+
+    Args:
+        path: Directory to write (created if missing).
+        seed: Seed for the random weights.
+
+    Returns:
+        ``path``, loadable with ``AutoModelForImageTextToText.from_pretrained``.
+    """
+    import torch
+
+    tf = _transformers()
+    Idefics3Config, Idefics3VisionConfig = tf.Idefics3Config, tf.Idefics3VisionConfig
+    Idefics3Processor, Idefics3ForConditionalGeneration = tf.Idefics3Processor, tf.Idefics3ForConditionalGeneration
+    Idefics3ImageProcessorPil = tf.models.idefics3.Idefics3ImageProcessorPil
+
+    tokenizer = _tokenizer(["<fake_token_around_image>", "<global-img>", "<end_of_utterance>"])
+    image_processor = Idefics3ImageProcessorPil(
+        size={"longest_edge": SIDE},
+        max_image_size={"longest_edge": SIDE},
+        do_image_splitting=False,
+    )
+    scale_factor = 2
+    patch_size = 8
+    processor = Idefics3Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        image_seq_len=(SIDE // patch_size) ** 2 // scale_factor**2,
+        chat_template=chat_template(end_of_turn="<end_of_utterance>"),
+    )
+    vision = Idefics3VisionConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        image_size=SIDE,
+        patch_size=patch_size,
+    )
+    config = Idefics3Config(
+        vision_config=vision.to_dict(),
+        text_config=_text_config(tokenizer).to_dict(),
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        scale_factor=scale_factor,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = Idefics3ForConditionalGeneration(config).eval()
+    return _save(model, processor, tokenizer, path)
