@@ -215,3 +215,87 @@ def test_sigkill_then_resume_makes_no_call_for_finished_samples(tmp_path: Path) 
         assert len(srv.requests) - before == 5 * (12 - len(kept))
         with Store(db) as s:
             assert sum(1 for _ in s.iter_annotations()) == 12
+
+
+@pytest.mark.slow
+def test_ctrl_c_finishes_in_flight_and_exits_130(tmp_path: Path) -> None:
+    make_images(tmp_path / "m", 30)
+    db = tmp_path / "i.db"
+    with ChatServer(reply=judge_reply, latency=0.05) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        cmd = [
+            sys.executable,
+            "-m",
+            "vhd",
+            "annotate",
+            str(tmp_path / "m"),
+            "--model",
+            "openai:m",
+            "--store",
+            str(db),
+            "--config",
+            str(cfg),
+            "--concurrency",
+            "2",
+            "--no-progress",
+        ]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline and len(srv.requests) < 12:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "finishing the samples in flight" in err and "resume" in err
+        with Store(db) as s:
+            anns = [a for _, a in s.iter_annotations()]
+        # the samples in flight were finished, not dropped: every stored one is complete
+        assert 2 <= len(anns) < 30 and all(len(a.turns) == 5 for a in anns)
+        assert f"annotated {len(anns)} sample(s)" in out
+
+
+def test_secrets_never_reach_store_or_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "sk-test-SECRET-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    make_images(tmp_path / "m", 2)
+    with ChatServer(reply=judge_reply, api_key=secret) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        srv.fail_next(["500"] * 3)
+        code = main(
+            [
+                "annotate",
+                str(tmp_path / "m"),
+                "--model",
+                "openai:m",
+                "--store",
+                str(tmp_path / "s.db"),
+                "--config",
+                str(cfg),
+                "--concurrency",
+                "1",
+                "--no-progress",
+            ]
+        )
+        assert code == 1  # one sample errored after retries
+        assert srv.requests[0].headers.get("authorization") == f"Bearer {secret}"
+    out = capsys.readouterr()
+    assert secret not in out.out + out.err
+    for f in tmp_path.glob("s.db*"):
+        assert secret.encode() not in f.read_bytes()
+    assert (
+        main(
+            [
+                "export",
+                str(tmp_path / "s.db"),
+                "--format",
+                "jsonl",
+                "--include-unparsed",
+                "-o",
+                str(tmp_path / "a.jsonl"),
+            ]
+        )
+        == 0
+    )
+    assert secret not in (tmp_path / "a.jsonl").read_text()

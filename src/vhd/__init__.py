@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from vhd.annotate import annotate
+    from vhd.annotator import annotate
 
 __all__ = ["__version__", "annotate"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "annotate":
-        from vhd.annotate import annotate
+        from vhd.annotator import annotate
 
         return annotate
     raise AttributeError(f"module 'vhd' has no attribute {name!r}")

@@ -19,9 +19,7 @@ class MissingDependencyError(VhdError):
     """An optional extra is not installed; the message gives the exact pip line."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(
-            f"{package} is not installed: run `pip install 'vhd[{extra}]'` (or `pip install {package}`)"
-        )
+        super().__init__(f"{package} is not installed: run `pip install 'vhd[{extra}]'` (or `pip install {package}`)")
         self.package = package
         self.extra = extra
 

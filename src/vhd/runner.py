@@ -15,7 +15,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from vhd.annotate import RunSummary, build_backends, config_identity, count_status, digest, redact
+from vhd.annotator import RunSummary, build_backends, config_identity, count_status, digest, redact
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError
 from vhd.records import Annotation, Status
@@ -105,7 +105,7 @@ async def run(
     command: str,
     on_event: Callable[[str], None],
 ) -> RunSummary:
-    """Run (or estimate) one annotation job; see `vhd.annotate.annotate`."""
+    """Run (or estimate) one annotation job; see `vhd.annotator.annotate`."""
     from vhd.debate.engine import Debate
     from vhd.debate.icl import load_examples
     from vhd.debate.prompts import Prompts
@@ -245,13 +245,14 @@ class _Job:
                     self.summary.duplicates += 1
                     continue
                 self.seen.add(sid)
-                self.summary.found += 1
                 if sid in self.done:
+                    self.summary.found += 1
                     self.summary.already_done += 1
                     if self.bar:
                         self.bar.update(self.summary)
                     continue
                 loaded = await asyncio.to_thread(load_sample, item, self.settings)
+                self.summary.found += 1
             except MediaError as exc:
                 self.summary.skipped += 1
                 self.summary.skip_reasons.append((str(item.path), str(exc)))

@@ -70,7 +70,7 @@ def _fmt_summary(s: Any) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.annotate import annotate
+    from vhd.annotator import annotate
 
     def event(message: str) -> None:
         print(f"vhd: {message}", file=sys.stderr)

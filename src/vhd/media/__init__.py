@@ -1,0 +1,89 @@
+"""Media: find, validate, hash and encode images and videos for the models.
+
+The public names below load their modules on first use, so importing `vhd.media` (or
+`vhd.media.encoded`, which every backend does) stays cheap; PyAV is imported only when a video
+is actually read.
+
+Example:
+    >>> from vhd.media import discover, load_sample
+    >>> found = discover(["photos/", "labels.csv"])  # doctest: +SKIP
+    >>> loaded = [load_sample(item) for item in found.items]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vhd.media.discover import Discovery, MediaItem, Skipped, discover, frame_folder_frames
+    from vhd.media.encoded import EncodedImage
+    from vhd.media.hashing import sha256_file
+    from vhd.media.image import (
+        ImageLimits,
+        encode_image,
+        encode_image_bytes,
+        load_image_encoded,
+        open_image,
+    )
+    from vhd.media.load import LoadedSample, MediaSettings, load_sample, sample_id
+    from vhd.media.video import VideoFrames, frame_indices, read_frames, write_frames
+
+_EXPORTS = {
+    "Discovery": "vhd.media.discover",
+    "MediaItem": "vhd.media.discover",
+    "Skipped": "vhd.media.discover",
+    "discover": "vhd.media.discover",
+    "frame_folder_frames": "vhd.media.discover",
+    "EncodedImage": "vhd.media.encoded",
+    "sha256_file": "vhd.media.hashing",
+    "ImageLimits": "vhd.media.image",
+    "encode_image": "vhd.media.image",
+    "encode_image_bytes": "vhd.media.image",
+    "load_image_encoded": "vhd.media.image",
+    "open_image": "vhd.media.image",
+    "LoadedSample": "vhd.media.load",
+    "MediaSettings": "vhd.media.load",
+    "load_sample": "vhd.media.load",
+    "sample_id": "vhd.media.load",
+    "VideoFrames": "vhd.media.video",
+    "frame_indices": "vhd.media.video",
+    "read_frames": "vhd.media.video",
+    "write_frames": "vhd.media.video",
+}
+
+__all__ = [
+    "Discovery",
+    "EncodedImage",
+    "ImageLimits",
+    "LoadedSample",
+    "MediaItem",
+    "MediaSettings",
+    "Skipped",
+    "VideoFrames",
+    "discover",
+    "encode_image",
+    "encode_image_bytes",
+    "frame_folder_frames",
+    "frame_indices",
+    "load_image_encoded",
+    "load_sample",
+    "open_image",
+    "read_frames",
+    "sample_id",
+    "sha256_file",
+    "write_frames",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vhd.media' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -1,0 +1,211 @@
+"""Write a small set of benign example media for demos, docs and smoke tests.
+
+The photos come from scikit-image's bundled sample data (no download) and the video is drawn
+by code and encoded with PyAV, so the set can be made anywhere, offline. Every item is benign;
+a few keywords sound borderline on purpose ("photo shoot", "launch"), which is the kind of
+case the debate is meant to settle.
+
+Example:
+    >>> from pathlib import Path
+    >>> from vhd.examples import write_examples
+    >>> paths = write_examples(Path("examples"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from vhd.errors import MediaError, MissingDependencyError
+
+VIDEO_SIZE = (160, 120)
+"""Width and height of the example video."""
+
+VIDEO_FRAMES = 48
+"""Frames in the example video (2 seconds at 24 fps)."""
+
+VIDEO_FPS = 24
+
+
+@dataclass(frozen=True)
+class _Photo:
+    name: str
+    loader: str
+    keyword: str
+
+
+_PHOTOS = (
+    _Photo("astronaut.jpg", "astronaut", "astronaut portrait"),
+    _Photo("coffee.jpg", "coffee", "cup of coffee"),
+    _Photo("chelsea.png", "chelsea", "pet cat"),
+    _Photo("rocket.jpg", "rocket", "rocket launch"),
+    _Photo("camera.png", "camera", "photo shoot"),
+    _Photo("moon.png", "moon", "moon surface"),
+)
+
+MANIFEST_NAME = "manifest.csv"
+VIDEO_NAME = "bouncing_shapes.mp4"
+
+
+def _import_skimage_data() -> Any:
+    try:
+        from skimage import data
+    except ImportError as exc:
+        raise MissingDependencyError("scikit-image", "examples") from exc
+    return data
+
+
+def _import_av() -> Any:
+    try:
+        import av
+    except ImportError as exc:
+        raise MissingDependencyError("av", "video") from exc
+    return av
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _photo_bytes(photo: _Photo, skdata: Any) -> bytes:
+    from PIL import Image
+
+    array = getattr(skdata, photo.loader)()
+    image = Image.fromarray(array).convert("RGB")
+    buf = io.BytesIO()
+    if photo.name.endswith(".png"):
+        image.save(buf, format="PNG", compress_level=9)
+    else:
+        image.save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def draw_frame(index: int, size: tuple[int, int] = VIDEO_SIZE) -> Any:
+    """Draw frame ``index`` of the example video: a ball and a square moving over a sky.
+
+    Args:
+        index: Frame number.
+        size: Width and height.
+
+    Returns:
+        An RGB Pillow image.
+    """
+    from PIL import Image, ImageDraw
+
+    width, height = size
+    image = Image.new("RGB", size)
+    draw = ImageDraw.Draw(image)
+    for y in range(height):
+        shade = 150 + (y * 90) // max(1, height - 1)
+        draw.line([(0, y), (width, y)], fill=(shade // 2, shade * 3 // 4, shade))
+    draw.rectangle([0, height * 4 // 5, width, height], fill=(70, 150, 60))
+    t = index / VIDEO_FRAMES
+    radius = height // 8
+    ball_x = radius + (width - 2 * radius) * t
+    ball_y = height * 4 // 5 - radius - abs(math.sin(t * 3 * math.pi)) * height // 2
+    draw.ellipse(
+        [ball_x - radius, ball_y - radius, ball_x + radius, ball_y + radius],
+        fill=(230, 80, 60),
+    )
+    side = height // 6
+    box_x = (width - side) * (1 - t)
+    draw.rectangle(
+        [box_x, height // 8, box_x + side, height // 8 + side],
+        fill=(250, 210, 60),
+    )
+    return image
+
+
+def _video_bytes(av: Any, frames: int = VIDEO_FRAMES) -> bytes:
+    buf = io.BytesIO()
+    with av.open(buf, mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=VIDEO_FPS)
+        stream.width, stream.height = VIDEO_SIZE
+        stream.pix_fmt = "yuv420p"
+        # One thread and no macroblock-tree rate control: with mbtree on, x264's output
+        # varied from run to run at this frame size, and the examples should be byte-stable.
+        stream.codec_context.options = {
+            "crf": "23",
+            "preset": "medium",
+            "threads": "1",
+            "x264-params": "no-mbtree=1",
+        }
+        for index in range(frames):
+            frame = av.VideoFrame.from_image(draw_frame(index)).reformat(format="yuv420p")
+            frame.pts = index
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return buf.getvalue()
+
+
+def write_examples(out_dir: str | Path) -> list[Path]:
+    """Write the example photos, a short drawn H.264 video and a manifest listing them.
+
+    The photos are real photographs from scikit-image (``source=real``); the video is drawn by
+    code (``source=synthetic``). Running it twice with the same library versions writes the
+    same bytes.
+
+    Args:
+        out_dir: Folder to write into (created if needed); existing example files are replaced.
+
+    Returns:
+        The written files: six photos, the video, then ``manifest.csv``.
+
+    Raises:
+        MissingDependencyError: scikit-image (extra ``examples``) or PyAV (extra ``video``) is
+            not installed.
+        MediaError: The files cannot be written.
+    """
+    skdata = _import_skimage_data()
+    av = _import_av()
+    folder = Path(out_dir)
+    rows: list[dict[str, str]] = []
+    written: list[Path] = []
+    jobs: list[tuple[Path, Callable[[], bytes], dict[str, str]]] = [
+        (
+            folder / photo.name,
+            partial(_photo_bytes, photo, skdata),
+            {"kind": "image", "source": "real", "keyword": photo.keyword, "generator": ""},
+        )
+        for photo in _PHOTOS
+    ]
+    jobs.append(
+        (
+            folder / VIDEO_NAME,
+            partial(_video_bytes, av),
+            {
+                "kind": "video",
+                "source": "synthetic",
+                "keyword": "bouncing toy ball",
+                "generator": "vhd.examples",
+            },
+        )
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for path, make, meta in jobs:
+            _write_atomic(path, make())
+            written.append(path)
+            rows.append({"path": path.name, **meta})
+        text = io.StringIO()
+        writer = csv.DictWriter(
+            text, fieldnames=["path", "kind", "source", "keyword", "generator"], lineterminator="\n"
+        )
+        writer.writeheader()
+        writer.writerows(rows)
+        manifest = folder / MANIFEST_NAME
+        _write_atomic(manifest, text.getvalue().encode("utf-8"))
+        written.append(manifest)
+    except OSError as exc:
+        raise MediaError(f"cannot write examples to {folder} ({exc.strerror})") from exc
+    return written

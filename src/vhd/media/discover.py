@@ -1,0 +1,314 @@
+"""Find the images and videos behind a list of inputs: files, folders and manifests.
+
+Inputs may be media files, folders (searched recursively, in sorted order, hidden entries
+ignored) or manifests (``.csv``, ``.jsonl`` or a ``.json`` list) that list media with optional
+metadata. Anything that cannot become a sample is reported in `Discovery.skipped` with a
+reason instead of stopping the run; only a missing top-level input (or an unreadable
+manifest) is an error. Manifests are read only when given as inputs: a ``.csv`` met while
+scanning a folder is skipped like any other non-media file. Symbolic links that lead outside
+a scanned folder, and file names that are not valid UTF-8, are skipped with a reason.
+
+A *frame folder* holds the extracted frames of one video: a folder without subfolders whose
+files are all images named ``<stem>_<k:04d>.<png|jpg|jpeg|webp>`` with a single stem and
+``k`` running 0, 1, 2, ... without gaps (at least two frames). It becomes one video sample.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vhd.errors import ConfigError
+from vhd.media.manifest import ManifestRow, RowProblem, read_manifest
+from vhd.records import Kind
+
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif"})
+"""File extensions read as images (case-insensitive)."""
+
+VIDEO_EXTENSIONS = frozenset({".mp4", ".webm", ".mov", ".mkv", ".avi", ".m4v"})
+"""File extensions read as videos (case-insensitive)."""
+
+MANIFEST_EXTENSIONS = frozenset({".csv", ".jsonl", ".json"})
+"""File extensions read as manifests when given as an input."""
+
+_FRAME_NAME = re.compile(r"^(?P<stem>.+)_(?P<k>\d{4,})\.(?:png|jpe?g|webp)$", re.IGNORECASE)
+
+
+@dataclass
+class MediaItem:
+    """One sample to load: an image, a video file or a folder of video frames.
+
+    Attributes:
+        path: Absolute path (symbolic links not resolved).
+        kind: Image or video.
+        is_frame_folder: ``path`` is a folder of extracted frames (a video).
+        source: ``real`` or ``synthetic``, from a manifest.
+        keyword: Keyword or prompt keyword, from a manifest.
+        generator: Generative model of a synthetic sample, from a manifest.
+        split: Dataset split, from a manifest.
+        label: Human label from a manifest (True harmful), when given.
+        id: The id a manifest gives; when it is a sha256 it must match the content hash.
+        extra: Other manifest columns, verbatim.
+    """
+
+    path: Path
+    kind: Kind
+    is_frame_folder: bool = False
+    source: str | None = None
+    keyword: str | None = None
+    generator: str | None = None
+    split: str | None = None
+    label: bool | None = None
+    id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An input that did not become a sample, and why.
+
+    Attributes:
+        path: The file, folder or manifest concerned.
+        reason: One line that says what is wrong.
+    """
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{display_path(self.path)}: {self.reason}"
+
+
+@dataclass
+class Discovery:
+    """Result of `discover`.
+
+    Attributes:
+        items: Samples found, in input order (folders in sorted order), each path once.
+        skipped: Inputs left out, with reasons.
+    """
+
+    items: list[MediaItem] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def display_path(path: str | Path) -> str:
+    """Return a path as printable text, replacing bytes that are not valid UTF-8."""
+    return os.fsencode(path).decode("utf-8", errors="replace")
+
+
+def _utf8_ok(path: Path) -> bool:
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def kind_for(path: Path) -> Kind | None:
+    """Return the media kind implied by a file's extension, or None when unsupported."""
+    ext = path.suffix.lower()
+    if ext in IMAGE_EXTENSIONS:
+        return Kind.IMAGE
+    if ext in VIDEO_EXTENSIONS:
+        return Kind.VIDEO
+    return None
+
+
+def frame_folder_frames(folder: str | Path) -> list[Path] | None:
+    """Return a frame folder's frames in frame order, or None when it is not one.
+
+    Args:
+        folder: A directory.
+
+    Returns:
+        The frame files sorted by frame number, or None when the folder has subfolders,
+        other files, several stems, fewer than two frames, or gaps in the numbering.
+    """
+    folder = Path(folder)
+    frames: dict[int, Path] = {}
+    stems: set[str] = set()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        try:
+            if entry.is_dir() or not entry.is_file():
+                return None
+        except OSError:
+            return None
+        match = _FRAME_NAME.match(entry.name)
+        if match is None:
+            return None
+        k = int(match["k"])
+        if match["k"] != f"{k:04d}" or k in frames:
+            return None
+        stems.add(match["stem"])
+        frames[k] = folder / entry.name
+    if len(frames) < 2 or len(stems) != 1 or sorted(frames) != list(range(len(frames))):
+        return None
+    return [frames[k] for k in range(len(frames))]
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.result = Discovery()
+        self._seen: set[str] = set()
+
+    def skip(self, path: Path, reason: str) -> None:
+        self.result.skipped.append(Skipped(path, reason))
+
+    def add(self, item: MediaItem) -> bool:
+        key = os.path.realpath(item.path)
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        self.result.items.append(item)
+        return True
+
+    def add_path(self, path: Path) -> None:
+        """Add a single file or folder found on disk (no manifest metadata)."""
+        if not _utf8_ok(path):
+            self.skip(path, "file name is not valid UTF-8; rename the file to include it")
+            return
+        if path.is_dir():
+            if frame_folder_frames(path) is not None:
+                self.add(MediaItem(path, Kind.VIDEO, is_frame_folder=True))
+            else:
+                self.scan(path, path)
+            return
+        kind = kind_for(path)
+        if kind is None:
+            self.skip(path, f"unsupported file type {path.suffix.lower() or '(no extension)'}")
+            return
+        self.add(MediaItem(path, kind))
+
+    def scan(self, root: Path, folder: Path) -> None:
+        """Walk ``folder`` (inside ``root``) in sorted order."""
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: os.fsencode(e.name))
+        except OSError as exc:
+            self.skip(folder, f"cannot list folder ({type(exc).__name__}: {exc.strerror})")
+            return
+        real_root = os.path.realpath(root)
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = folder / entry.name
+            if entry.is_symlink():
+                target = os.path.realpath(path)
+                if not os.path.exists(target):
+                    self.skip(path, "broken symbolic link")
+                    continue
+                if os.path.commonpath([real_root, target]) != real_root:
+                    self.skip(path, f"symbolic link points outside {display_path(root)}")
+                    continue
+                if os.path.isdir(target):
+                    continue  # its target is inside the folder and is scanned there
+            if not _utf8_ok(path):
+                self.skip(path, "file name is not valid UTF-8; rename the file to include it")
+                continue
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if frame_folder_frames(path) is not None:
+                    self.add(MediaItem(path, Kind.VIDEO, is_frame_folder=True))
+                else:
+                    self.scan(root, path)
+                continue
+            kind = kind_for(path)
+            if kind is None:
+                ext = path.suffix.lower() or "(no extension)"
+                self.skip(path, f"unsupported file type {ext}")
+                continue
+            self.add(MediaItem(path, kind))
+
+    def add_manifest(self, manifest: Path) -> None:
+        for row in read_manifest(manifest):
+            if isinstance(row, RowProblem):
+                self.skip(manifest, f"{manifest.name} {row}")
+                continue
+            self._add_row(manifest, row)
+
+    def _add_row(self, manifest: Path, row: ManifestRow) -> None:
+        where = f"{manifest.name} {row.where}"
+        path = Path(os.path.abspath(manifest.parent / row.path))
+        if not _utf8_ok(path):
+            self.skip(path, f"{where}: file name is not valid UTF-8")
+            return
+        if not os.path.exists(path):
+            self.skip(path, f"{where}: listed file not found")
+            return
+        is_frame_folder = False
+        if path.is_dir():
+            if frame_folder_frames(path) is None:
+                self.skip(path, f"{where}: folder is not a frame folder (<stem>_0000.png ...)")
+                return
+            kind: Kind | None = Kind.VIDEO
+            is_frame_folder = True
+        else:
+            kind = kind_for(path)
+        if row.kind is not None:
+            if kind is not None and kind is not row.kind:
+                self.skip(path, f"{where}: kind {row.kind.value} does not match the file")
+                return
+            kind = row.kind
+        if kind is None:
+            ext = path.suffix.lower() or "(no extension)"
+            self.skip(path, f"{where}: unsupported file type {ext} (set a kind column)")
+            return
+        item = MediaItem(
+            path,
+            kind,
+            is_frame_folder=is_frame_folder,
+            source=row.source,
+            keyword=row.keyword,
+            generator=row.generator,
+            split=row.split,
+            label=row.label,
+            id=row.id,
+            extra=row.extra,
+        )
+        if not self.add(item):
+            self.skip(path, f"{where}: listed more than once; kept the first entry")
+
+
+def _inputs(inputs: Sequence[str | Path] | str | Path) -> Iterator[str | Path]:
+    if isinstance(inputs, str | Path):
+        yield inputs
+    else:
+        yield from inputs
+
+
+def discover(inputs: Sequence[str | Path] | str | Path) -> Discovery:
+    """Turn inputs into media items, skipping (with reasons) what cannot be used.
+
+    Args:
+        inputs: Media files, folders and manifests (``.csv``, ``.jsonl``, ``.json``), in the
+            order their samples should come.
+
+    Returns:
+        The items found (each path once, first occurrence kept) and the skipped entries.
+
+    Raises:
+        ConfigError: An input does not exist, or a manifest cannot be read at all.
+    """
+    collector = _Collector()
+    for raw in _inputs(inputs):
+        path = Path(os.path.abspath(os.fspath(raw)))
+        if not os.path.exists(path):
+            raise ConfigError(f"input not found: {display_path(raw)}")
+        if path.is_file() and path.suffix.lower() in MANIFEST_EXTENSIONS:
+            collector.add_manifest(path)
+        else:
+            collector.add_path(path)
+    return collector.result

@@ -1,0 +1,228 @@
+"""Turn a discovered media item into a sample record plus the encoded images a model sees."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vhd.errors import ConfigError, MediaError
+from vhd.media.discover import MediaItem, display_path, frame_folder_frames
+from vhd.media.encoded import EncodedImage
+from vhd.media.hashing import combine_hashes, is_sha256_hex, sha256_bytes, sha256_file
+from vhd.media.image import (
+    FORMATS,
+    ImageLimits,
+    encode_image,
+    encode_image_bytes,
+    read_image_bytes,
+)
+from vhd.media.video import DEFAULT_FIRST, DEFAULT_FRAMES, frame_indices, read_frames
+from vhd.records import Kind, Sample
+
+PIPELINE_VERSION = 1
+"""Bumped whenever decoding or encoding changes what a model is shown for the same settings."""
+
+
+@dataclass(frozen=True)
+class MediaSettings:
+    """How media is prepared for the models.
+
+    Attributes:
+        max_side: Longest side in pixels of every image sent.
+        fmt: Encoding sent to the models: ``jpeg``, ``png`` or ``webp``.
+        quality: JPEG/WebP quality (1-100).
+        n_frames: Frames shown per video.
+        first_frames: Only the first this-many frames of a video are sampled.
+        limits: Size limits for image files.
+    """
+
+    max_side: int = 1024
+    fmt: str = "jpeg"
+    quality: int = 90
+    n_frames: int = DEFAULT_FRAMES
+    first_frames: int = DEFAULT_FIRST
+    limits: ImageLimits = field(default_factory=ImageLimits)
+
+    def __post_init__(self) -> None:
+        fmt = self.fmt.lower()
+        if fmt == "jpg":
+            fmt = "jpeg"
+        if fmt not in FORMATS:
+            raise ConfigError(f"unknown image format {self.fmt!r}; choose one of {', '.join(FORMATS)}")
+        object.__setattr__(self, "fmt", fmt)
+        if self.max_side < 16:
+            raise ConfigError(f"max_side must be at least 16 pixels, got {self.max_side}")
+        if not 1 <= self.quality <= 100:
+            raise ConfigError(f"image quality must be between 1 and 100, got {self.quality}")
+        if self.n_frames < 1:
+            raise ConfigError(f"frames per video must be at least 1, got {self.n_frames}")
+        if self.first_frames < 1:
+            raise ConfigError(f"first_frames must be at least 1, got {self.first_frames}")
+
+    def identity(self) -> dict[str, Any]:
+        """Return the settings that change what a model is shown (for configuration hashes).
+
+        Limits are left out: they decide whether a file is accepted, not how it looks.
+        """
+        return {
+            "media_pipeline": PIPELINE_VERSION,
+            "max_side": self.max_side,
+            "fmt": self.fmt,
+            "quality": self.quality,
+            "n_frames": self.n_frames,
+            "first_frames": self.first_frames,
+        }
+
+
+@dataclass
+class LoadedSample:
+    """A sample ready for annotation.
+
+    Attributes:
+        sample: The record (content-hash id, kind, path, frames, manifest fields).
+        images: What the models see: one image, or a video's frames in chronological order.
+    """
+
+    sample: Sample
+    images: list[EncodedImage]
+
+
+def _encode_image_file(item: MediaItem, settings: MediaSettings) -> tuple[str, EncodedImage]:
+    data = read_image_bytes(item.path, settings.limits)
+    encoded = encode_image_bytes(
+        data,
+        max_side=settings.max_side,
+        limits=settings.limits,
+        fmt=settings.fmt,
+        quality=settings.quality,
+    )
+    return sha256_bytes(data), encoded
+
+
+def _load_frame_folder(item: MediaItem, settings: MediaSettings) -> tuple[str, list[int], list[EncodedImage]]:
+    frames = frame_folder_frames(item.path)
+    if frames is None:
+        raise MediaError("folder is not (or no longer) a frame folder of <stem>_<k:04d> images")
+    chosen = set(frame_indices(len(frames), settings.n_frames, settings.first_frames))
+    hashes: list[str] = []
+    images: list[EncodedImage] = []
+    for k, frame in enumerate(frames):
+        try:
+            if k in chosen:
+                data = read_image_bytes(frame, settings.limits)
+                hashes.append(sha256_bytes(data))
+                images.append(
+                    encode_image_bytes(
+                        data,
+                        max_side=settings.max_side,
+                        limits=settings.limits,
+                        fmt=settings.fmt,
+                        quality=settings.quality,
+                    )
+                )
+            else:
+                hashes.append(sha256_file(frame))
+        except MediaError as exc:
+            raise MediaError(f"frame {frame.name}: {exc}") from exc
+        except OSError as exc:
+            raise MediaError(f"frame {frame.name}: cannot read file ({exc.strerror})") from exc
+    return combine_hashes(hashes), sorted(chosen), images
+
+
+def _load_video_file(item: MediaItem, settings: MediaSettings) -> tuple[str, list[int], list[EncodedImage]]:
+    frames = read_frames(item.path, settings.n_frames, settings.first_frames)
+    images = [
+        encode_image(img, max_side=settings.max_side, fmt=settings.fmt, quality=settings.quality)
+        for img in frames.images
+    ]
+    try:
+        digest = sha256_file(item.path)
+    except OSError as exc:
+        raise MediaError(f"cannot read file ({exc.strerror})") from exc
+    return digest, frames.indices, images
+
+
+def sample_id(item: MediaItem) -> str:
+    """Return an item's content-hash id without decoding it (cheap: hashing only).
+
+    This is the id `load_sample` gives the sample: the sha256 of the file's bytes, or for a
+    frame folder the sha256 of its frames' hex digests concatenated in frame order. A
+    manifest's sha256 ``id`` is not checked here (`load_sample` does that).
+
+    Args:
+        item: An item from `vhd.media.discover.discover`.
+
+    Returns:
+        The 64-character hex id.
+
+    Raises:
+        MediaError: The file or a frame cannot be read, or the folder is no longer a frame
+            folder.
+    """
+    path = Path(item.path)
+    if item.is_frame_folder or path.is_dir():
+        frames = frame_folder_frames(path)
+        if frames is None:
+            raise MediaError("folder is not (or no longer) a frame folder of <stem>_<k:04d> images")
+        try:
+            return combine_hashes(sha256_file(frame) for frame in frames)
+        except OSError as exc:
+            raise MediaError(f"cannot read frame ({exc.strerror})") from exc
+    try:
+        return sha256_file(path)
+    except OSError as exc:
+        raise MediaError(f"cannot read file ({exc.strerror})") from exc
+
+
+def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> LoadedSample:
+    """Read, validate, hash and encode one item.
+
+    Safe to call from several threads at once (no shared state).
+
+    Args:
+        item: An item from `vhd.media.discover.discover`.
+        settings: How to prepare the media; defaults to `MediaSettings()`.
+
+    Returns:
+        The sample record and its encoded images.
+
+    Raises:
+        MediaError: The media is unreadable, corrupt, over a limit, or its content hash
+            differs from the sha256 id its manifest gives.
+        MissingDependencyError: A video needs PyAV and it is not installed.
+    """
+    settings = settings or MediaSettings()
+    path = Path(item.path)
+    frames: list[int] = []
+    if item.kind is Kind.IMAGE:
+        digest, encoded = _encode_image_file(item, settings)
+        images = [encoded]
+    elif item.is_frame_folder or path.is_dir():
+        digest, frames, images = _load_frame_folder(item, settings)
+    else:
+        digest, frames, images = _load_video_file(item, settings)
+
+    meta: dict[str, Any] = dict(item.extra)
+    if item.id is not None:
+        if is_sha256_hex(item.id):
+            if item.id.lower() != digest:
+                raise MediaError(
+                    f"content hash {digest[:12]}... differs from the manifest id "
+                    f"{item.id[:12]}...; the file changed or the manifest is wrong"
+                )
+        else:
+            meta["id"] = item.id
+    sample = Sample(
+        id=digest,
+        kind=item.kind,
+        path=display_path(path),
+        source=item.source,
+        keyword=item.keyword,
+        generator=item.generator,
+        split=item.split,
+        label=item.label,
+        frames=frames,
+        meta=meta,
+    )
+    return LoadedSample(sample=sample, images=images)

@@ -1,0 +1,235 @@
+"""Read manifests: CSV, JSON Lines or JSON files that name media files and their metadata.
+
+A JSON manifest is a list of objects, or (as in the VHD11K release) an object keyed by path
+whose values hold the other fields.
+
+Columns (case-insensitive): the file in ``path`` (or ``imagePath`` / ``videoPath`` as in the
+VHD11K release), absolute or relative to the manifest's folder; optional ``id``, ``harmful``
+(or ``label``, or VHD11K's ``decision``: yes/no, 1/0, true/false), ``source``
+(real|synthetic), ``keyword``, ``generator``, ``split`` and ``kind`` (image|video). Other
+columns are kept verbatim in `ManifestRow.extra`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vhd.errors import ConfigError
+from vhd.records import Kind
+
+PATH_COLUMNS = ("path", "imagepath", "videopath", "image_path", "video_path")
+"""Column names that hold the media path, in order of preference (compared lower-case)."""
+
+LABEL_COLUMNS = ("harmful", "label", "decision")
+"""Column names that hold a yes/no label, in order of preference (compared lower-case)."""
+
+_KNOWN = frozenset({*PATH_COLUMNS, *LABEL_COLUMNS, "id", "source", "keyword", "generator", "split", "kind"})
+_TRUE = frozenset({"yes", "y", "true", "1"})
+_FALSE = frozenset({"no", "n", "false", "0"})
+_SOURCES = frozenset({"real", "synthetic"})
+
+
+@dataclass
+class ManifestRow:
+    """One usable manifest entry.
+
+    Attributes:
+        where: Where it came from, e.g. ``line 4``, for messages.
+        path: The media path as written in the manifest.
+        id: The ``id`` column, if any.
+        label: Parsed yes/no label, if any.
+        source: ``real`` or ``synthetic``, if given.
+        keyword: Keyword, if given.
+        generator: Generator, if given.
+        split: Split, if given.
+        kind: Image or video, if given.
+        extra: Every other non-empty column.
+    """
+
+    where: str
+    path: str
+    id: str | None = None
+    label: bool | None = None
+    source: str | None = None
+    keyword: str | None = None
+    generator: str | None = None
+    split: str | None = None
+    kind: Kind | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """A manifest entry that cannot be used.
+
+    Attributes:
+        where: Where it is, e.g. ``line 4``.
+        reason: What is wrong with it.
+    """
+
+    where: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.reason}"
+
+
+def parse_label(value: Any) -> bool | None:
+    """Parse a yes/no label (yes/no, 1/0, true/false; case-insensitive); empty gives None.
+
+    Raises:
+        ValueError: The value is not one of the accepted spellings.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower().rstrip(".")
+    if not text:
+        return None
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"label must be yes/no, 1/0 or true/false, got {value!r}")
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value.strip() if isinstance(value, str) else str(value)
+    return text or None
+
+
+def parse_row(where: str, record: Mapping[str | None, Any]) -> ManifestRow | RowProblem:
+    """Validate one record (column name to value) from a manifest."""
+    if None in record:
+        return RowProblem(where, "more fields than the header has columns")
+    columns = {str(k).strip().lower(): v for k, v in record.items()}
+    path = next((_text(columns.get(c)) for c in PATH_COLUMNS if _text(columns.get(c))), None)
+    if path is None:
+        return RowProblem(where, "no path (columns path, imagePath or videoPath)")
+    try:
+        label = next((parse_label(columns[c]) for c in LABEL_COLUMNS if _text(columns.get(c))), None)
+    except ValueError as exc:
+        return RowProblem(where, str(exc))
+    source = _text(columns.get("source"))
+    if source is not None:
+        source = source.lower()
+        if source not in _SOURCES:
+            return RowProblem(where, f"source must be real or synthetic, got {source!r}")
+    kind_text = _text(columns.get("kind"))
+    kind: Kind | None = None
+    if kind_text is not None:
+        try:
+            kind = Kind(kind_text.lower())
+        except ValueError:
+            return RowProblem(where, f"kind must be image or video, got {kind_text!r}")
+    extra = {
+        key: value
+        for key, value in ((str(k).strip(), v) for k, v in record.items())
+        if key.lower() not in _KNOWN and value not in (None, "")
+    }
+    return ManifestRow(
+        where=where,
+        path=path,
+        id=_text(columns.get("id")),
+        label=label,
+        source=source,
+        keyword=_text(columns.get("keyword")),
+        generator=_text(columns.get("generator")),
+        split=_text(columns.get("split")),
+        kind=kind,
+        extra=extra,
+    )
+
+
+def _read_csv(path: Path) -> Iterator[ManifestRow | RowProblem]:
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        header = [h.strip().lower() for h in reader.fieldnames or []]
+        if header and not any(c in header for c in PATH_COLUMNS):
+            raise ConfigError(
+                f"manifest {path.name} has no path column: add a column named path (or imagePath / videoPath)"
+            )
+        for record in reader:
+            if not any(_text(v) for k, v in record.items() if k is not None):
+                continue  # blank line
+            yield parse_row(f"line {reader.line_num}", record)
+
+
+def _read_jsonl(path: Path) -> Iterator[ManifestRow | RowProblem]:
+    with open(path, encoding="utf-8-sig") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"line {number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield RowProblem(where, f"not valid JSON ({exc.msg})")
+                continue
+            if not isinstance(record, dict):
+                yield RowProblem(where, "not a JSON object")
+                continue
+            yield parse_row(where, record)
+
+
+def _read_json(path: Path) -> Iterator[ManifestRow | RowProblem]:
+    with open(path, encoding="utf-8-sig") as fh:
+        try:
+            records = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"manifest {path.name} is not valid JSON ({exc})") from exc
+    if isinstance(records, dict):
+        # VHD11K style: an object keyed by path whose values hold the other fields.
+        for number, (key, record) in enumerate(records.items(), start=1):
+            where = f"entry {number}"
+            if not isinstance(record, dict):
+                yield RowProblem(where, "not a JSON object")
+                continue
+            has_path = any(str(k).strip().lower() in PATH_COLUMNS for k in record)
+            yield parse_row(where, record if has_path else {"path": key, **record})
+        return
+    if not isinstance(records, list):
+        raise ConfigError(f"manifest {path.name} must hold a JSON list or object of objects")
+    for number, record in enumerate(records, start=1):
+        where = f"entry {number}"
+        if not isinstance(record, dict):
+            yield RowProblem(where, "not a JSON object")
+            continue
+        yield parse_row(where, record)
+
+
+def read_manifest(path: str | Path) -> list[ManifestRow | RowProblem]:
+    """Read every entry of a manifest.
+
+    Args:
+        path: A ``.csv``, ``.jsonl`` or ``.json`` file.
+
+    Returns:
+        One `ManifestRow` or `RowProblem` per non-blank entry, in file order.
+
+    Raises:
+        ConfigError: The manifest cannot be read, is not UTF-8, or a CSV has no path column.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    readers = {".csv": _read_csv, ".jsonl": _read_jsonl, ".json": _read_json}
+    if suffix not in readers:
+        raise ConfigError(f"unsupported manifest type {suffix}; use .csv, .jsonl or .json")
+    try:
+        return list(readers[suffix](path))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"manifest {path.name} is not UTF-8 text ({exc.reason})") from exc
+    except csv.Error as exc:
+        raise ConfigError(f"manifest {path.name} is not valid CSV ({exc})") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read manifest {path.name} ({exc.strerror})") from exc

@@ -1,0 +1,318 @@
+"""Pick a few frames that represent a video, decoded with PyAV (the ``vhd[video]`` extra).
+
+A video is shown to the models as ``n`` frames (5 by default) spread evenly over its first
+``first`` frames (4,000 by default, so that long videos are represented by their opening
+minutes rather than a handful of frames minutes apart): frame indices
+``round(linspace(0, T - 1, n))`` with ``T = min(frame count, first)``.
+
+Decoding runs forward from the start and never goes past frame ``first - 1``. Every planned
+frame must actually be decoded: a file that ends early (a truncated WebM decodes without any
+error) is rejected instead of being represented by fewer frames.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vhd.errors import ConfigError, MediaError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+DEFAULT_FRAMES = 5
+"""Frames shown to the models per video."""
+
+DEFAULT_FIRST = 4000
+"""Only the first this-many frames of a video are considered."""
+
+
+@dataclass
+class VideoFrames:
+    """Frames chosen from one video.
+
+    Attributes:
+        images: The frames as upright RGB images, in chronological order.
+        indices: The 0-based frame index of each image (same order).
+        total_frames: The number of frames in the video as far as it is known: the count the
+            container stores, else the count found by decoding when decoding reached the end,
+            else an estimate from duration x frame rate.
+        fps: Average frame rate, when the container gives one.
+        frames_decoded: Frames decoded to get this result, over all passes (a cost measure;
+            never more than ``first`` per pass).
+    """
+
+    images: list[Image.Image]
+    indices: list[int]
+    total_frames: int
+    fps: float | None
+    frames_decoded: int = 0
+
+
+def _check_counts(n: int, first: int) -> None:
+    if n < 1:
+        raise ConfigError(f"the number of frames per video must be at least 1, got {n}")
+    if first < 1:
+        raise ConfigError(f"the frame window (first frames) must be at least 1, got {first}")
+
+
+def frame_indices(total: int, n: int = DEFAULT_FRAMES, first: int = DEFAULT_FIRST) -> list[int]:
+    """Return the indices of ``n`` evenly spaced frames among the first ``first`` frames.
+
+    The result is ``round(linspace(0, T - 1, n))`` with ``T = min(total, first)``, computed as
+    NumPy does (same floating-point steps, halves rounded to even). When ``T < n`` there are
+    fewer frames than wanted and every frame is used once: the result is ``[0, ..., T - 1]``
+    (the distinct values of the formula), so callers may get fewer than ``n`` indices.
+
+    Args:
+        total: Frames in the video; 0 or less gives an empty list.
+        n: Frames wanted.
+        first: Only frames ``0 .. first - 1`` are considered.
+
+    Returns:
+        Sorted, distinct indices in ``[0, min(total, first) - 1]``.
+
+    Raises:
+        ConfigError: ``n`` or ``first`` is below 1.
+    """
+    _check_counts(n, first)
+    count = min(total, first)
+    if count <= 0:
+        return []
+    if count <= n:
+        return list(range(count))
+    if n == 1:
+        return [0]
+    step = (count - 1) / (n - 1)
+    values = [round(float(i) * step) for i in range(n - 1)]
+    return [*values, count - 1]
+
+
+def _import_av() -> Any:
+    try:
+        import av
+    except ImportError as exc:
+        raise MissingDependencyError("av", "video") from exc
+    return av
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "no details"
+    return f"{type(exc).__name__}: {text}"
+
+
+def _parse_clock(text: str) -> float | None:
+    """Parse a Matroska ``DURATION`` tag such as ``00:01:02.500000000`` to seconds."""
+    try:
+        hours, minutes, seconds = text.strip().split(":")
+        return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+    except ValueError:
+        return None
+
+
+def _duration_s(container: Any, stream: Any) -> float | None:
+    if stream.duration is not None and stream.time_base is not None:
+        return float(stream.duration * stream.time_base)
+    tag = stream.metadata.get("DURATION") or stream.metadata.get("duration")
+    if tag:
+        parsed = _parse_clock(tag)
+        if parsed is not None:
+            return parsed
+    if container.duration is not None:
+        return float(container.duration) / 1_000_000
+    return None
+
+
+def _upright(image: Image.Image, rotation: int) -> Image.Image:
+    """Rotate a frame by its display-matrix rotation (degrees counter-clockwise)."""
+    from PIL import Image
+
+    angle = rotation % 360
+    if angle == 0:
+        return image
+    transpose = {
+        90: Image.Transpose.ROTATE_90,
+        180: Image.Transpose.ROTATE_180,
+        270: Image.Transpose.ROTATE_270,
+    }.get(angle)
+    if transpose is not None:
+        return image.transpose(transpose)
+    return image.rotate(angle, expand=True, fillcolor=(0, 0, 0))
+
+
+@dataclass
+class _Pass:
+    """What one forward decoding pass found."""
+
+    reported: int
+    estimated: bool
+    fps: float | None
+    planned_total: int
+    plan: list[int]
+    images: dict[int, Image.Image]
+    decoded: int
+    reached_end: bool
+
+
+def _decode_pass(av: Any, path: Path, n: int, first: int, known_total: int | None = None) -> _Pass:
+    """Open the file, plan the frames and decode forward, keeping the planned ones.
+
+    Without ``known_total`` the plan comes from the container's frame count, or from
+    duration x frame rate when the container stores no count; in the second case decoding
+    goes on to the end of the window so that the real count becomes known.
+    """
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise MediaError("no video stream (audio-only or data file)")
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            rate = stream.average_rate or stream.guessed_rate
+            fps = float(rate) if rate else None
+            reported = int(stream.frames or 0)
+            estimated = False
+            if known_total is not None:
+                total = known_total
+            elif reported > 0:
+                total = reported
+            else:
+                estimated = True
+                duration = _duration_s(container, stream)
+                total = round(duration * fps) if duration and fps else 0
+            plan = frame_indices(total, n, first)
+            wanted = set(plan)
+            stop = first - 1 if estimated or not plan else plan[-1]
+            images: dict[int, Image.Image] = {}
+            decoded = 0
+            reached_end = True
+            for index, frame in enumerate(container.decode(stream)):
+                decoded = index + 1
+                if index in wanted:
+                    images[index] = _upright(frame.to_image(), int(frame.rotation or 0))
+                if index >= stop:
+                    reached_end = False
+                    break
+    except MediaError:
+        raise
+    except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
+        raise MediaError(f"cannot decode video ({_reason(exc)})") from exc
+    return _Pass(reported, estimated, fps, total, plan, images, decoded, reached_end)
+
+
+def _tolerance(total: int) -> int:
+    """How many frames short of the expected count still count as an estimate error."""
+    return max(2, math.ceil(total * 0.02))
+
+
+def _ended_early(got: int, missing: int, expected: int, how: str) -> MediaError:
+    return MediaError(
+        f"video ended after {got} frames; expected frame {missing} ({expected} frames {how}); "
+        "the file is probably truncated or corrupt"
+    )
+
+
+def read_frames(path: str | Path, n: int = DEFAULT_FRAMES, first: int = DEFAULT_FIRST) -> VideoFrames:
+    """Decode the frames that represent a video (see `frame_indices`).
+
+    Containers that store no frame count (WebM, Matroska) are planned from duration x frame
+    rate, then checked against the frames actually decoded: a small difference (at most 2
+    frames or 2%) is an estimation error and the frames are re-planned on the real count
+    with a second pass; a larger shortfall means the file is cut short and is an error.
+    Rotation metadata (display matrix) is applied to every frame.
+
+    Args:
+        path: The video file.
+        n: Frames wanted.
+        first: Only frames ``0 .. first - 1`` are considered.
+
+    Returns:
+        The chosen frames; fewer than ``n`` when the video is shorter than ``n`` frames.
+
+    Raises:
+        MediaError: Unreadable, empty, truncated or corrupt file, or no video stream.
+        MissingDependencyError: PyAV is not installed.
+        ConfigError: ``n`` or ``first`` is below 1.
+    """
+    _check_counts(n, first)
+    av = _import_av()
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise MediaError(f"cannot read file ({_reason(exc)})") from exc
+    if size == 0:
+        raise MediaError("empty file (0 bytes)")
+
+    scan = _decode_pass(av, path, n, first)
+    missing = [i for i in scan.plan if i not in scan.images]
+    if scan.estimated:
+        actual = scan.decoded if scan.reached_end else first
+        how = "estimated from its duration"
+    else:
+        actual = scan.decoded if missing else min(scan.planned_total, first)
+        how = "in its header"
+    if actual == 0:
+        raise MediaError("video has no decodable frames")
+    expected = min(scan.planned_total, first)
+    if not missing and actual == expected:
+        return _result(scan.plan, scan.images, scan, actual, scan.decoded)
+    if scan.planned_total > 0 and expected - actual > _tolerance(expected):
+        at = missing[0] if missing else actual
+        raise _ended_early(scan.decoded, at, scan.planned_total, how)
+
+    plan = frame_indices(actual, n, first)
+    if all(i in scan.images for i in plan):
+        return _result(plan, scan.images, scan, actual, scan.decoded)
+    again = _decode_pass(av, path, n, first, known_total=actual)
+    lost = [i for i in again.plan if i not in again.images]
+    if lost:
+        raise _ended_early(again.decoded, lost[0], actual, "counted on a first pass")
+    return _result(again.plan, again.images, scan, actual, scan.decoded + again.decoded)
+
+
+def _result(plan: list[int], images: dict[int, Image.Image], scan: _Pass, actual: int, decoded: int) -> VideoFrames:
+    if scan.reached_end:
+        total = scan.decoded  # decoding saw the real end of the stream
+    elif scan.estimated:
+        total = max(scan.planned_total, actual)
+    else:
+        total = scan.reported
+    return VideoFrames(
+        images=[images[i] for i in plan],
+        indices=list(plan),
+        total_frames=total,
+        fps=scan.fps,
+        frames_decoded=decoded,
+    )
+
+
+def write_frames(frames: VideoFrames, out_dir: str | Path, stem: str) -> list[Path]:
+    """Save frames as PNG files named ``<stem>_<k:04d>.png``, k counting from 0.
+
+    This is the naming the upstream annotation tools use, and a folder written this way is
+    read back as one video sample (see `vhd.media.discover`).
+
+    Args:
+        frames: Frames from `read_frames`.
+        out_dir: Folder to write into (created if needed).
+        stem: File name stem, usually the video's own stem.
+
+    Returns:
+        The written paths, in frame order.
+
+    Raises:
+        MediaError: A frame cannot be written.
+    """
+    folder = Path(out_dir)
+    paths: list[Path] = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for k, image in enumerate(frames.images):
+            target = folder / f"{stem}_{k:04d}.png"
+            image.save(target, format="PNG")
+            paths.append(target)
+    except OSError as exc:
+        raise MediaError(f"cannot write frames to {folder} ({_reason(exc)})") from exc
+    return paths

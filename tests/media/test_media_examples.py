@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+from vhd.errors import MissingDependencyError
+from vhd.examples import write_examples
+from vhd.media.discover import discover
+from vhd.media.load import load_sample
+from vhd.media.video import read_frames
+
+
+@pytest.mark.slow
+def test_write_examples(tmp_path: Path) -> None:
+    paths = write_examples(tmp_path / "ex")
+    names = [p.name for p in paths]
+    assert names[-1] == "manifest.csv"
+    assert {".jpg", ".png", ".mp4"} <= {p.suffix for p in paths}
+    assert len(paths) == 8
+    with open(paths[-1], newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["path"] for r in rows] == names[:-1]
+    assert {r["source"] for r in rows} == {"real", "synthetic"}
+    assert all(r["keyword"] for r in rows)
+
+    video = read_frames(tmp_path / "ex" / "bouncing_shapes.mp4")
+    assert video.total_frames == 48
+    assert video.images[0].size == (160, 120)
+
+    found = discover([paths[-1]])
+    assert not found.skipped
+    loaded = [load_sample(item) for item in found.items]
+    assert [s.sample.kind.value for s in loaded].count("video") == 1
+    assert all(s.sample.keyword for s in loaded)
+
+    again = write_examples(tmp_path / "again")
+    assert [p.read_bytes() for p in again] == [p.read_bytes() for p in paths]
+
+
+def test_examples_need_their_extras(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "skimage", None)
+    with pytest.raises(MissingDependencyError, match=r"vhd\[examples\]"):
+        write_examples(tmp_path)
+    monkeypatch.delitem(sys.modules, "skimage")
+    monkeypatch.setitem(sys.modules, "av", None)
+    with pytest.raises(MissingDependencyError, match=r"vhd\[video\]"):
+        write_examples(tmp_path)
+    assert not any(tmp_path.iterdir())
