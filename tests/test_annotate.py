@@ -127,7 +127,7 @@ def test_fail_fast_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert not (tmp_path / "x.db").exists()
     with pytest.raises(ConfigError, match="valid backends"):
         vhd.annotate([tmp_path / "m"], model="nope:model", store=tmp_path / "x.db")
-    with pytest.raises(ConfigError, match="does not exist|not found|no such"):
+    with pytest.raises(ConfigError, match=r"does not exist|not found|no such"):
         vhd.annotate([tmp_path / "missing"], model="scripted:demo", store=tmp_path / "x.db")
 
 

@@ -154,6 +154,7 @@ def annotate(
     icl: str | Path | None = None,
     rounds: int | None = None,
     retry_unparsed: bool = False,
+    frame_folders: bool = False,
     dry_run: bool = False,
     max_cost: float | None = None,
     progress: bool = False,
@@ -175,6 +176,7 @@ def annotate(
         icl: In-context examples file or folder for the judge.
         rounds: Debate rounds (default 2).
         retry_unparsed: Ask again for samples whose judge reply could not be read.
+        frame_folders: Treat folders of numbered frames (``<stem>_0000.png`` ...) as videos.
         dry_run: Count samples and estimate calls, tokens and cost; send nothing.
         max_cost: Stop cleanly once this many dollars are spent (needs prices in the config).
         progress: Show a live progress bar on stderr.
@@ -209,6 +211,7 @@ def annotate(
             cfg,
             store=Path(store),
             retry_unparsed=retry_unparsed,
+            frame_folders=frame_folders,
             dry_run=dry_run,
             max_cost=max_cost,
             progress=progress,

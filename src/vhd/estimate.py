@@ -78,9 +78,9 @@ async def estimate(
         definition = _words(prompts.render(f"definition_{kind.value}"))
         media = n_images * per_image
         for k in range(2 * rounds):
-            role = tokens["affirmative" if k % 2 == 0 else "negative"]
-            role[0] += system + definition + media + 40 + k * debater_cap
-            role[1] += debater_cap
+            counts = tokens["affirmative" if k % 2 == 0 else "negative"]
+            counts[0] += system + definition + media + 40 + k * debater_cap
+            counts[1] += debater_cap
         icl = sum(len(e.images) * per_image + 30 for e in examples if e.kind is kind)
         tokens["judge"][0] += judge_system + definition + icl + media + 40 + 2 * rounds * debater_cap
         tokens["judge"][1] += judge_cap

@@ -99,6 +99,7 @@ async def run(
     *,
     store: Path,
     retry_unparsed: bool,
+    frame_folders: bool,
     dry_run: bool,
     max_cost: float | None,
     progress: bool,
@@ -114,7 +115,7 @@ async def run(
     base = Path(config.base_dir) if config.base_dir else None
     prompts = Prompts(config.prompts, base)
     settings = media_settings(config)
-    found = discover(list(inputs))
+    found = discover(list(inputs), frame_folders=frame_folders)
     summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run)
     summary.skip_reasons = [(str(s.path), s.reason) for s in found.skipped[:1000]]
     summary.skipped = len(found.skipped)

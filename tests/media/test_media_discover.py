@@ -102,13 +102,22 @@ def test_frame_folders_found_while_scanning(tmp_path: Path) -> None:
     _frames(root / "v1", "v1", 5)
     _frames(root / "v2", "other", 12, ext="jpg")
     _img(root / "photo.png")
-    found = discover([root])
+    found = discover([root], frame_folders=True)
     assert _names(found, root) == ["photo.png", "v1", "v2"]
     v1 = found.items[1]
     assert v1.kind is Kind.VIDEO and v1.is_frame_folder
     # A frame folder given directly is one video too.
-    direct = discover([root / "v2"])
+    direct = discover([root / "v2"], frame_folders=True)
     assert len(direct.items) == 1 and direct.items[0].is_frame_folder
+
+
+def test_numbered_photos_are_photos_unless_frame_folders_asked(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _frames(root / "shoot", "photo", 4, ext="jpg")
+    found = discover([root])
+    assert [i.path.name for i in found.items] == [f"photo_{k:04d}.jpg" for k in range(4)]
+    assert all(i.kind is Kind.IMAGE and not i.is_frame_folder for i in found.items)
+    assert len(discover([root / "shoot"]).items) == 4
 
 
 def test_symlinks(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_video_sample(tmp_path: Path) -> None:
 
 def test_frame_folder_sample(tmp_path: Path) -> None:
     frames = _frame_folder(tmp_path / "clip", 12)
-    (item,) = discover([tmp_path / "clip"]).items
+    (item,) = discover([tmp_path / "clip"], frame_folders=True).items
     loaded = load_sample(item)
     expected_id = combine_hashes(sha256_file(p) for p in frames)
     assert loaded.sample.id == expected_id
@@ -65,7 +65,7 @@ def test_frame_folder_sample(tmp_path: Path) -> None:
 def test_frame_folder_with_a_corrupt_frame(tmp_path: Path) -> None:
     frames = _frame_folder(tmp_path / "clip", 5)
     frames[2].write_bytes(frames[2].read_bytes()[:40])
-    (item,) = discover([tmp_path / "clip"]).items
+    (item,) = discover([tmp_path / "clip"], frame_folders=True).items
     with pytest.raises(MediaError, match=r"^frame clip_0002.png: "):
         load_sample(item)
 
@@ -146,7 +146,7 @@ def test_thread_pool_loading_matches_sequential(tmp_path: Path) -> None:
     make_video(tmp_path / "v1.mp4", 20)
     make_video(tmp_path / "v2.webm", 20, codec="libvpx-vp9")
     _frame_folder(tmp_path / "frames", 7)
-    items = discover([tmp_path]).items
+    items = discover([tmp_path], frame_folders=True).items
     assert len(items) == 9
     settings = MediaSettings(max_side=256)
 
@@ -170,7 +170,7 @@ def test_sample_id_matches_load_sample(tmp_path: Path) -> None:
     (tmp_path / "p.jpg").write_bytes(jpeg_bytes(photo((120, 90))))
     make_video(tmp_path / "v.mp4", 8)
     _frame_folder(tmp_path / "frames", 6)
-    items = discover([tmp_path]).items
+    items = discover([tmp_path], frame_folders=True).items
     assert len(items) == 3
     for item in items:
         assert sample_id(item) == load_sample(item).sample.id

@@ -39,6 +39,9 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--icl", metavar="PATH", help="in-context examples for the judge (file or folder)")
     p.add_argument("--rounds", type=int, metavar="R", help="debate rounds (default 2)")
     p.add_argument("--retry-unparsed", action="store_true", help="ask again where the judge's reply was unreadable")
+    p.add_argument(
+        "--frame-folders", action="store_true", help="treat folders of numbered frames (<stem>_0000.png ...) as videos"
+    )
     p.add_argument("--dry-run", action="store_true", help="count samples and estimate calls, tokens and cost")
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop cleanly at this spend (needs [prices])")
     p.add_argument("--strict", action="store_true", help="exit 1 when any input file was skipped")
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         icl=args.icl,
         rounds=args.rounds,
         retry_unparsed=args.retry_unparsed,
+        frame_folders=args.frame_folders,
         dry_run=args.dry_run,
         max_cost=args.max_cost,
         progress=not args.no_progress and not args.json,

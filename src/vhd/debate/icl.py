@@ -134,7 +134,7 @@ def load_examples(path: str | Path, settings: Any) -> list[ICLExample]:
         if not media.is_absolute():
             media = file.parent / media
         answer = _answer(row, where)
-        found = discover([media])
+        found = discover([media], frame_folders=True)  # a folder given as an example is one video
         if found.skipped or len(found.items) != 1:
             reason = found.skipped[0].reason if found.skipped else "not a single image, video or frame folder"
             raise ConfigError(f"{where}: cannot use {media} as an example: {reason}")

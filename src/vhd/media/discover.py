@@ -158,7 +158,8 @@ def frame_folder_frames(folder: str | Path) -> list[Path] | None:
 
 
 class _Collector:
-    def __init__(self) -> None:
+    def __init__(self, frame_folders: bool) -> None:
+        self.frame_folders = frame_folders
         self.result = Discovery()
         self._seen: set[str] = set()
 
@@ -179,7 +180,7 @@ class _Collector:
             self.skip(path, "file name is not valid UTF-8; rename the file to include it")
             return
         if path.is_dir():
-            if frame_folder_frames(path) is not None:
+            if self.frame_folders and frame_folder_frames(path) is not None:
                 self.add(MediaItem(path, Kind.VIDEO, is_frame_folder=True))
             else:
                 self.scan(path, path)
@@ -220,7 +221,7 @@ class _Collector:
             except OSError:
                 is_dir = False
             if is_dir:
-                if frame_folder_frames(path) is not None:
+                if self.frame_folders and frame_folder_frames(path) is not None:
                     self.add(MediaItem(path, Kind.VIDEO, is_frame_folder=True))
                 else:
                     self.scan(root, path)
@@ -289,12 +290,16 @@ def _inputs(inputs: Sequence[str | Path] | str | Path) -> Iterator[str | Path]:
         yield from inputs
 
 
-def discover(inputs: Sequence[str | Path] | str | Path) -> Discovery:
+def discover(inputs: Sequence[str | Path] | str | Path, *, frame_folders: bool = False) -> Discovery:
     """Turn inputs into media items, skipping (with reasons) what cannot be used.
 
     Args:
         inputs: Media files, folders and manifests (``.csv``, ``.jsonl``, ``.json``), in the
             order their samples should come.
+        frame_folders: Treat every folder holding only numbered frames of one stem
+            (``<stem>_0000.png`` ...) as one video. Off by default, because a folder of photos
+            named ``img_0000.jpg``, ``img_0001.jpg``... looks the same; a manifest row that points
+            at a folder always means a frame folder.
 
     Returns:
         The items found (each path once, first occurrence kept) and the skipped entries.
@@ -302,7 +307,7 @@ def discover(inputs: Sequence[str | Path] | str | Path) -> Discovery:
     Raises:
         ConfigError: An input does not exist, or a manifest cannot be read at all.
     """
-    collector = _Collector()
+    collector = _Collector(frame_folders)
     for raw in _inputs(inputs):
         path = Path(os.path.abspath(os.fspath(raw)))
         if not os.path.exists(path):
