@@ -24,10 +24,10 @@ import json
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -69,23 +69,43 @@ def reply(body: dict[str, Any]) -> str:
     return "1. The scene is ordinary.\n2. Nothing dangerous is shown.\n3. No one is at risk."
 
 
-def run_child(cmd: list[str], srv: ChatServer) -> dict[str, float]:
-    srv.reset()
+# Children are started by this small launcher, itself started before the harness imports or
+# allocates anything: Linux carries a parent's peak RSS into a forked child's ru_maxrss, so
+# forking the clients from the (large) harness would inflate their reported peak memory.
+LAUNCHER = """
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    cmd = json.loads(line)
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{cmd[:3]} failed: {err[-2000:]}")
-    return {
-        "wall_s": wall,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "peak_rss_mb": usage.ru_maxrss / 1024,
-        "requests": len(srv.requests),
-        "images": sum(len(r.images) for r in srv.requests),
-        "bytes": srv.bytes_received,
-    }
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read().decode()
+    _, status, ru = os.wait4(proc.pid, 0)
+    out = {"wall_s": time.perf_counter() - start, "cpu_s": ru.ru_utime + ru.ru_stime,
+           "peak_rss_mb": ru.ru_maxrss / 1024, "code": os.waitstatus_to_exitcode(status), "err": err[-2000:]}
+    print(json.dumps(out), flush=True)
+"""
+
+
+class Launcher:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+
+    def run(self, cmd: list[str], srv: ChatServer) -> dict[str, float]:
+        assert self.proc.stdin and self.proc.stdout
+        srv.reset()
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        r = json.loads(self.proc.stdout.readline())
+        if r["code"] != 0:
+            raise SystemExit(f"{cmd[:3]} failed: {r['err']}")
+        return {**r, "requests": srv.chat_requests, "images": srv.images_received, "bytes": srv.bytes_received}
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait()
 
 
 def main() -> None:
@@ -93,8 +113,10 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3, help="runs per configuration; the median is reported")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    launcher = Launcher()
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "samples": args.samples,
@@ -102,7 +124,7 @@ def main() -> None:
         "concurrency": args.concurrency,
         "runs": {},
     }
-    with tempfile.TemporaryDirectory() as tmp, ChatServer(reply=reply, latency=args.latency) as srv:
+    with tempfile.TemporaryDirectory() as tmp, ChatServer(reply=reply, latency=args.latency, record=False) as srv:
         t = Path(tmp)
         make_photos(t / "photos", args.samples, seed=1)
         make_photos(t / "icl", 14, seed=2)
@@ -137,18 +159,29 @@ def main() -> None:
             lean = lean_cmd + (["--icl", str(t / "icl")] if icl else [])
             vhd = vhd_cmd + ["--store", str(t / f"run{suffix}.db")] + (["--icl", str(t / "icl")] if icl else [])
             for name, cmd in ((f"lean{suffix}", lean), (f"vhd{suffix}", vhd)):
-                r = run_child(cmd, srv)
                 n = args.samples
-                results["runs"][name] = {
-                    "samples_per_s": n / r["wall_s"],
-                    "client_cpu_ms_per_sample": 1000 * r["cpu_s"] / n,
-                    "requests_per_sample": r["requests"] / n,
-                    "images_per_sample": r["images"] / n,
-                    "kb_sent_per_sample": r["bytes"] / n / 1024,
-                    "peak_rss_mb": r["peak_rss_mb"],
-                    "wall_s": r["wall_s"],
-                }
-                print(name, json.dumps(results["runs"][name]), flush=True)
+                trials = []
+                for k in range(args.repeats):
+                    if name.startswith("vhd"):
+                        Path(cmd[cmd.index("--store") + 1]).unlink(missing_ok=True)
+                        for side in ("-wal", "-shm"):
+                            Path(cmd[cmd.index("--store") + 1] + side).unlink(missing_ok=True)
+                    r = launcher.run(cmd, srv)
+                    trials.append(
+                        {
+                            "samples_per_s": n / r["wall_s"],
+                            "client_cpu_ms_per_sample": 1000 * r["cpu_s"] / n,
+                            "requests_per_sample": r["requests"] / n,
+                            "images_per_sample": r["images"] / n,
+                            "kb_sent_per_sample": r["bytes"] / n / 1024,
+                            "peak_rss_mb": r["peak_rss_mb"],
+                        }
+                    )
+                results["runs"][name] = {key: statistics.median(t[key] for t in trials) for key in trials[0]}
+                results["runs"][name]["trials"] = trials
+                shown = {k: round(v, 2) for k, v in results["runs"][name].items() if k != "trials"}
+                print(name, json.dumps(shown), flush=True)
+    launcher.close()
     for suffix in ("", "+icl"):
         ratio = results["runs"][f"vhd{suffix}"]["samples_per_s"] / results["runs"][f"lean{suffix}"]["samples_per_s"]
         results[f"throughput_ratio{suffix or ''}"] = ratio

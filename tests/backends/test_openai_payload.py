@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import io
+import json
 import random
 import string
 from typing import Any
@@ -20,6 +21,7 @@ from vhd.backends.openai_payload import (
     OpenAIOptions,
     backoff_delay,
     build_payload,
+    encode_payload,
     is_content_policy_error,
     parse_options,
     parse_response,
@@ -309,3 +311,24 @@ def test_scrub_known_forms() -> None:
 )
 def test_scrub_never_leaks_the_secret(secret: str, before: str, after: str) -> None:
     assert secret not in scrub(before + secret + after, [secret])
+
+
+@given(st.lists(st.one_of(st.text(max_size=30), st.sampled_from(["red", "blue", "green"])), max_size=6))
+def test_encode_payload_is_the_json_of_build_payload(pieces: list[str]) -> None:
+    """Image splicing gives exactly the JSON of the dict payload, whatever the text holds."""
+    images = {c: make_image(c) for c in ("red", "blue", "green")}
+    parts = tuple(images.get(p, p) for p in pieces)  # colour names become images
+    messages = [Message("system", 'Judge \x00 \u0000 "quoted"'), Message("user", parts or ("hi",))]
+    for detail in ("auto", "high"):
+        opts = OpenAIOptions(image_detail=detail)
+        cfg = GenerateConfig(logprobs=True, seed=3, stop=("\n",))
+        encoded = encode_payload("m", messages, cfg, opts)
+        assert json.loads(encoded) == build_payload("m", messages, cfg, opts)
+
+
+def test_encode_payload_placeholder_cannot_be_forged_by_text() -> None:
+    forged = "\x000:0\x00"
+    messages = [Message("user", (forged, make_image()))]
+    body = json.loads(encode_payload("m", messages, GenerateConfig(), OPTS))
+    assert body["messages"][0]["content"][0] == {"type": "text", "text": forged}
+    assert body["messages"][0]["content"][1]["type"] == "image_url"

@@ -37,6 +37,7 @@ API:
     Attributes and methods: ``base_url`` (``http://127.0.0.1:PORT/v1``), ``root_url``,
     ``requests`` (chat requests as `RecordedRequest`, in arrival order), ``log`` (every request
     as ``(method, path, status)``), ``in_flight``, ``peak_in_flight``, ``bytes_received``,
+    ``chat_requests`` and ``images_received`` (counted even with ``record=False``),
     ``fail_next(failures)``, ``reset()``, ``start()``, ``stop()``.
 
 Failures are queued with `ChatServer.fail_next` and consumed one per chat request, in order.
@@ -247,6 +248,8 @@ class ChatServer:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.bytes_received = 0
+        self.chat_requests = 0
+        self.images_received = 0
         self._failures: deque[Failure] = deque()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -331,6 +334,8 @@ class ChatServer:
             self._failures.clear()
             self.peak_in_flight = self.in_flight
             self.bytes_received = 0
+            self.chat_requests = 0
+            self.images_received = 0
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -439,8 +444,17 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             body = {}
+        images = sum(
+            1
+            for m in body.get("messages") or []
+            if isinstance(m, dict) and isinstance(m.get("content"), list)
+            for part in m["content"]
+            if isinstance(part, dict) and part.get("type") == "image_url"
+        )
         with state._lock:
             state.bytes_received += len(raw)
+            state.chat_requests += 1
+            state.images_received += images
             state.in_flight += 1
             state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
             if state.record:

@@ -20,7 +20,9 @@ SDK's raw ``post`` and the JSON is read by `parse_response`, skipping the SDK's 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import math
 import os
 import time
 import weakref
@@ -36,6 +38,7 @@ from vhd.backends.openai_payload import (
     OpenAIOptions,
     backoff_delay,
     build_payload,
+    encode_payload,
     is_content_policy_error,
     parse_options,
     parse_response,
@@ -83,12 +86,19 @@ def _display_url(url: str) -> str:
     return f"{parts.scheme}://{host}{parts.path}".rstrip("/")
 
 
-async def _close_with_loop(client: AsyncOpenAI) -> AsyncGenerator[None, None]:
-    """Suspends once; closing it (`aclose`, or the loop's ``shutdown_asyncgens``) closes ``client``."""
+CONNECTIONS_PER_CLIENT = 8
+"""Requests are spread round-robin over ceil(max_in_flight / 8) SDK clients. httpx's connection
+pool scans its connections on every request and every response; at 64 requests in flight one
+pool of 64 connections spent about a sixth of the client's CPU in that scan (BENCHMARKS.md)."""
+
+
+async def _close_with_loop(clients: Sequence[AsyncOpenAI]) -> AsyncGenerator[None, None]:
+    """Suspends once; closing it (`aclose`, or the loop's ``shutdown_asyncgens``) closes the clients."""
     try:
         yield
     finally:
-        await client.close()
+        for client in clients:
+            await client.close()
 
 
 @dataclass
@@ -118,7 +128,8 @@ class OpenAIBackend(Backend):
         self.opts: OpenAIOptions = parse_options(self.options)
         self.base_url = self._resolve_base_url()
         self._endpoint = self.base_url.rstrip("/")
-        self._client: AsyncOpenAI | None = None
+        self._clients: list[AsyncOpenAI] = []
+        self._turn = itertools.count()
         self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._guard: AsyncGenerator[None, None] | None = None
         self._secrets: tuple[str, ...] = ()
@@ -162,23 +173,35 @@ class OpenAIBackend(Backend):
             raise BackendUnavailableError(f"{env} is not set: export it, or point {table} base_url at a local server")
         return PLACEHOLDER_API_KEY
 
-    def _make_client(self) -> AsyncOpenAI:
+    def _make_client(self, ssl_context: Any) -> AsyncOpenAI:
         import httpx2
         import openai
 
         key = self._api_key()
         self._secrets = (key,) if key != PLACEHOLDER_API_KEY else ()
         timeout = httpx2.Timeout(self.opts.timeout, connect=min(self.opts.timeout, 10.0))
+        # One SSL context for every shard: loading the CA bundle costs ~15 ms each time.
+        http = openai.DefaultAsyncHttpxClient(verify=ssl_context, timeout=timeout)
         if self.opts.azure:
             version = self.opts.api_version or os.environ["OPENAI_API_VERSION"]
             if "/openai" in urlsplit(self.base_url).path:  # a full base URL, deployment included
                 return openai.AsyncAzureOpenAI(
-                    base_url=self.base_url, api_version=version, api_key=key, timeout=timeout, max_retries=0
+                    base_url=self.base_url,
+                    api_version=version,
+                    api_key=key,
+                    timeout=timeout,
+                    max_retries=0,
+                    http_client=http,
                 )
             return openai.AsyncAzureOpenAI(
-                azure_endpoint=self.base_url, api_version=version, api_key=key, timeout=timeout, max_retries=0
+                azure_endpoint=self.base_url,
+                api_version=version,
+                api_key=key,
+                timeout=timeout,
+                max_retries=0,
+                http_client=http,
             )
-        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0)
+        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, http_client=http)
 
     async def _client_now(self) -> AsyncOpenAI:
         """The client for the running event loop (a new one if the loop changed).
@@ -189,13 +212,16 @@ class OpenAIBackend(Backend):
         sockets cleanly.
         """
         loop = asyncio.get_running_loop()
-        client = self._client
-        if client is None or self._client_loop is None or self._client_loop() is not loop:
-            client = self._client = self._make_client()
+        if not self._clients or self._client_loop is None or self._client_loop() is not loop:
+            import httpx2
+
+            shards = max(1, math.ceil(self.opts.max_in_flight / CONNECTIONS_PER_CLIENT))
+            ssl_context = httpx2.create_ssl_context()
+            self._clients = [self._make_client(ssl_context) for _ in range(shards)]
             self._client_loop = weakref.ref(loop)
-            self._guard = _close_with_loop(client)
+            self._guard = _close_with_loop(self._clients)
             await anext(self._guard)
-        return client
+        return self._clients[next(self._turn) % len(self._clients)]
 
     def identity(self) -> dict[str, Any]:
         """Spec, endpoint host, image detail and extra body (never the key)."""
@@ -252,7 +278,7 @@ class OpenAIBackend(Backend):
             message = f"openai: {url} rejected the request for {self.model!r} (HTTP {status}: {text})"
         raise BackendError(message, retryable=False)
 
-    async def _attempt(self, client: AsyncOpenAI, payload: dict[str, Any]) -> Output | _Retry:
+    async def _attempt(self, client: AsyncOpenAI, payload: bytes | dict[str, Any]) -> Output | _Retry:
         import httpx2
         import openai
 
@@ -260,11 +286,12 @@ class OpenAIBackend(Backend):
         # carries the SDK exception (which holds the request and its headers) as context.
         failed: APIStatusError | None = None
         try:
+            body = {"content": payload} if isinstance(payload, bytes) else {"body": payload}
             response = await client.post(
                 "/chat/completions",
-                body=payload,
                 cast_to=httpx2.Response,
                 options={"security": {"bearer_auth": True}},
+                **body,
             )
         except openai.APIStatusError as exc:
             failed = exc
@@ -293,7 +320,12 @@ class OpenAIBackend(Backend):
             BackendError: Retries exhausted (``retryable=True``), or a request the endpoint
                 will never accept (bad key, unknown model: ``retryable=False``).
         """
-        payload = build_payload(self.model, messages, config, self.opts)
+        # Azure's client reads the deployment from a dict body's "model", so it gets the dict.
+        payload: bytes | dict[str, Any] = (
+            build_payload(self.model, messages, config, self.opts)
+            if self.opts.azure
+            else encode_payload(self.model, messages, config, self.opts)
+        )
         client = await self._client_now()
         sem = endpoint_semaphore(self._endpoint, self.opts.max_in_flight)
         start = time.perf_counter()
@@ -361,6 +393,6 @@ class OpenAIBackend(Backend):
     async def aclose(self) -> None:
         """Close the HTTP client (a later call opens a new one)."""
         guard, loop_ref = self._guard, self._client_loop
-        self._client, self._client_loop, self._guard = None, None, None
+        self._clients, self._client_loop, self._guard = [], None, None
         if guard is not None and loop_ref is not None and loop_ref() is asyncio.get_running_loop():
             await guard.aclose()  # closes the client

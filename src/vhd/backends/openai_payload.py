@@ -9,6 +9,7 @@ import email.utils
 import json
 import random
 import re
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vhd.backends.base import GenerateConfig, Message, Output
 from vhd.errors import BackendError, ConfigError
+from vhd.media.encoded import EncodedImage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PLACEHOLDER_API_KEY = "sk-no-key-required"
@@ -105,7 +107,11 @@ def parse_options(options: Mapping[str, Any], table: str = "openai") -> OpenAIOp
 # -- request ---------------------------------------------------------------------------------
 
 
-def _content(message: Message, detail: str) -> str | list[dict[str, Any]]:
+_NONCE = secrets.token_hex(8)
+"""Makes image placeholders impossible to forge from message text."""
+
+
+def _content(message: Message, detail: str, spliced: list[EncodedImage] | None = None) -> str | list[Any]:
     if isinstance(message.content, str):
         return message.content
     if message.role != "user":
@@ -117,18 +123,26 @@ def _content(message: Message, detail: str) -> str | list[dict[str, Any]]:
         return message.text
     if all(isinstance(p, str) for p in message.content):
         return message.text
-    parts: list[dict[str, Any]] = []
+    parts: list[Any] = []
     for part in message.content:
         if isinstance(part, str):
             if part:
                 parts.append({"type": "text", "text": part})
+        elif spliced is not None:
+            parts.append(f"\x00{_NONCE}:{len(spliced)}\x00")  # a placeholder, replaced after json.dumps
+            spliced.append(part)
         else:
             parts.append({"type": "image_url", "image_url": {"url": part.data_url, "detail": detail}})
     return parts
 
 
 def build_payload(
-    model: str, messages: Sequence[Message], config: GenerateConfig, options: OpenAIOptions
+    model: str,
+    messages: Sequence[Message],
+    config: GenerateConfig,
+    options: OpenAIOptions,
+    *,
+    _spliced: list[EncodedImage] | None = None,
 ) -> dict[str, Any]:
     """Build a Chat Completions request body.
 
@@ -146,7 +160,7 @@ def build_payload(
     """
     payload: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": m.role, "content": _content(m, options.image_detail)} for m in messages],
+        "messages": [{"role": m.role, "content": _content(m, options.image_detail, _spliced)} for m in messages],
         "temperature": config.temperature,
         options.max_tokens_field: config.max_tokens,
     }
@@ -162,6 +176,27 @@ def build_payload(
     if options.extra_body:
         payload.update(options.extra_body)
     return payload
+
+
+_PLACEHOLDER = re.compile(rf'"\\u0000{_NONCE}:(\d+)\\u0000"')
+
+
+def encode_payload(model: str, messages: Sequence[Message], config: GenerateConfig, options: OpenAIOptions) -> bytes:
+    """The request body of `build_payload`, serialised to JSON bytes cheaply.
+
+    Only the text is run through the JSON encoder. Each image's data URL (base64, which needs no
+    escaping) is spliced in as it is, so the megabytes of a judge call that carries in-context
+    images are copied once rather than scanned character by character on every call.
+    """
+    images: list[EncodedImage] = []
+    text_only = json.dumps(build_payload(model, messages, config, options, _spliced=images), separators=(",", ":"))
+    detail = json.dumps(options.image_detail)
+
+    def image_part(match: re.Match[str]) -> str:
+        url = images[int(match.group(1))].data_url
+        return f'{{"type":"image_url","image_url":{{"url":"{url}","detail":{detail}}}}}'
+
+    return _PLACEHOLDER.sub(image_part, text_only).encode()
 
 
 # -- response --------------------------------------------------------------------------------
