@@ -161,7 +161,7 @@ def main() -> None:
             for name, cmd in ((f"lean{suffix}", lean), (f"vhd{suffix}", vhd)):
                 n = args.samples
                 trials = []
-                for k in range(args.repeats):
+                for _ in range(args.repeats):
                     if name.startswith("vhd"):
                         Path(cmd[cmd.index("--store") + 1]).unlink(missing_ok=True)
                         for side in ("-wal", "-shm"):
