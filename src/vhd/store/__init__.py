@@ -18,7 +18,8 @@ from vhd.store.labels import (
     parse_bool,
     read_labels,
 )
-from vhd.store.sqlite import RunInfo, SkipInfo, Store
+from vhd.store.rows import RunInfo, SkipInfo
+from vhd.store.sqlite import Store
 
 __all__ = [
     "CATEGORIES",

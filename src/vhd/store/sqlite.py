@@ -22,21 +22,25 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from vhd.errors import ConfigError, VhdError
-from vhd.records import Annotation, Kind, Role, Sample, Status, Turn, Usage, Verdict
+from vhd.records import Annotation, Kind, Role, Sample, Status, Turn
 from vhd.store.migrations import apply_migrations
+from vhd.store.rows import (
+    RunInfo,
+    SkipInfo,
+    annotation_from_row,
+    dumps,
+    redact_command,
+    run_from_row,
+    sample_from_row,
+)
 
 _FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value)
 _CHUNK = 256
-_SECRET_FLAG = re.compile(
-    r"(?<!\S)(--?(?:[\w-]*[-_])?(?:api[-_]?key|key|token|secret|password|passwd))(=|\s+)(\S+)", re.IGNORECASE
-)
-_SECRET_VALUE = re.compile(r"\b(sk|hf|ghp|xox[bp])[-_][A-Za-z0-9_-]{8,}")
 _SAMPLE_FIELDS = "s.kind, s.path, s.source, s.keyword, s.generator, s.split, s.label, s.frames_json, s.meta_json"
 _SAMPLE_COLS = "s.id, " + _SAMPLE_FIELDS
 _ANN_COLS = (
@@ -44,65 +48,6 @@ _ANN_COLS = (
     "a.categories_json, a.score, a.refused, a.prompt_tokens, a.completion_tokens, a.calls, "
     "a.cost, a.error, a.started_at, a.finished_at"
 )
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """One annotation run as recorded in the store.
-
-    Attributes:
-        id: Run id (uuid4 hex).
-        config: The run's configuration, as given to `Store.start_run`.
-        config_hash: Hash of everything that changes the debate's messages or decoding.
-        models: Role name to ``backend:model`` spec.
-        prompt_hash: Hash of the prompt templates used.
-        vhd_version: The vhd version that ran it.
-        command: The command line (secrets redacted).
-        started_at: Unix time the run started.
-        finished_at: Unix time it finished; None while running or after a crash.
-        summary: What `Store.finish_run` recorded; None until then.
-    """
-
-    id: str
-    config: dict[str, Any]
-    config_hash: str
-    models: dict[str, str]
-    prompt_hash: str
-    vhd_version: str
-    command: str
-    started_at: float
-    finished_at: float | None
-    summary: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class SkipInfo:
-    """A file a run could not use.
-
-    Attributes:
-        run_id: The run that skipped it (None when recorded outside a run).
-        path: The file.
-        reason: Why it was skipped, one line.
-        at: Unix time of the skip.
-    """
-
-    run_id: str | None
-    path: str
-    reason: str
-    at: float
-
-
-def redact_command(command: str) -> str:
-    """Hide values of flags named like a key, token, secret or password, and API-key-like words.
-
-    Args:
-        command: A command line as one string.
-
-    Returns:
-        The command with such values replaced by ``***``.
-    """
-    command = _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", command)
-    return _SECRET_VALUE.sub(lambda m: f"{m.group(1)}-***", command)
 
 
 class Store:
@@ -229,9 +174,9 @@ class Store:
                 "vhd_version, command, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
-                    _dumps(config),
+                    dumps(config),
                     config_hash,
-                    _dumps(models),
+                    dumps(models),
                     prompt_hash,
                     __version__,
                     redact_command(command),
@@ -249,19 +194,19 @@ class Store:
         with self._tx() as conn:
             cur = conn.execute(
                 "UPDATE runs SET finished_at = ?, summary_json = ? WHERE id = ?",
-                (time.time(), _dumps(summary), run_id),
+                (time.time(), dumps(summary), run_id),
             )
             if cur.rowcount == 0:
                 raise VhdError(f"run {run_id} is not in store {self.path}: check the run id")
 
     def runs(self) -> list[RunInfo]:
         """Return every run, oldest first."""
-        return [_run(r) for r in self._query("SELECT * FROM runs ORDER BY started_at, rowid")]
+        return [run_from_row(r) for r in self._query("SELECT * FROM runs ORDER BY started_at, rowid")]
 
     def latest_run(self) -> RunInfo | None:
         """Return the most recently started run, or None when there is none."""
         rows = self._query("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1")
-        return _run(rows[0]) if rows else None
+        return run_from_row(rows[0]) if rows else None
 
     def record_skip(self, run_id: str | None, path: str, reason: str) -> None:
         """Record a file a run could not use (unreadable, too large, duplicate, ...)."""
@@ -308,7 +253,7 @@ class Store:
     def get_sample(self, sample_id: str) -> Sample | None:
         """Return the sample with this id, or None."""
         rows = self._query(f"SELECT {_SAMPLE_COLS} FROM samples s WHERE s.id = ?", (sample_id,))
-        return _sample(rows[0]) if rows else None
+        return sample_from_row(rows[0]) if rows else None
 
     def find_samples(self, ref: str) -> list[Sample]:
         """Find samples by full id, id prefix (6 characters or more), or path.
@@ -329,7 +274,7 @@ class Store:
                 f"SELECT {_SAMPLE_COLS} FROM samples s WHERE substr(s.id, 1, ?) = ? ORDER BY s.rowid",
                 (len(key), key),
             )
-            found.update((r["id"], _sample(r)) for r in rows)
+            found.update((r["id"], sample_from_row(r)) for r in rows)
         candidates = {ref, os.path.abspath(ref)}
         with suppress(OSError, RuntimeError):
             candidates.add(str(Path(ref).resolve()))
@@ -339,7 +284,7 @@ class Store:
             sorted(candidates),
         )
         for r in rows:
-            found.setdefault(r["id"], _sample(r))
+            found.setdefault(r["id"], sample_from_row(r))
         return list(found.values())
 
     def _upsert(self, conn: sqlite3.Connection, sample: Sample) -> None:
@@ -360,8 +305,8 @@ class Store:
                     sample.generator,
                     sample.split,
                     None if sample.label is None else int(sample.label),
-                    _dumps(list(sample.frames)),
-                    _dumps(sample.meta),
+                    dumps(list(sample.frames)),
+                    dumps(sample.meta),
                 ),
             )
             return
@@ -380,8 +325,8 @@ class Store:
                 generator if generator is not None else sample.generator,
                 split if split is not None else sample.split,
                 label,
-                _dumps(frames),
-                _dumps(meta),
+                dumps(frames),
+                dumps(meta),
                 sample.id,
             ),
         )
@@ -436,7 +381,7 @@ class Store:
                     status.value,
                     harmful,
                     v.reason or "",
-                    _dumps(list(v.categories)),
+                    dumps(list(v.categories)),
                     v.score,
                     int(v.refused),
                     ann.usage.prompt_tokens,
@@ -507,7 +452,7 @@ class Store:
         )
         if not rows:
             return None
-        return _annotation(rows[0], self._turns([rows[0]["id"]]).get(rows[0]["id"], []))
+        return annotation_from_row(rows[0], self._turns([rows[0]["id"]]).get(rows[0]["id"], []))
 
     def iter_annotations(
         self, config_hash: str | None = None, run_id: str | None = None
@@ -555,7 +500,7 @@ class Store:
             for ann_id in chunk:
                 r = by_id.get(ann_id)
                 if r is not None:  # replaced since the id list was read
-                    yield _sample(r, id_key="sample_id"), _annotation(r, turns.get(ann_id, []))
+                    yield sample_from_row(r, id_key="sample_id"), annotation_from_row(r, turns.get(ann_id, []))
 
     def _turns(self, ann_ids: Sequence[int]) -> dict[int, list[Turn]]:
         marks = ",".join("?" * len(ann_ids))
@@ -580,63 +525,3 @@ class Store:
                 )
             )
         return out
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _sample(r: sqlite3.Row, *, id_key: str = "id") -> Sample:
-    return Sample(
-        id=r[id_key],
-        kind=Kind(r["kind"]),
-        path=r["path"],
-        source=r["source"],
-        keyword=r["keyword"],
-        generator=r["generator"],
-        split=r["split"],
-        label=None if r["label"] is None else bool(r["label"]),
-        frames=json.loads(r["frames_json"]),
-        meta=json.loads(r["meta_json"]),
-    )
-
-
-def _annotation(r: sqlite3.Row, turns: list[Turn]) -> Annotation:
-    return Annotation(
-        sample_id=r["sample_id"],
-        run_id=r["run_id"],
-        config_hash=r["config_hash"],
-        verdict=Verdict(
-            harmful=None if r["harmful"] is None else bool(r["harmful"]),
-            reason=r["reason"],
-            categories=json.loads(r["categories_json"]),
-            score=r["score"],
-            status=Status(r["status"]),
-            refused=bool(r["refused"]),
-        ),
-        turns=turns,
-        usage=Usage(
-            calls=r["calls"],
-            prompt_tokens=r["prompt_tokens"],
-            completion_tokens=r["completion_tokens"],
-            cost=r["cost"],
-        ),
-        error=r["error"],
-        started_at=r["started_at"] or 0.0,
-        finished_at=r["finished_at"] or 0.0,
-    )
-
-
-def _run(r: sqlite3.Row) -> RunInfo:
-    return RunInfo(
-        id=r["id"],
-        config=json.loads(r["config_json"]),
-        config_hash=r["config_hash"],
-        models=json.loads(r["models_json"]),
-        prompt_hash=r["prompt_hash"],
-        vhd_version=r["vhd_version"],
-        command=r["command"],
-        started_at=r["started_at"],
-        finished_at=r["finished_at"],
-        summary=None if r["summary_json"] is None else json.loads(r["summary_json"]),
-    )

@@ -1,0 +1,139 @@
+"""Row types of the store, and conversions between SQLite rows and vhd records."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from vhd.records import Annotation, Kind, Sample, Status, Turn, Usage, Verdict
+
+_SECRET_FLAG = re.compile(
+    r"(?<!\S)(--?(?:[\w-]*[-_])?(?:api[-_]?key|key|token|secret|password|passwd))(=|\s+)(\S+)", re.IGNORECASE
+)
+_SECRET_VALUE = re.compile(r"\b(sk|hf|ghp|xox[bp])[-_][A-Za-z0-9_-]{8,}")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One annotation run as recorded in the store.
+
+    Attributes:
+        id: Run id (uuid4 hex).
+        config: The run's configuration, as given to `Store.start_run`.
+        config_hash: Hash of everything that changes the debate's messages or decoding.
+        models: Role name to ``backend:model`` spec.
+        prompt_hash: Hash of the prompt templates used.
+        vhd_version: The vhd version that ran it.
+        command: The command line (secrets redacted).
+        started_at: Unix time the run started.
+        finished_at: Unix time it finished; None while running or after a crash.
+        summary: What `Store.finish_run` recorded; None until then.
+    """
+
+    id: str
+    config: dict[str, Any]
+    config_hash: str
+    models: dict[str, str]
+    prompt_hash: str
+    vhd_version: str
+    command: str
+    started_at: float
+    finished_at: float | None
+    summary: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class SkipInfo:
+    """A file a run could not use.
+
+    Attributes:
+        run_id: The run that skipped it (None when recorded outside a run).
+        path: The file.
+        reason: Why it was skipped, one line.
+        at: Unix time of the skip.
+    """
+
+    run_id: str | None
+    path: str
+    reason: str
+    at: float
+
+
+def redact_command(command: str) -> str:
+    """Hide values of flags named like a key, token, secret or password, and API-key-like words.
+
+    Args:
+        command: A command line as one string.
+
+    Returns:
+        The command with such values replaced by ``***``.
+    """
+    command = _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", command)
+    return _SECRET_VALUE.sub(lambda m: f"{m.group(1)}-***", command)
+
+
+def dumps(value: Any) -> str:
+    """JSON for a store column (UTF-8 kept, unknown types as strings)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def sample_from_row(r: sqlite3.Row, *, id_key: str = "id") -> Sample:
+    """Build a `Sample` from a row holding the sample columns."""
+    return Sample(
+        id=r[id_key],
+        kind=Kind(r["kind"]),
+        path=r["path"],
+        source=r["source"],
+        keyword=r["keyword"],
+        generator=r["generator"],
+        split=r["split"],
+        label=None if r["label"] is None else bool(r["label"]),
+        frames=json.loads(r["frames_json"]),
+        meta=json.loads(r["meta_json"]),
+    )
+
+
+def annotation_from_row(r: sqlite3.Row, turns: list[Turn]) -> Annotation:
+    """Build an `Annotation` from an annotations row and its turns."""
+    return Annotation(
+        sample_id=r["sample_id"],
+        run_id=r["run_id"],
+        config_hash=r["config_hash"],
+        verdict=Verdict(
+            harmful=None if r["harmful"] is None else bool(r["harmful"]),
+            reason=r["reason"],
+            categories=json.loads(r["categories_json"]),
+            score=r["score"],
+            status=Status(r["status"]),
+            refused=bool(r["refused"]),
+        ),
+        turns=turns,
+        usage=Usage(
+            calls=r["calls"],
+            prompt_tokens=r["prompt_tokens"],
+            completion_tokens=r["completion_tokens"],
+            cost=r["cost"],
+        ),
+        error=r["error"],
+        started_at=r["started_at"] or 0.0,
+        finished_at=r["finished_at"] or 0.0,
+    )
+
+
+def run_from_row(r: sqlite3.Row) -> RunInfo:
+    """Build a `RunInfo` from a runs row."""
+    return RunInfo(
+        id=r["id"],
+        config=json.loads(r["config_json"]),
+        config_hash=r["config_hash"],
+        models=json.loads(r["models_json"]),
+        prompt_hash=r["prompt_hash"],
+        vhd_version=r["vhd_version"],
+        command=r["command"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        summary=None if r["summary_json"] is None else json.loads(r["summary_json"]),
+    )
