@@ -172,11 +172,11 @@ def unavailable_message(model: str, exc: BaseException, *, offline: bool) -> str
             f"cannot load hf model {model!r} ({raw}); use a vision-language model that "
             f"transformers' AutoModelForImageTextToText can load"
         )
-    return (
+    return (  # the raw text adds nothing here but a long URL to transformers' docs
         f"cannot load hf model {model!r}: not in the local cache and the hub is unreachable; "
         f"download it (huggingface-cli download {model}) or pass a local directory "
         f"(--model hf:/path/to/model), or use an endpoint (--model openai:MODEL with "
-        f"[backends.openai] base_url) ({raw})"
+        f"[backends.openai] base_url)"
     )
 
 
