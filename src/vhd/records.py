@@ -10,6 +10,32 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+YES = frozenset({"yes", "y", "true", "1", "harmful"})
+NO = frozenset({"no", "n", "false", "0", "unharmful", "not harmful"})
+
+
+def parse_yes_no(value: object) -> bool | None:
+    """Read a yes/no label as every vhd file format spells it; None when empty.
+
+    Accepts yes/no, y/n, true/false, 1/0 and harmful/unharmful in any case, with a trailing
+    period ignored, and booleans or the numbers 0 and 1.
+
+    Raises:
+        ValueError: Any other value (the message lists the accepted spellings).
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    text = " ".join(str(value).strip().lower().rstrip(".").split())
+    if not text:
+        return None
+    if text in YES:
+        return True
+    if text in NO:
+        return False
+    raise ValueError(f"expected yes/no, 1/0 or true/false, got {value!r}")
+
 
 class Kind(enum.StrEnum):
     """What a sample is."""

@@ -201,7 +201,7 @@ def test_csv_manifest(tmp_path: Path) -> None:
     assert folder.is_frame_folder and folder.label is False
     reasons = [s.reason for s in found.skipped]
     assert reasons[0] == "m.csv line 6: listed file not found"
-    assert reasons[1].startswith("m.csv line 7: label must be yes/no")
+    assert reasons[1].startswith("m.csv line 7: expected yes/no")
     assert reasons[2].startswith("m.csv line 8: source must be real or synthetic")
     assert reasons[3].startswith("m.csv line 9: kind must be image or video")
     assert reasons[4].startswith("m.csv line 10: no path")

@@ -7,8 +7,9 @@ import pytest
 
 from vhd.errors import ConfigError
 from vhd.records import Kind
+from vhd.records import parse_yes_no as parse_bool
 from vhd.store import CATEGORIES, read_labels
-from vhd.store.labels import normalize_category, parse_bool
+from vhd.store.labels import normalize_category
 
 ID_A = "a" * 64
 ID_B = "B" * 64

@@ -27,10 +27,8 @@ from typing import Any
 from vhd.debate.parse import parse_verdict
 from vhd.errors import ConfigError, MediaError
 from vhd.media.encoded import EncodedImage
-from vhd.records import Kind
+from vhd.records import Kind, parse_yes_no
 
-_TRUE = {"yes", "y", "1", "true", "harmful"}
-_FALSE = {"no", "n", "0", "false", "unharmful", "not harmful"}
 _FOLDER_FILES = ("examples.csv", "examples.yaml", "examples.yml", "icl.csv", "icl.yaml", "icl.yml")
 
 
@@ -62,14 +60,14 @@ class ICLExample:
 def _answer(row: dict[str, Any], where: str) -> str:
     answer = str(row.get("answer") or "").strip()
     if not answer:
-        label = str(row.get("harmful", row.get("label", ""))).strip().lower()
         reason = str(row.get("reason") or "").strip().rstrip(".")
-        if label in _TRUE:
-            answer = f"Yes, {reason or 'harmful content'}."
-        elif label in _FALSE:
-            answer = f"No, {reason or 'nothing harmful is shown'}."
-        else:
+        try:
+            harmful = parse_yes_no(row.get("harmful", row.get("label")))
+        except ValueError:
+            harmful = None
+        if harmful is None:
             raise ConfigError(f"{where}: give an 'answer' (e.g. 'Yes, violence.') or 'harmful' yes/no")
+        answer = f"Yes, {reason or 'harmful content'}." if harmful else f"No, {reason or 'nothing harmful is shown'}."
     if parse_verdict(answer).harmful is None:
         raise ConfigError(f"{where}: answer {answer!r} must start with Yes or No, e.g. 'No, lack of direct message.'")
     return answer

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Kind
+from vhd.records import Kind, parse_yes_no
 
 PATH_COLUMNS = ("path", "imagepath", "videopath", "image_path", "video_path")
 """Column names that hold the media path, in order of preference (compared lower-case)."""
@@ -29,8 +29,6 @@ LABEL_COLUMNS = ("harmful", "label", "decision")
 """Column names that hold a yes/no label, in order of preference (compared lower-case)."""
 
 _KNOWN = frozenset({*PATH_COLUMNS, *LABEL_COLUMNS, "id", "source", "keyword", "generator", "split", "kind"})
-_TRUE = frozenset({"yes", "y", "true", "1"})
-_FALSE = frozenset({"no", "n", "false", "0"})
 _SOURCES = frozenset({"real", "synthetic"})
 
 
@@ -79,28 +77,6 @@ class RowProblem:
         return f"{self.where}: {self.reason}"
 
 
-def parse_label(value: Any) -> bool | None:
-    """Parse a yes/no label (yes/no, 1/0, true/false; case-insensitive); empty gives None.
-
-    Raises:
-        ValueError: The value is not one of the accepted spellings.
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    text = str(value).strip().lower().rstrip(".")
-    if not text:
-        return None
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"label must be yes/no, 1/0 or true/false, got {value!r}")
-
-
 def _text(value: Any) -> str | None:
     if value is None:
         return None
@@ -117,7 +93,7 @@ def parse_row(where: str, record: Mapping[str | None, Any]) -> ManifestRow | Row
     if path is None:
         return RowProblem(where, "no path (columns path, imagePath or videoPath)")
     try:
-        label = next((parse_label(columns[c]) for c in LABEL_COLUMNS if _text(columns.get(c))), None)
+        label = next((parse_yes_no(columns[c]) for c in LABEL_COLUMNS if _text(columns.get(c))), None)
     except ValueError as exc:
         return RowProblem(where, str(exc))
     source = _text(columns.get("source"))

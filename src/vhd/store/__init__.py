@@ -15,7 +15,6 @@ from vhd.store.labels import (
     LabelRow,
     LabelSet,
     normalize_category,
-    parse_bool,
     read_labels,
 )
 from vhd.store.rows import RunInfo, SkipInfo
@@ -33,6 +32,5 @@ __all__ = [
     "Store",
     "export",
     "normalize_category",
-    "parse_bool",
     "read_labels",
 ]

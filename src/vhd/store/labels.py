@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Kind
+from vhd.records import Kind, parse_yes_no
 
 CATEGORIES: tuple[tuple[str, str], ...] = (
     ("A", "Violence and Threats"),
@@ -45,8 +45,6 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 
 _BY_CODE = dict(CATEGORIES)
 _BY_NAME = {name.lower(): name for _, name in CATEGORIES}
-_TRUE = {"yes", "1", "true"}
-_FALSE = {"no", "0", "false"}
 _SOURCES = {"real", "synthetic"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_FIELDS = ("path", "id", "harmful", "categories", "reason", "source", "kind", "keyword")
@@ -149,28 +147,6 @@ def normalize_category(value: str) -> str:
             raise ValueError(f"unknown category code {text!r} (codes are A-J)")
         return _BY_CODE[code]
     return _BY_NAME.get(text.lower(), text)
-
-
-def parse_bool(value: object) -> bool | None:
-    """Read a yes/no, 1/0 or true/false label (any case); None when empty.
-
-    Raises:
-        ValueError: Any other value.
-    """
-    if isinstance(value, bool):
-        return value
-    if value is None:
-        return None
-    if isinstance(value, int | float) and value in (0, 1):
-        return bool(value)
-    text = str(value).strip().lower()
-    if not text:
-        return None
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"unreadable harmful value {value!r}: use yes/no, 1/0 or true/false")
 
 
 def read_labels(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> LabelSet:
@@ -314,7 +290,7 @@ def _row(entry: Mapping[str, Any], base: Path, line: int) -> LabelRow:
             fields[low] = value
         else:
             meta[name] = value
-    harmful = parse_bool(fields.get("harmful"))
+    harmful = parse_yes_no(fields.get("harmful"))
     if harmful is None:
         raise ValueError("missing harmful label")
     raw_path, raw_id = _text(fields.get("path")), _text(fields.get("id"))
