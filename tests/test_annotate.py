@@ -299,3 +299,50 @@ def test_secrets_never_reach_store_or_output(
         == 0
     )
     assert secret not in (tmp_path / "a.jsonl").read_text()
+
+
+@pytest.mark.slow
+def test_examples_with_video_and_in_context_examples(tmp_path: Path) -> None:
+    from vhd.examples import write_examples
+
+    write_examples(tmp_path / "ex")
+    icl = tmp_path / "icl"
+    make_images(icl, 2, size=36)
+    (icl / "examples.csv").write_text(
+        'path,answer\nimg_000.png,"Yes, potential of harassment."\nimg_001.png,"No, lack of direct message."\n'
+    )
+    seen: list[dict] = []
+
+    def record(body: dict) -> str:
+        seen.append(body)
+        return judge_reply(body)
+
+    with ChatServer(reply=record) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        s = vhd.annotate(
+            [tmp_path / "ex" / "manifest.csv"], model="openai:m", store=tmp_path / "e.db", config=cfg, icl=icl
+        )
+    assert s.annotated == 7 and s.errors == 0
+    with Store(tmp_path / "e.db") as db:
+        samples = {smp.kind.value: smp for smp, _ in db.iter_annotations()}
+        assert samples["video"].frames == [0, 12, 24, 35, 47]  # round(linspace(0, 47, 5))
+        assert samples["image"].source in ("real", "synthetic") and samples["image"].keyword
+
+    def n_images(body: dict) -> int:
+        return sum(
+            1
+            for m in body["messages"]
+            if isinstance(m["content"], list)
+            for p in m["content"]
+            if p["type"] == "image_url"
+        )
+
+    judges = [b for b in seen if b["max_tokens"] == 100]
+    debaters = [b for b in seen if b["max_tokens"] == 500]
+    # image judges carry the 2 examples (image kind) before the sample; the video judge has none
+    assert sorted({n_images(b) for b in judges}) == [3, 5]
+    assert sorted({n_images(b) for b in debaters}) == [1, 5]
+    prefix = [json.dumps(b["messages"][:5]) for b in judges if n_images(b) == 3]
+    assert len(set(prefix)) == 1  # byte-identical in-context prefix across samples
+    image_judge = next(b for b in judges if n_images(b) == 3)
+    assert image_judge["messages"][2] == {"role": "assistant", "content": "Yes, potential of harassment."}
