@@ -169,6 +169,15 @@ def test_cli_annotate_show_export(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["export", db, "--format", "vhd11k-csv", "-o", str(out_csv)]) == 0
     header = out_csv.read_text().splitlines()[0]
     assert header.startswith("imagePath,decision,harmfulType,affirmativeDebater_argument_0")
+    with Store(db) as st:
+        [config_hash] = st.config_hashes()
+    out_jsonl = tmp_path / "ann.jsonl"
+    capsys.readouterr()
+    assert main(["export", db, "--format", "jsonl", "-o", str(out_jsonl), "--config-hash", config_hash[:8]]) == 0
+    assert "wrote 2 annotation(s)" in capsys.readouterr().out
+    assert all(json.loads(line)["config_hash"] == config_hash for line in out_jsonl.read_text().splitlines())
+    assert main(["export", db, "-o", str(out_jsonl), "--config-hash", "ffff"]) == 2
+    assert "no configuration(s) match 'ffff'" in capsys.readouterr().err
     assert main(["annotate", str(tmp_path / "m"), "--model", "bad", "--store", db]) == 2
     assert "BACKEND:MODEL" in capsys.readouterr().err
 

@@ -17,17 +17,28 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("-o", "--out", required=True, help="output file")
     p.add_argument("--config-hash", help="only annotations made under this configuration (prefix ok)")
     p.add_argument("--include-unparsed", action="store_true", help="JSONL/Parquet: keep unparsed and error rows")
+    p.add_argument("--kind", choices=("image", "video"), help="only images or only videos")
+    p.add_argument("--relative-to", metavar="DIR", help="write paths relative to this folder")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.cli.show import open_store
+    from vhd.cli.show import open_store, resolve_config_hash
     from vhd.store.export import export
 
     with open_store(args.store) as db:
         result = export(
-            db, args.format, Path(args.out), config_hash=args.config_hash, include_unparsed=args.include_unparsed
+            db,
+            args.format,
+            Path(args.out),
+            config_hash=resolve_config_hash(db, args.config_hash),
+            include_unparsed=args.include_unparsed,
+            kind=args.kind,
+            relative_to=args.relative_to,
         )
-    print(result.describe() if hasattr(result, "describe") else str(result))
+    files = ", ".join(str(f) for f in result.files) or "no file"
+    print(f"wrote {result.written} annotation(s) to {files}")
+    for why, count in sorted(result.left_out_counts.items()):
+        print(f"left out {count}: {why}")
     return 0

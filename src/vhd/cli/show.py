@@ -29,6 +29,18 @@ def open_store(path: str) -> Any:
     return Store(path)
 
 
+def resolve_config_hash(db: Any, prefix: str | None) -> str | None:
+    """Expand a configuration-hash prefix to the full hash, or fail in one line."""
+    if not prefix:
+        return None
+    matches = db.config_hashes(prefix)
+    if len(matches) != 1:
+        known = ", ".join(h[:12] for h in db.config_hashes()) or "none"
+        what = "no" if not matches else f"{len(matches)}"
+        raise ConfigError(f"{what} configuration(s) match {prefix!r}; known: {known}")
+    return str(matches[0])
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from rich.console import Console
@@ -42,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         if len(samples) > 1:
             raise ConfigError(f"{args.sample!r} matches {len(samples)} samples; give more of the id")
         sample = samples[0]
-        ann = db.get_annotation(sample.id, args.config_hash)
+        ann = db.get_annotation(sample.id, resolve_config_hash(db, args.config_hash))
     if ann is None:
         raise ConfigError(f"sample {sample.id[:12]} ({sample.path}) has no annotation yet")
     v = ann.verdict

@@ -432,6 +432,15 @@ class Store:
         )
         return {str(r[0]) for r in rows}
 
+    def config_hashes(self, prefix: str = "") -> list[str]:
+        """The configuration hashes that have annotations, newest first, optionally by prefix."""
+        rows = self._query(
+            "SELECT config_hash, MAX(finished_at) AS last FROM annotations WHERE config_hash LIKE ? "
+            "GROUP BY config_hash ORDER BY last DESC",
+            (prefix.replace("%", "").replace("_", "") + "%",),
+        )
+        return [r["config_hash"] for r in rows]
+
     def counts(self, config_hash: str) -> dict[str, int]:
         """Return how many annotations under this config have each status (all four keys)."""
         out = {s.value: 0 for s in Status}
