@@ -14,11 +14,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vhd.backends.base import Backend
 from vhd.config import AnnotateConfig, load_config
 from vhd.records import Role, Status, Usage
+
+if TYPE_CHECKING:
+    from vhd.debate.icl import ICLExample
+    from vhd.debate.prompts import Prompts
 
 SECRET_HINTS = ("key", "token", "secret", "password", "authorization")
 
@@ -117,7 +121,7 @@ def build_backends(config: AnnotateConfig) -> dict[Role, Backend]:
 
 
 def config_identity(
-    config: AnnotateConfig, backends: dict[Role, Backend], prompts: Any, examples: Sequence[Any]
+    config: AnnotateConfig, backends: dict[Role, Backend], prompts: Prompts, examples: Sequence[ICLExample]
 ) -> dict[str, Any]:
     """Everything that changes a debate's messages or decoding, as plain data."""
     from vhd.debate.icl import examples_identity

@@ -6,11 +6,16 @@ import asyncio
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError
 from vhd.records import Kind
+
+if TYPE_CHECKING:
+    from vhd.debate.icl import ICLExample
+    from vhd.debate.prompts import Prompts
+    from vhd.media.discover import MediaItem
 
 TOKENS_PER_WORD = 1.35
 """Rough English tokens per whitespace-separated word."""
@@ -34,11 +39,10 @@ def _words(text: str) -> int:
 
 
 async def estimate(
-    items: Sequence[Any],
+    items: Sequence[MediaItem],
     config: AnnotateConfig,
-    prompts: Any,
-    examples: Sequence[Any],
-    settings: Any,
+    prompts: Prompts,
+    examples: Sequence[ICLExample],
     store: Path,
     config_hash: str,
 ) -> dict[str, Any]:

@@ -13,18 +13,24 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vhd.annotator import RunSummary, build_backends, config_identity, count_status, digest, redact
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError
 from vhd.records import Annotation, Status
 
+if TYPE_CHECKING:
+    from vhd.debate.engine import Debate
+    from vhd.media.discover import MediaItem
+    from vhd.media.load import LoadedSample, MediaSettings
+    from vhd.store.sqlite import Store
+
 NON_RETRYABLE_LIMIT = 8
 """Consecutive samples failing with non-retryable errors after which the run stops."""
 
 
-def media_settings(config: AnnotateConfig) -> Any:
+def media_settings(config: AnnotateConfig) -> MediaSettings:
     """`vhd.media.load.MediaSettings` from the ``[media]`` config."""
     from vhd.media.image import ImageLimits
     from vhd.media.load import MediaSettings
@@ -129,7 +135,7 @@ async def run(
     if dry_run:
         from vhd.estimate import estimate
 
-        summary.estimate = await estimate(found.items, config, prompts, examples, settings, store, config_hash)
+        summary.estimate = await estimate(found.items, config, prompts, examples, store, config_hash)
         summary.found = summary.estimate["samples"]
         summary.already_done = summary.estimate["already_done"]
         return summary
@@ -167,9 +173,9 @@ class _Job:
 
     def __init__(
         self,
-        db: Any,
-        debate: Any,
-        settings: Any,
+        db: Store,
+        debate: Debate,
+        settings: MediaSettings,
         summary: RunSummary,
         config_hash: str,
         run_id: str,
@@ -195,8 +201,8 @@ class _Job:
             self.stopping = True
             self.on_event(message)
 
-    async def run(self, items: Sequence[Any], concurrency: int, progress: bool) -> None:
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+    async def run(self, items: Sequence[MediaItem], concurrency: int, progress: bool) -> None:
+        queue: asyncio.Queue[MediaItem] = asyncio.Queue()
         for item in items:
             queue.put_nowait(item)
         self.bar = _Progress(progress, len(items))
@@ -232,7 +238,7 @@ class _Job:
         if self.summary.interrupted:
             self.on_event("run the same command again to resume; finished samples are kept")
 
-    async def worker(self, queue: asyncio.Queue[Any]) -> None:
+    async def worker(self, queue: asyncio.Queue[MediaItem]) -> None:
         from vhd.media.load import load_sample, sample_id
 
         while not self.stopping:
@@ -261,7 +267,7 @@ class _Job:
                 continue
             await self.annotate_one(loaded)
 
-    async def annotate_one(self, loaded: Any) -> None:
+    async def annotate_one(self, loaded: LoadedSample) -> None:
         sample = loaded.sample
         started = time.time()
         result = await self.debate.run(sample.kind, loaded.images)
