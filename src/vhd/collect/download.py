@@ -1,0 +1,278 @@
+"""Download one URL safely: redirects checked hop by hop, content sniffed, size capped mid-stream.
+
+The body is streamed into a temporary file in the output folder's ``.partial/`` directory while
+being hashed; the caller renames it into place or deletes it. On any failure (including
+cancellation) the temporary file is removed before the exception leaves this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+import httpx
+
+from vhd.collect.blocklist import Digests
+from vhd.collect.fetch_settings import FetchFailure, FetchSettings, format_size
+from vhd.collect.netguard import blocked_reason, resolve_failed
+from vhd.collect.sniff import SNIFF_BYTES, MediaType, describe, sniff
+from vhd.collect.urls import UrlRow
+from vhd.errors import VhdError
+from vhd.records import Kind
+
+RETRY_STATUSES: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
+"""HTTP statuses worth another attempt."""
+
+_OK_STATUSES: Final = frozenset({200, 203})
+_MAX_RETRY_AFTER: Final = 60.0
+
+
+@dataclass
+class Downloaded:
+    """A complete download waiting in a temporary file.
+
+    Attributes:
+        tmp: The temporary file (inside ``.partial/``); the caller moves or deletes it.
+        media: The sniffed container.
+        size: Bytes written.
+        digests: Content hashes.
+        final_url: The URL after redirects.
+        http_status: The final response's status.
+        content_type: The declared ``Content-Type``, informational.
+        attempts: Requests made, retries included.
+    """
+
+    tmp: Path
+    media: MediaType
+    size: int
+    digests: Digests
+    final_url: str
+    http_status: int
+    content_type: str | None
+    attempts: int = 1
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, min(float(value.strip()), _MAX_RETRY_AFTER))
+    except ValueError:
+        return None
+
+
+def _limit(kind: Kind | None, settings: FetchSettings) -> int:
+    if kind is Kind.IMAGE:
+        return settings.max_image_bytes
+    if kind is Kind.VIDEO:
+        return settings.max_video_bytes
+    return max(settings.max_image_bytes, settings.max_video_bytes)
+
+
+def _too_large(size: int, limit: int, kind: Kind | None, declared: bool, url: str) -> FetchFailure:
+    what = kind.value if kind else "image"
+    how = "declares" if declared else "sent more than"
+    reason = f"server {how} {format_size(size)}, over the {what} limit of {format_size(limit)}"
+    return FetchFailure("rejected", "too-large", f"{reason} (raise --max-{what}-size)", final_url=url)
+
+
+class _Sink:
+    """Writes accepted bytes to a temporary file while hashing them."""
+
+    def __init__(self, partial_dir: Path, algorithms: list[str]) -> None:
+        self.path = partial_dir / f"{uuid.uuid4().hex}.part"
+        self.hashers = {name: hashlib.new(name) for name in algorithms}
+        self.size = 0
+        self._fh: IO[bytes] | None = None
+
+    def write(self, data: bytes) -> None:
+        if self._fh is None:
+            self._fh = open(self.path, "xb")  # noqa: SIM115 - closed in close()/discard()
+        self._fh.write(data)
+        for h in self.hashers.values():
+            h.update(data)
+        self.size += len(data)
+
+    def close(self) -> Digests:
+        if self._fh is None:
+            self._fh = open(self.path, "xb")  # noqa: SIM115
+        self._fh.close()
+        return Digests(**{name: h.hexdigest() for name, h in self.hashers.items()})
+
+    def discard(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+        self.path.unlink(missing_ok=True)
+
+
+async def _read_body(
+    response: httpx.Response, row: UrlRow, settings: FetchSettings, sink: _Sink, url: str
+) -> MediaType:
+    declared_text = response.headers.get("content-length")
+    declared = int(declared_text) if declared_text and declared_text.strip().isdigit() else None
+    limit = _limit(row.kind, settings)
+    if declared is not None and declared > limit:
+        raise _too_large(declared, limit, row.kind, True, url)
+    head = b""
+    media: MediaType | None = None
+    async for chunk in response.aiter_bytes():
+        if media is None:
+            head += chunk
+            if len(head) < SNIFF_BYTES:
+                continue
+            media = _accept(head, row, url)
+            limit = _limit(media.kind, settings)
+            if declared is not None and declared > limit:
+                raise _too_large(declared, limit, media.kind, True, url)
+            chunk, head = head, b""
+        if sink.size + len(chunk) > limit:
+            raise _too_large(sink.size + len(chunk), limit, media.kind, False, url)
+        sink.write(chunk)
+    if media is None:
+        media = _accept(head, row, url)
+        if len(head) > _limit(media.kind, settings):
+            raise _too_large(len(head), _limit(media.kind, settings), media.kind, False, url)
+        sink.write(head)
+    return media
+
+
+def _accept(head: bytes, row: UrlRow, url: str) -> MediaType:
+    media = sniff(head)
+    if media is None:
+        reason = f"content is {describe(head)}, not an image or video"
+        raise FetchFailure("rejected", "not-media", reason, final_url=url)
+    if row.kind is not None and media.kind is not row.kind:
+        raise FetchFailure(
+            "rejected",
+            "kind-mismatch",
+            f"the list says {row.kind.value} but the content is {media.kind.value} ({media.name})",
+            final_url=url,
+        )
+    return media
+
+
+def _next_url(response: httpx.Response, url: str) -> str:
+    location = response.headers.get("location", "").strip()
+    if not location:
+        raise FetchFailure(
+            "failed", "bad-redirect", f"HTTP {response.status_code} without a Location header", final_url=url
+        )
+    try:
+        target = response.url.join(location)
+    except httpx.InvalidURL as exc:
+        raise FetchFailure("rejected", "bad-redirect", f"redirect to an invalid URL ({exc})", final_url=url) from exc
+    if target.scheme not in ("http", "https"):
+        shown = location if len(location) <= 80 else location[:77] + "..."
+        reason = f"redirect to a {target.scheme or 'scheme-less'}: URL refused ({shown})"
+        raise FetchFailure("rejected", "bad-redirect", reason, final_url=url)
+    return str(target)
+
+
+async def _attempt(
+    client: httpx.AsyncClient, row: UrlRow, settings: FetchSettings, partial_dir: Path, algorithms: list[str]
+) -> Downloaded:
+    url = row.url
+    for _ in range(settings.max_redirects + 1):
+        request = client.build_request("GET", url)
+        response = await client.send(request, stream=True)
+        try:
+            if response.is_redirect:
+                url = _next_url(response, url)
+                continue
+            status = response.status_code
+            if status not in _OK_STATUSES:
+                raise FetchFailure(
+                    "failed",
+                    f"http-{status}",
+                    f"HTTP {status} {response.reason_phrase}".strip(),
+                    retryable=status in RETRY_STATUSES,
+                    http_status=status,
+                    retry_after=_retry_after(response.headers.get("retry-after")),
+                    final_url=url,
+                )
+            sink = _Sink(partial_dir, algorithms)
+            try:
+                media = await _read_body(response, row, settings, sink, url)
+                digests = sink.close()
+            except BaseException:
+                sink.discard()
+                raise
+            return Downloaded(sink.path, media, sink.size, digests, url, status, response.headers.get("content-type"))
+        finally:
+            await response.aclose()
+    reason = f"more than {settings.max_redirects} redirects (raise --max-redirects)"
+    raise FetchFailure("failed", "too-many-redirects", reason, final_url=url)
+
+
+def _network_failure(exc: Exception, url: str) -> FetchFailure:
+    blocked = blocked_reason(exc)
+    if blocked is not None:
+        return FetchFailure("rejected", "private-address", blocked, final_url=url)
+    if resolve_failed(exc):
+        return FetchFailure("failed", "dns", str(exc) or "cannot resolve the host", final_url=url)
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException):
+        return FetchFailure("failed", "timeout", f"timed out ({text})", retryable=True, final_url=url)
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return FetchFailure("failed", "truncated", f"connection broke off ({text})", retryable=True, final_url=url)
+    if isinstance(exc, httpx.ConnectError):
+        return FetchFailure("failed", "connect", f"cannot connect ({text})", retryable=True, final_url=url)
+    if isinstance(exc, httpx.DecodingError):
+        return FetchFailure("rejected", "bad-encoding", f"cannot decode the response ({text})", final_url=url)
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        return FetchFailure("rejected", "bad-url", text, final_url=url)
+    return FetchFailure("failed", "network", f"{type(exc).__name__}: {text}", retryable=True, final_url=url)
+
+
+async def download(
+    client: httpx.AsyncClient,
+    row: UrlRow,
+    settings: FetchSettings,
+    partial_dir: Path,
+    algorithms: list[str],
+) -> Downloaded:
+    """Fetch one URL into a temporary file, with retries and backoff.
+
+    Args:
+        client: An httpx client that does not follow redirects itself.
+        row: The URL and what the list says about it.
+        settings: Limits, timeouts and retry policy.
+        partial_dir: Where temporary files go (inside the output folder).
+        algorithms: Hashes to compute (``sha256`` first; ``md5``/``sha1`` for block lists).
+
+    Returns:
+        The complete download (the caller owns the temporary file).
+
+    Raises:
+        FetchFailure: The last attempt failed; ``retryable`` says whether a later run may do better.
+        VhdError: The temporary file cannot be written (disk full, permissions): the run stops.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            async with asyncio.timeout(settings.max_time):
+                result = await _attempt(client, row, settings, partial_dir, algorithms)
+            result.attempts = attempt
+            return result
+        except FetchFailure as exc:
+            failure = exc
+        except TimeoutError:
+            reason = f"download took longer than {settings.max_time:g} s (raise --max-time)"
+            failure = FetchFailure("failed", "timeout", reason, retryable=True)
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+            raise VhdError(f"cannot write into {partial_dir.parent}: {problem}; free space or fix permissions") from exc
+        except httpx.HTTPError as exc:
+            failure = _network_failure(exc, row.url)
+        failure.final_url = failure.final_url or row.url
+        if not failure.retryable or attempt > settings.retries:
+            failure.attempts = attempt
+            raise failure
+        delay = failure.retry_after if failure.retry_after is not None else settings.backoff * 2 ** (attempt - 1)
+        await asyncio.sleep(delay * (1 + 0.25 * random.random()))

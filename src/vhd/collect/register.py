@@ -1,0 +1,67 @@
+"""Register fetched files as samples in a store, after validating them like the annotator does."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from vhd.collect.fetch_settings import FetchOutcome, FetchSettings
+from vhd.collect.urls import UrlRow
+from vhd.errors import MediaError
+from vhd.records import Kind
+
+_DECODERS = 2
+
+
+class Registrar:
+    """Validates fetched files (decoding them, in worker threads) and upserts their samples.
+
+    Args:
+        store: A `vhd.store.Store`.
+        settings: The fetch settings (the image size limit applies to validation too).
+    """
+
+    def __init__(self, store: Any, settings: FetchSettings) -> None:
+        from vhd.media.image import ImageLimits
+        from vhd.media.load import MediaSettings
+
+        self.store = store
+        self.media = MediaSettings(limits=ImageLimits(max_bytes=settings.max_image_bytes))
+        self._slots = asyncio.Semaphore(_DECODERS)
+
+    def has(self, sample_id: str) -> bool:
+        """Whether the store already holds this sample."""
+        return self.store.get_sample(sample_id) is not None
+
+    def _register(self, path: Path, row: UrlRow, outcome: FetchOutcome) -> str | None:
+        from vhd.media.discover import MediaItem
+        from vhd.media.load import load_sample
+
+        extra: dict[str, Any] = dict(row.extra)
+        extra["url"] = row.url
+        if outcome.final_url and outcome.final_url != row.url:
+            extra["final_url"] = outcome.final_url
+        item = MediaItem(
+            path=path,
+            kind=Kind(outcome.kind or "image"),
+            source=row.source,
+            keyword=row.keyword,
+            id=row.id,
+            extra=extra,
+        )
+        try:
+            loaded = load_sample(item, self.media)
+        except MediaError as exc:
+            return f"not a valid {item.kind.value}: {exc}"
+        self.store.upsert_sample(loaded.sample)
+        return None
+
+    async def register(self, path: Path, row: UrlRow, outcome: FetchOutcome) -> str | None:
+        """Validate ``path`` and upsert its sample; return why it is invalid, or None.
+
+        Raises:
+            MissingDependencyError: A video needs PyAV (``vhd[video]``) and it is missing.
+        """
+        async with self._slots:
+            return await asyncio.to_thread(self._register, path, row, outcome)
