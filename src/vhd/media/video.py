@@ -5,14 +5,22 @@ A video is shown to the models as ``n`` frames (5 by default) spread evenly over
 minutes rather than a handful of frames minutes apart): frame indices
 ``round(linspace(0, T - 1, n))`` with ``T = min(frame count, first)``.
 
-Decoding runs forward from the start and never goes past frame ``first - 1``. Every planned
-frame must actually be decoded: a file that ends early (a truncated WebM decodes without any
-error) is rejected instead of being represented by fewer frames.
+Frames are found by a keyframe-aware plan: the packets of the window are scanned without
+decoding (demuxing only), which gives the exact frame count and where the keyframes are; the
+reader then seeks to a keyframe only when one lies after the current position and at or before
+the next wanted frame, and otherwise decodes forward. Every frame it keeps is checked against
+the scanned timestamps, and whenever the plan cannot be trusted (a codec whose keyframe flags
+are unreliable, missing or repeated timestamps, a count that disagrees with the container, a
+seek landing elsewhere) it falls back to decoding forward from the start, which never goes past
+frame ``first - 1``. Both ways return exactly the same frames. Every planned frame must
+actually be decoded: a file that ends early (a truncated WebM decodes without any error) is
+rejected instead of being represented by fewer frames.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +36,13 @@ DEFAULT_FRAMES = 5
 DEFAULT_FIRST = 4000
 """Only the first this-many frames of a video are considered."""
 
+STRATEGIES = ("auto", "decode")
+"""How `read_frames` reaches the frames: ``auto`` (keyframe-aware plan) or ``decode`` (forward)."""
+
+SEEKABLE_CODECS = frozenset({"h264", "hevc", "vp9", "av1"})
+"""Codecs whose keyframe flags and one-frame-per-packet layout the keyframe plan trusts; other
+codecs (MPEG-4 Part 2 with packed B-frames, VP8 alt-ref frames, ...) are decoded forward."""
+
 
 @dataclass
 class VideoFrames:
@@ -42,6 +57,9 @@ class VideoFrames:
         fps: Average frame rate, when the container gives one.
         frames_decoded: Frames decoded to get this result, over all passes (a cost measure;
             never more than ``first`` per pass).
+        method: ``keyframes`` when the keyframe plan found the frames, ``decode`` when they
+            were decoded forward from the start.
+        seeks: Seeks made by the keyframe plan.
     """
 
     images: list[Image.Image]
@@ -49,6 +67,8 @@ class VideoFrames:
     total_frames: int
     fps: float | None
     frames_decoded: int = 0
+    method: str = "decode"
+    seeks: int = 0
 
 
 def _check_counts(n: int, first: int) -> None:
@@ -154,51 +174,97 @@ class _Pass:
     images: dict[int, Image.Image]
     decoded: int
     reached_end: bool
+    duration_s: float | None = None
+    span_s: float = 0.0
 
 
-def _decode_pass(av: Any, path: Path, n: int, first: int, known_total: int | None = None) -> _Pass:
+class _Rewound(Exception):
+    """A reused container did not restart at its first frame: open the file afresh."""
+
+
+_REWIND = object()
+"""``start_pts`` value meaning: the container is reused untouched (nothing to rewind)."""
+
+
+def _decode_pass(
+    av: Any,
+    path: Path,
+    n: int,
+    first: int,
+    known_total: int | None = None,
+    container: Any = None,
+    start_pts: Any = None,
+) -> _Pass:
     """Open the file, plan the frames and decode forward, keeping the planned ones.
 
     Without ``known_total`` the plan comes from the container's frame count, or from
     duration x frame rate when the container stores no count; in the second case decoding
     goes on to the end of the window so that the real count becomes known.
+
+    An already open ``container`` may be passed to save opening the file again: with
+    ``start_pts`` the timestamp of its first frame, it is rewound there first (and `_Rewound`
+    is raised when the first frame decoded is another one); with ``_REWIND`` it is used as is.
     """
     try:
-        with av.open(str(path)) as container:
-            if not container.streams.video:
-                raise MediaError("no video stream (audio-only or data file)")
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            rate = stream.average_rate or stream.guessed_rate
-            fps = float(rate) if rate else None
-            reported = int(stream.frames or 0)
-            estimated = False
-            if known_total is not None:
-                total = known_total
-            elif reported > 0:
-                total = reported
-            else:
-                estimated = True
-                duration = _duration_s(container, stream)
-                total = round(duration * fps) if duration and fps else 0
-            plan = frame_indices(total, n, first)
-            wanted = set(plan)
-            stop = first - 1 if estimated or not plan else plan[-1]
-            images: dict[int, Image.Image] = {}
-            decoded = 0
-            reached_end = True
-            for index, frame in enumerate(container.decode(stream)):
-                decoded = index + 1
-                if index in wanted:
-                    images[index] = _upright(frame.to_image(), int(frame.rotation or 0))
-                if index >= stop:
-                    reached_end = False
-                    break
-    except MediaError:
+        if container is not None:
+            return _decode_container(container, n, first, known_total, start_pts)
+        with av.open(str(path)) as opened:
+            return _decode_container(opened, n, first, known_total, _REWIND)
+    except (MediaError, _Rewound):
         raise
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
         raise MediaError(f"cannot decode video ({_reason(exc)})") from exc
-    return _Pass(reported, estimated, fps, total, plan, images, decoded, reached_end)
+
+
+def _decode_container(container: Any, n: int, first: int, known_total: int | None, start_pts: Any) -> _Pass:
+    if not container.streams.video:
+        raise MediaError("no video stream (audio-only or data file)")
+    stream = container.streams.video[0]
+    stream.thread_type = "AUTO"
+    rate = stream.average_rate or stream.guessed_rate
+    fps = float(rate) if rate else None
+    reported = int(stream.frames or 0)
+    estimated = False
+    duration = _duration_s(container, stream)
+    if known_total is not None:
+        total = known_total
+    elif reported > 0:
+        total = reported
+    else:
+        estimated = True
+        total = round(duration * fps) if duration and fps else 0
+    plan = frame_indices(total, n, first)
+    wanted = set(plan)
+    stop = first - 1 if estimated or not plan else plan[-1]
+    images: dict[int, Image.Image] = {}
+    decoded = 0
+    reached_end = True
+    start_s = end_s = 0.0
+    if start_pts is not _REWIND:
+        container.seek(start_pts, stream=stream, backward=True, any_frame=False)
+    for index, frame in enumerate(container.decode(stream)):
+        if index == 0 and start_pts is not _REWIND and frame.pts != start_pts:
+            raise _Rewound
+        decoded = index + 1
+        if frame.time is not None:
+            start_s, end_s = (frame.time, frame.time) if index == 0 else (start_s, frame.time)
+        if index in wanted:
+            images[index] = _upright(frame.to_image(), int(frame.rotation or 0))
+        if index >= stop:
+            reached_end = False
+            break
+    return _Pass(reported, estimated, fps, total, plan, images, decoded, reached_end, duration, end_s - start_s)
+
+
+def _observed_total(duration_s: float | None, span_s: float, count: int) -> int | None:
+    """Estimate a stream's frame count from its duration and the frame rate seen in ``count`` frames.
+
+    Containers without a frame count often give a nominal rate that is wrong for variable
+    frame rate video; the frames' own timestamps are not.
+    """
+    if not duration_s or count < 2 or span_s <= 0:
+        return None
+    return round(duration_s * (count - 1) / span_s)
 
 
 def _tolerance(total: int) -> int:
@@ -213,8 +279,14 @@ def _ended_early(got: int, missing: int, expected: int, how: str) -> MediaError:
     )
 
 
-def read_frames(path: str | Path, n: int = DEFAULT_FRAMES, first: int = DEFAULT_FIRST) -> VideoFrames:
+def read_frames(
+    path: str | Path, n: int = DEFAULT_FRAMES, first: int = DEFAULT_FIRST, *, strategy: str = "auto"
+) -> VideoFrames:
     """Decode the frames that represent a video (see `frame_indices`).
+
+    With ``strategy="auto"`` the keyframe-aware plan of the module notes is tried first and
+    forward decoding is the fallback; ``"decode"`` always decodes forward from the start. Both
+    return the same frames (the first is faster on long videos with regular keyframes).
 
     Containers that store no frame count (WebM, Matroska) are planned from duration x frame
     rate, then checked against the frames actually decoded: a small difference (at most 2
@@ -226,6 +298,7 @@ def read_frames(path: str | Path, n: int = DEFAULT_FRAMES, first: int = DEFAULT_
         path: The video file.
         n: Frames wanted.
         first: Only frames ``0 .. first - 1`` are considered.
+        strategy: ``auto`` (keyframe plan, falling back to forward decoding) or ``decode``.
 
     Returns:
         The chosen frames; fewer than ``n`` when the video is shorter than ``n`` frames.
@@ -233,9 +306,11 @@ def read_frames(path: str | Path, n: int = DEFAULT_FRAMES, first: int = DEFAULT_
     Raises:
         MediaError: Unreadable, empty, truncated or corrupt file, or no video stream.
         MissingDependencyError: PyAV is not installed.
-        ConfigError: ``n`` or ``first`` is below 1.
+        ConfigError: ``n`` or ``first`` is below 1, or ``strategy`` is unknown.
     """
     _check_counts(n, first)
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"unknown frame strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
     av = _import_av()
     path = Path(path)
     try:
@@ -244,8 +319,11 @@ def read_frames(path: str | Path, n: int = DEFAULT_FRAMES, first: int = DEFAULT_
         raise MediaError(f"cannot read file ({_reason(exc)})") from exc
     if size == 0:
         raise MediaError("empty file (0 bytes)")
-
-    scan = _decode_pass(av, path, n, first)
+    scan = _first_pass(av, path, n, first) if strategy == "auto" else None
+    if isinstance(scan, VideoFrames):
+        return scan
+    if scan is None:
+        scan = _decode_pass(av, path, n, first)
     missing = [i for i in scan.plan if i not in scan.images]
     if scan.estimated:
         actual = scan.decoded if scan.reached_end else first
@@ -258,9 +336,12 @@ def read_frames(path: str | Path, n: int = DEFAULT_FRAMES, first: int = DEFAULT_
     expected = min(scan.planned_total, first)
     if not missing and actual == expected:
         return _result(scan.plan, scan.images, scan, actual, scan.decoded)
-    if scan.planned_total > 0 and expected - actual > _tolerance(expected):
+    promised = scan.planned_total
+    if scan.estimated and scan.reached_end:
+        promised = _observed_total(scan.duration_s, scan.span_s, scan.decoded) or promised
+    if promised > 0 and min(promised, first) - actual > _tolerance(min(promised, first)):
         at = missing[0] if missing else actual
-        raise _ended_early(scan.decoded, at, scan.planned_total, how)
+        raise _ended_early(scan.decoded, at, promised, how)
 
     plan = frame_indices(actual, n, first)
     if all(i in scan.images for i in plan):
@@ -270,6 +351,31 @@ def read_frames(path: str | Path, n: int = DEFAULT_FRAMES, first: int = DEFAULT_
     if lost:
         raise _ended_early(again.decoded, lost[0], actual, "counted on a first pass")
     return _result(again.plan, again.images, scan, actual, scan.decoded + again.decoded)
+
+
+def _first_pass(av: Any, path: Path, n: int, first: int) -> VideoFrames | _Pass | None:
+    """Try the keyframe plan; when it does not apply, decode forward in the same open file.
+
+    Returns:
+        The frames when the plan found them, else the forward pass made in the container the
+        plan opened (saving a second open), else None (the caller decodes afresh).
+    """
+    from vhd.media.keyframes import try_plan
+
+    try:
+        container = av.open(str(path))
+    except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError):
+        return None  # the fresh pass reports the error
+    with container:
+        planned, start = try_plan(container, n, first)
+        if planned is not None:
+            return planned
+        if start is None:
+            return None
+        try:
+            return _decode_pass(av, path, n, first, container=container, start_pts=start)
+        except _Rewound:
+            return None
 
 
 def _result(plan: list[int], images: dict[int, Image.Image], scan: _Pass, actual: int, decoded: int) -> VideoFrames:
@@ -292,7 +398,8 @@ def write_frames(frames: VideoFrames, out_dir: str | Path, stem: str) -> list[Pa
     """Save frames as PNG files named ``<stem>_<k:04d>.png``, k counting from 0.
 
     This is the naming the upstream annotation tools use, and a folder written this way is
-    read back as one video sample (see `vhd.media.discover`).
+    read back as one video sample (see `vhd.media.discover`). Each file is written under a
+    temporary name and renamed, so no partial PNG is ever left under a final name.
 
     Args:
         frames: Frames from `read_frames`.
@@ -311,7 +418,13 @@ def write_frames(frames: VideoFrames, out_dir: str | Path, stem: str) -> list[Pa
         folder.mkdir(parents=True, exist_ok=True)
         for k, image in enumerate(frames.images):
             target = folder / f"{stem}_{k:04d}.png"
-            image.save(target, format="PNG")
+            partial = folder / f".{target.name}.part"
+            try:
+                image.save(partial, format="PNG")
+                os.replace(partial, target)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
             paths.append(target)
     except OSError as exc:
         raise MediaError(f"cannot write frames to {folder} ({_reason(exc)})") from exc

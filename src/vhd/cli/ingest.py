@@ -1,0 +1,82 @@
+"""``vhd ingest``: register media files, folders and manifests as samples of a store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def add_parser(sub: Any, name: str) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        name,
+        help="register media as samples of a store (validated, resumable)",
+        description=(
+            "Register images, videos, folders and manifests as samples of a store: each file is hashed "
+            "(id = sha256 of its bytes), validated as the annotator does, and upserted; invalid files are "
+            "listed with their reason and skipped. Running it again only adds what is new."
+        ),
+    )
+    p.add_argument("inputs", nargs="+", metavar="PATH", help="image/video files, folders, manifests")
+    p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
+    p.add_argument("--source", choices=("real", "synthetic"), help="source of samples whose manifest gives none")
+    p.add_argument("--keyword", help="keyword of samples whose manifest gives none")
+    p.add_argument(
+        "--keyword-from-folder",
+        action="store_true",
+        help="use each file's folder name as its keyword (when none given)",
+    )
+    p.add_argument("--generator", help="generative model of synthetic samples (implies --source synthetic)")
+    p.add_argument("--prompt", help="prompt of synthetic samples, kept in their metadata")
+    p.add_argument("--block-hashes", metavar="FILE", help="hash block list: matching files are quarantined, not added")
+    p.add_argument("--quarantine", metavar="DIR", help="move blocked files here as <sha256>.blocked")
+    p.add_argument(
+        "--frame-folders", action="store_true", help="treat folders of numbered frames (<stem>_0000.png ...) as videos"
+    )
+    p.add_argument("--jobs", type=int, default=2, metavar="N", help="files validated at once (default 2)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any file was invalid or blocked")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    from vhd.curate.ingest import IngestDefaults, ingest
+    from vhd.curate.progress import progress_bar
+    from vhd.store.sqlite import Store
+
+    defaults = IngestDefaults(
+        source=args.source,
+        keyword=args.keyword,
+        keyword_from_folder=args.keyword_from_folder,
+        generator=args.generator,
+        prompt=args.prompt,
+    )
+    with Store(args.store) as store, progress_bar("ingesting", not (args.no_progress or args.json)) as bar:
+        result = ingest(
+            args.inputs,
+            store,
+            defaults=defaults,
+            block_list=args.block_hashes,
+            quarantine_dir=args.quarantine,
+            frame_folders=args.frame_folders,
+            jobs=args.jobs,
+            on_progress=bar,
+        )
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(
+            f"{len(result.added)} sample(s) added, {len(result.updated)} updated, {len(result.unchanged)} already "
+            f"there, {len(result.invalid)} invalid, {len(result.blocked)} blocked, {len(result.refused)} removed "
+            f"earlier ({result.elapsed_s:.1f} s); store: {args.store}"
+        )
+        for label, entries in (("invalid", result.invalid), ("blocked", result.blocked), ("refused", result.refused)):
+            for path, reason in entries[:20]:
+                print(f"{label} {path}: {reason}")
+            if len(entries) > 20:
+                print(f"... {len(entries) - 20} more {label} (use --json for all)")
+    bad = result.invalid or result.blocked
+    return 1 if args.strict and bad else 0

@@ -1,0 +1,299 @@
+"""Find exact and near-duplicate images and videos, report them, and mark them in a store.
+
+Exact duplicates share their decoded pixels (found by hashing them, whatever the file format);
+near duplicates have perceptual hashes (pHash) within a Hamming distance, found with a
+multi-index hash table rather than by comparing every pair (`vhd.curate.hashindex`). Videos
+are compared by their sampled frames. Files are clustered and one file per cluster is kept by a
+policy (`vhd.curate.clusters`). Nothing is ever deleted: `apply_marks` records the clusters in
+the store, where `vhd split` keeps each cluster on one side.
+
+pHash is robust to resizing, re-encoding, brightness and contrast changes, and crops of a few
+percent; it does not match larger crops, padding, flips or rotations (known misses).
+
+Example:
+    >>> result = find_duplicates(["photos/"], threshold=10, keep="largest")  # doctest: +SKIP
+    >>> result.write_report("clusters.csv")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vhd.curate.clusters import DEFAULT_THRESHOLD, Member, cluster
+from vhd.curate.fingerprint import Fingerprint, Job, fingerprint_many
+from vhd.errors import ConfigError
+from vhd.store.sqlite import Store
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class Leak:
+    """A duplicate cluster whose files sit in more than one split.
+
+    Attributes:
+        cluster: The cluster id.
+        splits: Split name to number of files in it.
+        paths: The cluster's files.
+    """
+
+    cluster: str
+    splits: dict[str, int]
+    paths: list[str]
+
+
+@dataclass
+class DedupResult:
+    """What `find_duplicates` found.
+
+    Attributes:
+        members: Every usable file with its cluster, grouped by cluster (kept file first).
+        unreadable: ``(path, reason)`` for files that could not be read or decoded.
+        splits: File path to split, where known (from the store or a manifest).
+        sample_ids: File path to sample id, for files whose sample is in the store.
+        leaks: Clusters spanning two splits or more.
+        threshold: The distance threshold used.
+        keep: The keep policy used.
+        elapsed_s: Wall time.
+    """
+
+    members: list[Member] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    splits: dict[str, str] = field(default_factory=dict)
+    sample_ids: dict[str, str] = field(default_factory=dict)
+    leaks: list[Leak] = field(default_factory=list)
+    threshold: int = DEFAULT_THRESHOLD
+    keep: str = "largest"
+    elapsed_s: float = 0.0
+
+    @property
+    def duplicates(self) -> list[Member]:
+        """Members that are not kept (the files a cleaned dataset would drop)."""
+        return [m for m in self.members if not m.kept]
+
+    @property
+    def clusters(self) -> dict[str, list[Member]]:
+        """Clusters of two files or more, by id, kept file first."""
+        out: dict[str, list[Member]] = {}
+        for m in self.members:
+            if m.size > 1:
+                out.setdefault(m.cluster, []).append(m)
+        return out
+
+    def counts(self) -> dict[str, int]:
+        """Files, clusters, duplicates by match kind, unreadable files and leaks."""
+        matches = Counter(m.match for m in self.members)
+        return {
+            "files": len(self.members),
+            "clusters": len(self.clusters),
+            "exact": matches.get("exact", 0),
+            "near": matches.get("near", 0),
+            "unreadable": len(self.unreadable),
+            "leaks": len(self.leaks),
+        }
+
+    def split_of(self, member: Member) -> str | None:
+        """The split of a member's file, when known."""
+        return self.splits.get(member.fp.path)
+
+    def write_report(self, path: str | os.PathLike[str]) -> Path:
+        """Write the report as CSV (one row per file) or JSON, chosen by the file's suffix."""
+        from vhd.curate.report import write_dedup_report
+
+        return write_dedup_report(self, Path(path))
+
+
+def is_store_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a path is an SQLite database (a vhd store), judged by its first bytes."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _jobs_from_store(store: Store, settings: dict[str, int]) -> tuple[list[Job], dict[str, str], dict[str, str]]:
+    from vhd.store.curation import active_samples
+
+    jobs: list[Job] = []
+    splits: dict[str, str] = {}
+    ids: dict[str, str] = {}
+    for row in active_samples(store):
+        path = str(row["path"])
+        frame_folder = row["kind"] == "video" and os.path.isdir(path)
+        jobs.append(Job(len(jobs), path, str(row["kind"]), frame_folder, **settings))
+        ids[path] = str(row["id"])
+        if row["split"]:
+            splits[path] = str(row["split"])
+    return jobs, splits, ids
+
+
+def _jobs_from_paths(
+    inputs: Sequence[str | Path], settings: dict[str, int], frame_folders: bool, unreadable: list[tuple[str, str]]
+) -> tuple[list[Job], dict[str, str]]:
+    from vhd.media.discover import discover, display_path
+
+    found = discover(inputs, frame_folders=frame_folders)
+    unreadable.extend((display_path(s.path), s.reason) for s in found.skipped)
+    jobs: list[Job] = []
+    manifest_splits: dict[str, str] = {}
+    for item in found.items:
+        path = display_path(item.path)
+        jobs.append(Job(len(jobs), path, item.kind.value, item.is_frame_folder, **settings))
+        if item.split:
+            manifest_splits[path] = item.split
+    return jobs, manifest_splits
+
+
+def find_duplicates(
+    inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
+    *,
+    threshold: int = DEFAULT_THRESHOLD,
+    keep: str = "largest",
+    store: Store | None = None,
+    jobs: int | None = None,
+    frame_folders: bool = False,
+    n_frames: int = 5,
+    first_frames: int = 4000,
+    max_pixels: int = 64_000_000,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> DedupResult:
+    """Find duplicate clusters among files, folders and manifests, or among a store's samples.
+
+    Args:
+        inputs: Media files, folders and manifests; or a single vhd store file, whose samples
+            (not removed) are checked.
+        threshold: Largest pHash Hamming distance of a near duplicate (0-64; 10 by default:
+            distinct photos sit 20 or more apart).
+        keep: Which file of a cluster is kept: ``largest``, ``first`` or ``quality``.
+        store: A store giving sample ids and splits for the files (and where `apply_marks`
+            writes); when ``inputs`` is a store file it is opened instead.
+        jobs: Worker processes for decoding and hashing (default: all CPUs).
+        frame_folders: Treat folders of numbered frames as videos.
+        n_frames: Frames sampled per video.
+        first_frames: Window of frames sampled from.
+        max_pixels: Images declaring more pixels are reported unreadable.
+        on_progress: Called with (stage, done, total) now and then; stages are ``hash`` and
+            ``link``.
+
+    Returns:
+        The clusters, unreadable files, and clusters leaking across splits.
+
+    Raises:
+        ConfigError: Bad threshold or policy, or an input that does not exist.
+        MissingDependencyError: imagehash (``vhd[dedup]``) or PyAV for videos is missing.
+    """
+    start = time.perf_counter()
+    paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
+    if not paths:
+        raise ConfigError("nothing to check: give files, folders, manifests or a store")
+    settings = {"n_frames": n_frames, "first_frames": first_frames, "max_pixels": max_pixels}
+    result = DedupResult(threshold=threshold, keep=keep)
+    if len(paths) == 1 and is_store_file(paths[0]):
+        with Store(paths[0]) as db:
+            job_list, result.splits, result.sample_ids = _jobs_from_store(db, settings)
+    else:
+        job_list, result.splits = _jobs_from_paths(
+            [os.fspath(p) for p in paths], settings, frame_folders, result.unreadable
+        )
+    total = len(job_list)
+    workers = max(1, jobs if jobs else (os.cpu_count() or 1))
+
+    def hashed(done: int) -> None:
+        if on_progress is not None:
+            on_progress("hash", done, total)
+
+    fps = fingerprint_many(job_list, workers, hashed)
+    result.unreadable.extend((fp.path, fp.error) for fp in fps if fp.error is not None)
+    if store is not None:
+        _attach_store(result, store, fps)
+
+    def linked(done: int) -> None:
+        if on_progress is not None:
+            on_progress("link", done, total)
+
+    result.members = cluster(fps, threshold=threshold, keep=keep, on_done=linked)
+    result.leaks = find_leaks(result)
+    result.elapsed_s = time.perf_counter() - start
+    return result
+
+
+def _attach_store(result: DedupResult, store: Store, fps: Sequence[Fingerprint]) -> None:
+    """Record which files are samples of the store, and their splits."""
+    for fp in fps:
+        if not fp.sha256 or fp.path in result.sample_ids:
+            continue
+        sample = store.get_sample(fp.sha256)
+        if sample is not None:
+            result.sample_ids[fp.path] = sample.id
+            if sample.split:
+                result.splits[fp.path] = sample.split
+
+
+def find_leaks(result: DedupResult) -> list[Leak]:
+    """Return the clusters whose files sit in more than one split (train/test leakage)."""
+    leaks: list[Leak] = []
+    for cluster_id, members in result.clusters.items():
+        splits = Counter(s for s in (result.split_of(m) for m in members) if s)
+        if len(splits) > 1:
+            leaks.append(Leak(cluster_id, dict(sorted(splits.items())), [m.fp.path for m in members]))
+    return leaks
+
+
+def apply_marks(result: DedupResult, store: Store) -> tuple[int, int]:
+    """Mark the clusters in the store (one transaction); nothing is deleted.
+
+    Only files that are samples of the store can be marked; the others are counted.
+
+    Args:
+        result: A `find_duplicates` result computed with this store (or on it).
+        store: The store.
+
+    Returns:
+        ``(samples marked, files not in the store)``.
+    """
+    from vhd.store.curation import DuplicateMark, mark_duplicates
+
+    _attach_store(result, store, [m.fp for m in result.members])
+    ids = result.sample_ids
+    by_cluster: dict[str, dict[str, DuplicateMark]] = {}
+    missing = 0
+    for m in result.members:
+        sid = ids.get(m.fp.path)
+        if sid is None:
+            missing += 1
+            continue
+        if m.size < 2:
+            continue
+        group = by_cluster.setdefault(m.cluster, {})
+        old = group.get(sid)
+        if old is None or (m.kept and not old.kept):  # two paths of one sample: the kept one wins
+            group[sid] = DuplicateMark(sid, m.cluster, m.kept, m.match, m.distance)
+    marks = [mark for group in by_cluster.values() if len(group) > 1 for mark in group.values()]
+    mark_duplicates(store, marks, ids.values(), threshold=result.threshold, policy=result.keep)
+    return len(marks), missing
+
+
+def describe(result: DedupResult) -> list[str]:
+    """Summary lines for a terminal."""
+    c = result.counts()
+    lines = [
+        f"checked {c['files']} file(s) in {result.elapsed_s:.1f} s: {c['clusters']} duplicate cluster(s), "
+        f"{c['exact']} exact and {c['near']} near duplicate(s) (threshold {result.threshold}, keep {result.keep})",
+    ]
+    if c["unreadable"]:
+        lines.append(f"{c['unreadable']} file(s) could not be read:")
+        lines += [f"  {path}: {reason}" for path, reason in result.unreadable[:10]]
+        if c["unreadable"] > 10:
+            lines.append(f"  ... {c['unreadable'] - 10} more in the report")
+    for leak in result.leaks[:10]:
+        spread = ", ".join(f"{k} {v}" for k, v in leak.splits.items())
+        lines.append(f"LEAK: cluster {leak.cluster[:12]} spans splits ({spread}): {'; '.join(leak.paths[:3])}")
+    if len(result.leaks) > 10:
+        lines.append(f"... {len(result.leaks) - 10} more leaking cluster(s) in the report")
+    return lines

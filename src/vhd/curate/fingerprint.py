@@ -1,0 +1,252 @@
+"""Fingerprints for duplicate search: a hash of the decoded pixels and perceptual hashes.
+
+A fingerprint is computed in a worker process per file: the file is read once, decoded under
+vhd's image limits (the same checks as the annotator), turned upright in RGB, and reduced to
+
+- the sha256 of its bytes (the sample id),
+- the sha256 of its decoded pixels (equal for exact duplicates, whatever the file format),
+- its 64-bit pHash (``imagehash.phash``: a DCT of the 32x32 grayscale image), and
+- what the keep policies need: size in pixels and bytes, and an encoding fidelity.
+
+A video is represented by its sampled frames (`vhd.media.video.read_frames`): one pixel hash
+over all of them and one pHash per frame. Nothing else is kept, so memory does not grow with
+the size of the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vhd.errors import MediaError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+# The IJG standard luminance quantization table (ITU T.81 annex K), for JPEG quality estimates.
+_STD_LUMA = (
+    *(16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55, 14, 13, 16, 24, 40, 57, 69, 56),
+    *(14, 17, 22, 29, 51, 87, 80, 62, 18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92),
+    *(49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99),
+)
+_STD_LUMA_SUM = sum(_STD_LUMA)
+_LOSSLESS = frozenset({"PNG", "BMP", "GIF", "TIFF", "PPM"})
+LOSSY_DEFAULT_FIDELITY = 90
+"""Fidelity given to lossy formats whose quality cannot be read (WebP)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What a worker needs to fingerprint one file (picklable).
+
+    Attributes:
+        order: Position of the file among the inputs.
+        path: The file (or frame folder).
+        kind: ``image`` or ``video``.
+        frame_folder: ``path`` is a folder of extracted frames.
+        n_frames: Frames sampled per video.
+        first_frames: Window of frames sampled from.
+        max_pixels: Image pixel limit.
+        max_bytes: Image file size limit.
+    """
+
+    order: int
+    path: str
+    kind: str
+    frame_folder: bool = False
+    n_frames: int = 5
+    first_frames: int = 4000
+    max_pixels: int = 64_000_000
+    max_bytes: int = 50 * 2**20
+
+
+@dataclass(slots=True)
+class Fingerprint:
+    """A file reduced to what duplicate search needs.
+
+    Attributes:
+        order: Position of the file among the inputs.
+        path: The file.
+        kind: ``image`` or ``video``.
+        sha256: sha256 of the file's bytes (for a frame folder, of its frames' hashes).
+        pixels: sha256 of the decoded pixels (all sampled frames for a video).
+        phashes: 64-bit pHash of the image, or of each sampled frame.
+        width: Width in pixels (of the frames for a video).
+        height: Height in pixels.
+        size: Bytes on disk.
+        fidelity: Encoding fidelity 1-100: 100 for lossless formats, the JPEG quality
+            estimated from its quantization tables, `LOSSY_DEFAULT_FIDELITY` otherwise.
+        error: Why the file could not be fingerprinted (the other fields are then empty).
+    """
+
+    order: int
+    path: str
+    kind: str
+    sha256: str = ""
+    pixels: str = ""
+    phashes: tuple[int, ...] = field(default_factory=tuple)
+    width: int = 0
+    height: int = 0
+    size: int = 0
+    fidelity: int = 100
+    error: str | None = None
+
+    @property
+    def area(self) -> int:
+        """Width x height."""
+        return self.width * self.height
+
+
+def jpeg_quality(image: Image.Image) -> int | None:
+    """Estimate a JPEG's quality setting (1-100) from its luminance quantization table."""
+    tables = getattr(image, "quantization", None)
+    if not tables or 0 not in tables:
+        return None
+    scale = 100.0 * float(sum(tables[0])) / _STD_LUMA_SUM
+    quality = (200.0 - scale) / 2.0 if scale <= 100.0 else 5000.0 / scale
+    return max(1, min(100, round(quality)))
+
+
+def _fidelity(data: bytes) -> int:
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as probe:
+            if probe.format == "JPEG":
+                return jpeg_quality(probe) or LOSSY_DEFAULT_FIDELITY
+            return 100 if probe.format in _LOSSLESS else LOSSY_DEFAULT_FIDELITY
+    except Exception:
+        return LOSSY_DEFAULT_FIDELITY
+
+
+def phash(image: Image.Image) -> int:
+    """Return imagehash's 64-bit pHash of an image as an integer (row-major bits)."""
+    try:
+        import imagehash
+    except ImportError as exc:
+        raise MissingDependencyError("imagehash", "dedup") from exc
+    bits = imagehash.phash(image).hash.flatten()
+    value = 0
+    for bit in bits:
+        value = (value << 1) | int(bit)
+    return value
+
+
+def _pixel_digest(images: list[Image.Image]) -> str:
+    digest = hashlib.sha256()
+    for img in images:
+        digest.update(f"{img.mode}:{img.width}x{img.height};".encode())
+        digest.update(img.tobytes())
+    return digest.hexdigest()
+
+
+def _image(job: Job) -> Fingerprint:
+    from vhd.media.image import ImageLimits, open_image_bytes, read_image_bytes
+
+    limits = ImageLimits(max_pixels=job.max_pixels, max_bytes=job.max_bytes)
+    data = read_image_bytes(job.path, limits)
+    img = open_image_bytes(data, limits)
+    return Fingerprint(
+        order=job.order,
+        path=job.path,
+        kind="image",
+        sha256=hashlib.sha256(data).hexdigest(),
+        pixels=_pixel_digest([img]),
+        phashes=(phash(img),),
+        width=img.width,
+        height=img.height,
+        size=len(data),
+        fidelity=_fidelity(data),
+    )
+
+
+def _frames(job: Job) -> tuple[list[Image.Image], str, int]:
+    """Return a video's sampled frames, its id and its size in bytes."""
+    from vhd.media.discover import frame_folder_frames
+    from vhd.media.hashing import combine_hashes, sha256_file
+    from vhd.media.image import ImageLimits, open_image
+    from vhd.media.video import frame_indices, read_frames
+
+    path = Path(job.path)
+    if job.frame_folder:
+        files = frame_folder_frames(path)
+        if files is None:
+            raise MediaError("folder is not (or no longer) a frame folder of <stem>_<k:04d> images")
+        limits = ImageLimits(max_pixels=job.max_pixels, max_bytes=job.max_bytes)
+        chosen = frame_indices(len(files), job.n_frames, job.first_frames)
+        images = [open_image(files[k], limits) for k in chosen]
+        return images, combine_hashes(sha256_file(f) for f in files), sum(f.stat().st_size for f in files)
+    frames = read_frames(path, job.n_frames, job.first_frames)
+    return frames.images, sha256_file(path), path.stat().st_size
+
+
+def _video(job: Job) -> Fingerprint:
+    images, digest, size = _frames(job)
+    return Fingerprint(
+        order=job.order,
+        path=job.path,
+        kind="video",
+        sha256=digest,
+        pixels=_pixel_digest(images),
+        phashes=tuple(phash(img) for img in images),
+        width=images[0].width if images else 0,
+        height=images[0].height if images else 0,
+        size=size,
+        fidelity=100,
+    )
+
+
+def fingerprint(job: Job) -> Fingerprint:
+    """Fingerprint one file; failures come back as a fingerprint with ``error`` set.
+
+    Args:
+        job: The file and the settings.
+
+    Returns:
+        The fingerprint.
+
+    Raises:
+        MissingDependencyError: imagehash (or PyAV for a video) is not installed.
+    """
+    try:
+        return _video(job) if job.kind == "video" else _image(job)
+    except MissingDependencyError:
+        raise
+    except MediaError as exc:
+        return Fingerprint(order=job.order, path=job.path, kind=job.kind, error=str(exc))
+    except OSError as exc:
+        return Fingerprint(order=job.order, path=job.path, kind=job.kind, error=f"cannot read file ({exc.strerror})")
+
+
+def fingerprint_many(jobs: list[Job], workers: int, on_done: Any = None) -> list[Fingerprint]:
+    """Fingerprint files in ``workers`` processes (in this process when 1), in input order.
+
+    Args:
+        jobs: The files.
+        workers: Worker processes.
+        on_done: Called with the number of files done so far, now and then.
+
+    Returns:
+        One fingerprint per job, in order.
+    """
+    results: list[Fingerprint] = []
+    if workers <= 1 or len(jobs) < 2 * workers:
+        for job in jobs:
+            results.append(fingerprint(job))
+            if on_done is not None:
+                on_done(len(results))
+        return results
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers) as pool:
+        for result in pool.imap(fingerprint, jobs, chunksize=16):
+            results.append(result)
+            if on_done is not None and len(results) % 64 == 0:
+                on_done(len(results))
+    if on_done is not None:
+        on_done(len(results))
+    return results

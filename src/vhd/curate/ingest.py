@@ -1,0 +1,275 @@
+"""Register media files as samples in a store, validated exactly as the annotator validates them.
+
+Every file (or folder, or manifest row) found by `vhd.media.discover.discover` is hashed (its id
+is the sha256 of its bytes), checked against a hash block list when one is given, then decoded
+and validated by `vhd.media.load_sample` (size and pixel limits, truncation, video frames) and
+upserted. Files that fail are listed with their reason and skipped; files on the block list are
+logged in the store's quarantine table (and moved away when asked) without ever being decoded
+for a model or registered.
+
+Re-running is cheap and safe: a file whose sample is already stored under the same path is not
+decoded again, each sample is written in its own transaction, and samples removed on request
+(`vhd remove`) are never brought back.
+
+Example:
+    >>> with Store("run.db") as store:  # doctest: +SKIP
+    ...     result = ingest(["crawl/"], store, source="real", keyword_from_folder=True)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from vhd.curate.parallel import thread_map
+from vhd.errors import ConfigError, MediaError
+from vhd.media.discover import MediaItem, display_path
+from vhd.store.sqlite import Store
+
+SOURCES = ("real", "synthetic")
+"""Accepted ``source`` values."""
+
+
+@dataclass(frozen=True)
+class IngestDefaults:
+    """Values given on the command line for fields a manifest row leaves empty.
+
+    Attributes:
+        source: ``real`` or ``synthetic``.
+        keyword: Keyword for every sample.
+        keyword_from_folder: Take the keyword from the name of each file's folder.
+        generator: Generative model of synthetic samples.
+        prompt: Prompt that made synthetic samples (kept in the sample's metadata).
+    """
+
+    source: str | None = None
+    keyword: str | None = None
+    keyword_from_folder: bool = False
+    generator: str | None = None
+    prompt: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.source is not None and self.source not in SOURCES:
+            raise ConfigError(f"unknown source {self.source!r}: choose real or synthetic")
+        if self.source == "real" and (self.generator or self.prompt):
+            raise ConfigError(
+                "--generator and --prompt describe synthetic samples: drop them or use --source synthetic"
+            )
+        if self.source is None and (self.generator or self.prompt):
+            object.__setattr__(self, "source", "synthetic")
+
+    def apply(self, item: MediaItem) -> MediaItem:
+        """Fill the item's empty fields from these defaults."""
+        keyword = item.keyword or self.keyword
+        if keyword is None and self.keyword_from_folder:
+            keyword = Path(item.path).parent.name or None
+        extra = dict(item.extra)
+        if self.prompt and "prompt" not in extra:
+            extra["prompt"] = self.prompt
+        return replace(
+            item,
+            source=item.source or self.source,
+            keyword=keyword,
+            generator=item.generator or self.generator,
+            extra=extra,
+        )
+
+
+@dataclass
+class IngestResult:
+    """What `ingest` did.
+
+    Attributes:
+        added: Ids of samples new to the store.
+        updated: Ids of samples already stored under another path or with missing fields.
+        unchanged: Ids of samples already stored under the same path (not decoded again).
+        invalid: ``(path, reason)`` of files skipped as unreadable or invalid.
+        blocked: ``(path, reason)`` of files on the block list (quarantined).
+        refused: ``(path, reason)`` of files whose sample was removed on request earlier.
+        elapsed_s: Wall time.
+    """
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    invalid: list[tuple[str, str]] = field(default_factory=list)
+    blocked: list[tuple[str, str]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def registered(self) -> int:
+        """Samples now in the store from these inputs."""
+        return len(self.added) + len(self.updated) + len(self.unchanged)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable summary."""
+        return {
+            "added": len(self.added),
+            "updated": len(self.updated),
+            "unchanged": len(self.unchanged),
+            "invalid": [{"path": p, "reason": r} for p, r in self.invalid],
+            "blocked": [{"path": p, "reason": r} for p, r in self.blocked],
+            "refused": [{"path": p, "reason": r} for p, r in self.refused],
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+
+
+def _content_id(item: MediaItem, blocks: Any) -> tuple[str, str | None]:
+    """Return the item's sample id and, when a block list is given, why it is blocked."""
+    from vhd.media.load import sample_id
+
+    if blocks is None:
+        return sample_id(item), None
+    from vhd.collect.blocklist import file_digests
+
+    path = Path(item.path)
+    single = not (item.is_frame_folder or path.is_dir())
+    files = [path] if single else _frame_files(path)
+    ident = ""
+    for f in files:
+        try:
+            digests = file_digests(f, blocks.exact_algorithms)
+            hit = blocks.match(f, digests=digests)
+        except OSError as exc:
+            raise MediaError(f"cannot read file ({exc.strerror})") from exc
+        ident = digests.sha256 if single else ident
+        if hit is not None:
+            return ident or sample_id(item), hit.describe()
+    return ident or sample_id(item), None
+
+
+def _frame_files(path: Path) -> list[Path]:
+    from vhd.media.discover import frame_folder_frames
+
+    frames = frame_folder_frames(path)
+    if frames is None:
+        raise MediaError("folder is not (or no longer) a frame folder of <stem>_<k:04d> images")
+    return frames
+
+
+def _quarantine(store: Store, item: MediaItem, ident: str, reason: str, folder: Path | None) -> None:
+    from vhd.store.curation import record_quarantine, record_removal, removed_at
+
+    moved = None
+    if folder is not None and Path(item.path).is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{ident}.blocked"
+        shutil.move(os.fspath(item.path), target)
+        moved = str(target)
+    record_quarantine(store, ident, display_path(item.path), reason, moved)
+    if store.get_sample(ident) is not None and removed_at(store, ident) is None:
+        record_removal(store, ident, display_path(item.path), reason, "block list", [])
+
+
+@dataclass
+class _Checked:
+    item: MediaItem
+    ident: str
+    status: str  # ok | unchanged | blocked | invalid
+    reason: str = ""
+    loaded: Any = None
+
+
+def _record(store: Store, checked: _Checked, result: IngestResult, folder: Path | None) -> None:
+    """Write one checked item's outcome to the store and the result (main thread only)."""
+    from vhd.store.curation import removed_at
+
+    path = display_path(checked.item.path)
+    when = removed_at(store, checked.ident) if checked.ident else None
+    if checked.status == "blocked":
+        _quarantine(store, checked.item, checked.ident, checked.reason, folder)
+        result.blocked.append((path, checked.reason))
+    elif when is not None:
+        stamp = time.strftime("%Y-%m-%d", time.gmtime(when))
+        result.refused.append((path, f"sample removed from the store on {stamp}; not ingested again"))
+    elif checked.status == "unchanged":
+        result.unchanged.append(checked.ident)
+    elif checked.status == "invalid":
+        result.invalid.append((path, checked.reason))
+    else:
+        sample = checked.loaded.sample
+        new = store.get_sample(sample.id) is None
+        store.upsert_sample(sample)
+        (result.added if new else result.updated).append(sample.id)
+
+
+def ingest(
+    inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
+    store: Store,
+    *,
+    defaults: IngestDefaults | None = None,
+    block_list: Any = None,
+    quarantine_dir: str | os.PathLike[str] | None = None,
+    frame_folders: bool = False,
+    settings: Any = None,
+    jobs: int = 2,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> IngestResult:
+    """Register files, folders and manifests as samples of a store.
+
+    Args:
+        inputs: Media files, folders (recursive) and manifests.
+        store: The store to write to.
+        defaults: Source, keyword, generator and prompt for fields the inputs leave empty.
+        block_list: A `vhd.collect.blocklist.BlockList`, or the path of one.
+        quarantine_dir: Move blocked files here as ``<sha256>.blocked`` (default: leave them
+            in place; they are logged either way).
+        frame_folders: Treat folders of numbered frames (``<stem>_0000.png`` ...) as videos.
+        settings: `vhd.media.MediaSettings` (limits, frames per video); defaults to the
+            annotator's.
+        jobs: Files validated at once (threads).
+        on_progress: Called with (files done, files in total) after each file.
+
+    Returns:
+        What was added, updated, skipped and blocked.
+
+    Raises:
+        ConfigError: An input does not exist, a manifest or the block list cannot be read.
+        MissingDependencyError: A video needs PyAV and it is missing.
+    """
+    from vhd.media.discover import discover
+    from vhd.media.load import MediaSettings
+
+    start = time.perf_counter()
+    defaults = defaults or IngestDefaults()
+    settings = settings or MediaSettings()
+    if isinstance(block_list, str | os.PathLike):
+        from vhd.collect.blocklist import BlockList
+
+        block_list = BlockList.load(os.fspath(block_list))
+    folder = Path(os.path.abspath(quarantine_dir)) if quarantine_dir else None
+    paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
+    found = discover([os.fspath(p) for p in paths], frame_folders=frame_folders)
+    result = IngestResult(invalid=[(display_path(s.path), s.reason) for s in found.skipped])
+    items = [defaults.apply(item) for item in found.items]
+
+    def check(item: MediaItem) -> _Checked:
+        """Hash, block-check and validate one item (runs in a worker thread)."""
+        from vhd.media.load import load_sample
+
+        try:
+            ident, blocked = _content_id(item, block_list)
+        except MediaError as exc:
+            return _Checked(item, "", "invalid", str(exc))
+        if blocked is not None:
+            return _Checked(item, ident, "blocked", blocked)
+        stored = store.get_sample(ident)
+        if stored is not None and stored.path == display_path(item.path):
+            return _Checked(item, ident, "unchanged")
+        try:
+            return _Checked(item, ident, "ok", loaded=load_sample(item, settings))
+        except MediaError as exc:
+            return _Checked(item, ident, "invalid", str(exc))
+
+    for done, checked in enumerate(thread_map(check, items, jobs), start=1):
+        _record(store, checked, result, folder)
+        if on_progress is not None:
+            on_progress(done, len(items))
+    result.elapsed_s = time.perf_counter() - start
+    return result
