@@ -28,23 +28,11 @@ from typing import Any
 
 from vhd.errors import ConfigError
 from vhd.records import Kind, parse_yes_no
+from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
 
-CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("A", "Violence and Threats"),
-    ("B", "Substance Misuse"),
-    ("C", "Animal Welfare and Environmental Safeguarding"),
-    ("D", "Mental Health and Self-Harm"),
-    ("E", "Child Endangerment"),
-    ("F", "Explicit and Sexual Content"),
-    ("G", "Discriminatory Content and Cultural Insensitivity"),
-    ("H", "Privacy and Consent Violation"),
-    ("I", "Body Image and Beauty Standards"),
-    ("J", "Misinformation and Deceptive Content"),
-)
-"""The paper's ten harm categories with their letter codes (appendix H)."""
+CATEGORIES: tuple[tuple[str, str], ...] = tuple((c.code, c.name) for c in default_taxonomy())
+"""The paper's ten harm categories with their letter codes (appendix H), from `vhd.taxonomy`."""
 
-_BY_CODE = dict(CATEGORIES)
-_BY_NAME = {name.lower(): name for _, name in CATEGORIES}
 _SOURCES = {"real", "synthetic"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_FIELDS = ("path", "id", "harmful", "categories", "reason", "source", "kind", "keyword")
@@ -131,31 +119,27 @@ class LabelSet:
         return {r.id: r for r in self.rows if r.id is not None}
 
 
-def normalize_category(value: str) -> str:
+def normalize_category(value: str, taxonomy: Taxonomy | None = None) -> str:
     """Map a code (``A``), a coded name (``A. Violence and Threats``) or a name to its name.
 
-    Names outside the ten are returned stripped, unchanged.
+    Names outside the taxonomy (default: VHD11K's ten categories) are returned stripped.
 
     Raises:
-        ValueError: A single letter that is not one of the codes A-J.
+        ValueError: A single letter that is not one of the taxonomy's codes.
     """
-    text = value.strip()
-    m = re.fullmatch(r"([A-Za-z])(?:[.)]\s*(.*))?", text)
-    if m and (m.group(2) is None or m.group(2).strip().lower() in _BY_NAME):
-        code = m.group(1).upper()
-        if code not in _BY_CODE:
-            raise ValueError(f"unknown category code {text!r} (codes are A-J)")
-        return _BY_CODE[code]
-    return _BY_NAME.get(text.lower(), text)
+    return (taxonomy or default_taxonomy()).normalize(value)
 
 
-def read_labels(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> LabelSet:
+def read_labels(
+    path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None, taxonomy: Taxonomy | None = None
+) -> LabelSet:
     """Read a labels CSV, or a VHD11K annotation file (CSV or JSON).
 
     Args:
         path: The file.
         root: Folder that relative paths in the file are relative to (default: the file's
             folder). Useful for the VHD11K files, which name media without a folder.
+        taxonomy: The taxonomy whose codes and names the categories column uses (default VHD11K's).
 
     Returns:
         The usable rows and the rows left out, each with its row number.
@@ -179,7 +163,7 @@ def read_labels(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | 
     seen_ids: dict[str, int] = {}
     for line, entry in entries:
         try:
-            row = _row(entry, base, line)
+            row = _row(entry, base, line, taxonomy)
         except ValueError as exc:
             result.errors.append(LabelError(line, str(exc)))
             continue
@@ -270,7 +254,7 @@ def _text(value: Any) -> str | None:
     return text or None
 
 
-def _row(entry: Mapping[str, Any], base: Path, line: int) -> LabelRow:
+def _row(entry: Mapping[str, Any], base: Path, line: int, taxonomy: Taxonomy | None = None) -> LabelRow:
     if "__invalid__" in entry:
         raise ValueError("entry is not an object")
     fields: dict[str, Any] = {}
@@ -317,7 +301,7 @@ def _row(entry: Mapping[str, Any], base: Path, line: int) -> LabelRow:
         path=path,
         id=sample_id,
         harmful=harmful,
-        categories=_categories(fields.get("categories")),
+        categories=_categories(fields.get("categories"), taxonomy),
         reason=_text(fields.get("reason")),
         source=source,
         kind=kind,
@@ -328,14 +312,14 @@ def _row(entry: Mapping[str, Any], base: Path, line: int) -> LabelRow:
     )
 
 
-def _categories(value: Any) -> list[str]:
+def _categories(value: Any, taxonomy: Taxonomy | None = None) -> list[str]:
     if value is None:
         return []
     parts = value if isinstance(value, list) else str(value).split(";")
     out: list[str] = []
     for part in parts:
         if str(part).strip():
-            name = normalize_category(str(part))
+            name = normalize_category(str(part), taxonomy)
             if name not in out:
                 out.append(name)
     return out

@@ -1,0 +1,300 @@
+"""`categorize`: give every harmful annotation in a store zero or more harm categories, resumably.
+
+The library call behind ``vhd categorize``. Results are stored per annotation, method and
+taxonomy version (see `vhd.store.categories`); running the same call again does no work for
+annotations that already have a result (``unparsed`` ones too, unless ``retry_unparsed``), and
+retries those that errored. At the end the verdicts' categories are set from this method's
+results, so `vhd show` and the exports carry them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vhd.errors import ConfigError
+from vhd.records import Role, Status
+from vhd.store import categories as cstore
+from vhd.store.sqlite import Store
+from vhd.taxonomy.taxonomy import Taxonomy, load_taxonomy
+
+METHODS = ("embed", "llm")
+"""Categorisation methods."""
+
+_BATCH = 256
+
+
+@dataclass
+class CategorizeSummary:
+    """What a categorisation run did.
+
+    Attributes:
+        method: ``embed`` or ``llm``.
+        model: The model used.
+        taxonomy: ``name@version``.
+        store: The store's path.
+        harmful: Harmful annotations considered.
+        already_done: Of those, already categorised under this method and taxonomy version.
+        categorized: Categorised now with status ok.
+        uncategorized: Of those, with no category at all (the model said none applies).
+        unparsed: Answers that could not be read (stored; asked again with ``retry_unparsed``).
+        errors: Failed calls (retried on the next run).
+        counts: Category name to how many annotations got it in this run.
+        applied: Verdicts whose categories were set from this method's results.
+        prompt_tokens: Prompt tokens spent (``llm``).
+        completion_tokens: Completion tokens spent (``llm``).
+        calibration: Thresholds and F1 per category when calibrated (``embed``).
+        warnings: Things the user should know (one line each).
+        elapsed_s: Wall time.
+    """
+
+    method: str
+    model: str
+    taxonomy: str
+    store: str
+    harmful: int = 0
+    already_done: int = 0
+    categorized: int = 0
+    uncategorized: int = 0
+    unparsed: int = 0
+    errors: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    applied: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calibration: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def exit_code(self) -> int:
+        """0 when every harmful annotation has a final result, 1 when some errored (run again)."""
+        return 1 if self.errors else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        """A short human-readable report."""
+        out = [
+            f"{self.method} ({self.model}), taxonomy {self.taxonomy}: {self.harmful} harmful annotation(s), "
+            f"{self.already_done} already done, {self.categorized} categorised now "
+            f"({self.uncategorized} with no category), {self.unparsed} unparsed, {self.errors} error(s) "
+            f"in {self.elapsed_s:.1f} s",
+        ]
+        if self.counts:
+            out.append("; ".join(f"{name}: {n}" for name, n in sorted(self.counts.items(), key=lambda kv: -kv[1])))
+        if self.prompt_tokens or self.completion_tokens:
+            out.append(f"{self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens")
+        out.extend(f"warning: {w}" for w in self.warnings)
+        if self.errors:
+            out.append("annotations with errors are retried when you run the same command again")
+        return out
+
+
+def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
+    if isinstance(store, Store):
+        return store, False
+    if not Path(store).is_file():
+        raise ConfigError(f"no store at {store}: create one with `vhd annotate PATH --store {store}`")
+    return Store(store), True
+
+
+def categorize(
+    store: Store | str | os.PathLike[str],
+    *,
+    method: str = "embed",
+    model: str | None = None,
+    taxonomy: Taxonomy | str | os.PathLike[str] | None = None,
+    config: str | os.PathLike[str] | None = None,
+    concurrency: int = 16,
+    calibrate: str | os.PathLike[str] | None = None,
+    threshold: float | None = None,
+    config_hash: str | None = None,
+    retry_unparsed: bool = False,
+    redo: bool = False,
+    limit: int | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> CategorizeSummary:
+    """Assign harm categories to the harmful annotations of a store.
+
+    Args:
+        store: A `Store` or the path of an existing store.
+        method: ``embed`` (sentence embeddings, offline) or ``llm`` (any model backend).
+        model: ``embed``: a sentence-transformers model name or folder (default
+            all-MiniLM-L6-v2); ``llm``: a ``BACKEND:MODEL`` spec (default: the config file's
+            ``model``, then ``$VHD_MODEL``).
+        taxonomy: A taxonomy file or object (default: VHD11K's ten categories).
+        config: TOML/YAML config file (its ``[backends.*]`` tables and ``model`` are used).
+        concurrency: ``llm`` requests in flight at once.
+        calibrate: ``embed``: a labels CSV (with ``reason`` and ``categories`` columns) to
+            calibrate per-category thresholds on.
+        threshold: ``embed``: default threshold for every category (before calibration).
+        config_hash: Only annotations under this configuration (default: each sample's latest).
+        retry_unparsed: Ask again where an earlier answer was unreadable.
+        redo: Categorise again even where a result exists (it is replaced).
+        limit: Categorise at most this many annotations now.
+        on_event: Called with one-line progress messages.
+
+    Returns:
+        What was done.
+
+    Raises:
+        ConfigError: Unknown method, missing model, bad taxonomy or labels file.
+        MissingDependencyError: ``embed`` without ``vhd[embed]`` installed.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"unknown categorisation method {method!r}: choose one of {', '.join(METHODS)}")
+    started = time.perf_counter()
+    tax = load_taxonomy(taxonomy)
+    db, owned = _open(store)
+    emit = on_event or (lambda _m: None)
+    try:
+        items = cstore.harmful_annotations(db, config_hash=config_hash)
+        done = set() if redo else cstore.done_ids(db, method, tax.name, tax.version, retry_unparsed=retry_unparsed)
+        todo = [it for it in items if it.annotation_id not in done]
+        if limit is not None:
+            todo = todo[: max(0, limit)]
+        summary = CategorizeSummary(method, "", tax.key, str(db.path), harmful=len(items))
+        summary.already_done = sum(1 for it in items if it.annotation_id in done)
+        digests = cstore.stored_digests(db, method, tax.name, tax.version) - {tax.digest}
+        if digests:
+            summary.warnings.append(
+                f"taxonomy {tax.key} differs from the one earlier results were made with but kept its version: "
+                "bump `version` in the file to categorise again under the new content"
+            )
+        counts: Counter[str] = Counter()
+
+        def record(cat: cstore.Categorization) -> None:
+            summary.prompt_tokens += cat.prompt_tokens
+            summary.completion_tokens += cat.completion_tokens
+            if cat.status == "ok":
+                summary.categorized += 1
+                summary.uncategorized += not cat.assignments
+                counts.update(cat.names)
+            elif cat.status == "unparsed":
+                summary.unparsed += 1
+            else:
+                summary.errors += 1
+
+        if method == "embed":
+            summary.model = _run_embed(db, todo, tax, model, calibrate, threshold, summary, record, emit)
+        else:
+            summary.model = _run_llm(db, todo, tax, model, config, concurrency, record, emit)
+        summary.counts = dict(counts)
+        summary.applied = cstore.apply_to_verdicts(db, method, tax.name, tax.version, tax.codes)
+    finally:
+        if owned:
+            db.close()
+    summary.elapsed_s = time.perf_counter() - started
+    return summary
+
+
+def embed_text(item: cstore.HarmfulAnnotation) -> Any:
+    """What the ``embed`` method reads of an annotation: the reason and the affirmative arguments."""
+    from vhd.taxonomy.categorize_embed import EmbedText
+
+    ann = item.annotation
+    refused = ann.verdict.status is Status.REFUSED or ann.verdict.refused
+    reason = "" if refused else ann.verdict.reason.strip()
+    args = " ".join(a.strip() for a in ann.arguments(Role.AFFIRMATIVE) if a.strip() and not _declined(a))
+    return EmbedText(reason=reason, arguments=args)
+
+
+def _declined(text: str) -> bool:
+    from vhd.debate.parse import is_refusal
+
+    return is_refusal(text)
+
+
+def _run_embed(
+    db: Store,
+    todo: list[cstore.HarmfulAnnotation],
+    tax: Taxonomy,
+    model: str | None,
+    calibrate: str | os.PathLike[str] | None,
+    threshold: float | None,
+    summary: CategorizeSummary,
+    record: Callable[[cstore.Categorization], None],
+    emit: Callable[[str], None],
+) -> str:
+    from vhd.taxonomy.calibration import read_calibration
+    from vhd.taxonomy.categorize_embed import DEFAULT_THRESHOLD, EmbedCategorizer
+    from vhd.taxonomy.embedding import load_embedder
+
+    if not todo and calibrate is None:
+        return model or "all-MiniLM-L6-v2"
+    embedder = load_embedder(model)
+    scorer = EmbedCategorizer(tax, embedder, threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+    if calibrate is not None:
+        reasons, labels, skipped = read_calibration(calibrate, tax, store=db)
+        cal = scorer.calibrate(reasons, labels)
+        summary.calibration = cal.to_dict()
+        emit(f"calibrated on {len(reasons)} labelled reason(s) from {calibrate} ({skipped} row(s) without one)")
+    params = scorer.params()
+    for start in range(0, len(todo), _BATCH):
+        chunk = todo[start : start + _BATCH]
+        decided = scorer.categorize([embed_text(it) for it in chunk])
+        cats = []
+        for item, chosen in zip(chunk, decided, strict=True):
+            cat = cstore.Categorization(
+                annotation_id=item.annotation_id,
+                method="embed",
+                taxonomy=tax.name,
+                taxonomy_version=tax.version,
+                taxonomy_digest=tax.digest,
+                model=embedder.name,
+                status="ok",
+                assignments=[cstore.Assignment(code, tax.get(code).name, round(s, 4)) for code, s in chosen],
+                params=params,
+                created_at=time.time(),
+            )
+            cats.append(cat)
+            record(cat)
+        cstore.save_categorizations(db, cats)
+        emit(f"categorised {min(start + _BATCH, len(todo))}/{len(todo)}")
+    return embedder.name
+
+
+def _run_llm(
+    db: Store,
+    todo: list[cstore.HarmfulAnnotation],
+    tax: Taxonomy,
+    model: str | None,
+    config: str | os.PathLike[str] | None,
+    concurrency: int,
+    record: Callable[[cstore.Categorization], None],
+    emit: Callable[[str], None],
+) -> str:
+    from vhd.backends.registry import create_backend
+    from vhd.config import MODEL_ENV, load_config
+    from vhd.taxonomy.categorize_llm import categorize_with_llm
+
+    cfg = load_config(None if config is None else Path(config))
+    spec = model or cfg.model or os.environ.get(MODEL_ENV)
+    if not spec:
+        raise ConfigError(f"the llm method needs a model: pass --model BACKEND:MODEL (or set ${MODEL_ENV})")
+    backend = create_backend(spec, cfg.backends)
+    if not todo:
+        return backend.spec
+
+    def save(cat: cstore.Categorization) -> None:
+        cstore.save_categorization(db, cat)
+        record(cat)
+
+    async def main() -> None:
+        try:
+            await backend.check()
+            await categorize_with_llm(todo, backend, tax, save=save, concurrency=concurrency)
+        finally:
+            await backend.aclose()
+
+    emit(f"asking {backend.spec} about {len(todo)} annotation(s), {concurrency} at a time")
+    asyncio.run(main())
+    return backend.spec

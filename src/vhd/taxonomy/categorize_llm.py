@@ -1,0 +1,152 @@
+"""The ``llm`` method: ask any model backend which categories a harmful annotation belongs to.
+
+The prompt lists the taxonomy (codes, names, definitions) and the annotation's findings (the
+judge's reason and both debaters' arguments) and asks for category letters. The answer is read
+by `vhd.taxonomy.answer.parse_answer`; an unreadable answer is stored as ``unparsed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from vhd.backends.base import Backend, GenerateConfig, Message
+from vhd.errors import BackendError
+from vhd.records import Annotation, Role, Status
+from vhd.store.categories import Assignment, Categorization, HarmfulAnnotation
+from vhd.taxonomy.answer import parse_answer
+from vhd.taxonomy.taxonomy import Taxonomy
+
+SYSTEM_PROMPT = (
+    "You sort the findings of a content-moderation review into harm categories. "
+    "Reply with category letters only, no explanation."
+)
+MAX_ARGUMENT_CHARS = 1200
+"""Each debater argument is cut to this many characters in the prompt."""
+
+
+def findings_text(ann: Annotation, *, max_chars: int = MAX_ARGUMENT_CHARS) -> str:
+    """The judge's reason and both debaters' arguments, as the prompt shows them."""
+    parts = []
+    if ann.verdict.status is Status.REFUSED or ann.verdict.refused:
+        parts.append(f"Verdict: harmful ({ann.verdict.reason}).")
+    elif ann.verdict.reason.strip():
+        parts.append(f"The judge's reason: {ann.verdict.reason.strip()}.")
+    for role, title in (
+        (Role.AFFIRMATIVE, "Arguments that it is harmful"),
+        (Role.NEGATIVE, "Arguments that it is not"),
+    ):
+        args = [a.strip() for a in ann.arguments(role) if a.strip()]
+        if args:
+            parts.append(f"{title}:")
+            parts.extend(f"- {_cut(a, max_chars)}" for a in args)
+    return "\n".join(parts)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def build_prompt(taxonomy: Taxonomy, findings: str) -> str:
+    """The user message: the categories, the findings, and how to answer."""
+    listing = "\n".join(f"{c.code}. {c.name}: {c.definition}" for c in taxonomy)
+    codes = taxonomy.codes
+    example = f"{codes[0]}, {codes[-1]}" if len(codes) > 1 else codes[0]
+    return (
+        f"Harm categories:\n{listing}\n\n"
+        f"A review judged an image or video harmful. What it found:\n{findings}\n\n"
+        "Which of the categories does the harm belong to? Several may apply. Answer with their letters "
+        f"separated by commas (for example: {example}). If none of them fits, answer: None."
+    )
+
+
+def prompt_digest(taxonomy: Taxonomy) -> str:
+    """Hash of the prompt template and taxonomy, stored with each result."""
+    blob = SYSTEM_PROMPT + build_prompt(taxonomy, "{findings}")
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def code_confidences(logprobs: dict[str, float] | None, codes: Sequence[str]) -> dict[str, float]:
+    """Probability that the answer starts with each code, from first-token log-probabilities."""
+    if not logprobs:
+        return {}
+    out: dict[str, float] = {}
+    for token, lp in logprobs.items():
+        key = token.strip(" *_`\"'([.").upper()
+        if key in codes:
+            out[key] = out.get(key, 0.0) + math.exp(lp)
+    return {k: min(1.0, v) for k, v in out.items()}
+
+
+async def categorize_with_llm(
+    items: Sequence[HarmfulAnnotation],
+    backend: Backend,
+    taxonomy: Taxonomy,
+    *,
+    save: Callable[[Categorization], Awaitable[None] | None],
+    concurrency: int = 16,
+    temperature: float = 0.0,
+    max_tokens: int = 64,
+) -> None:
+    """Ask the backend about every item, ``concurrency`` at a time, saving each result as it arrives.
+
+    Args:
+        items: Harmful annotations to categorise.
+        backend: An opened backend.
+        taxonomy: The categories.
+        save: Called with each result (status ok, unparsed or error) as soon as it exists.
+        concurrency: Requests in flight at once.
+        temperature: Sampling temperature (0: greedy).
+        max_tokens: Cap on the answer's length.
+    """
+    gate = asyncio.Semaphore(max(1, concurrency))
+    digest = prompt_digest(taxonomy)
+    config = GenerateConfig(
+        temperature=temperature, max_tokens=max_tokens, logprobs=backend.supports_logprobs, tag="categorize"
+    )
+
+    async def one(item: HarmfulAnnotation) -> None:
+        messages = [
+            Message("system", SYSTEM_PROMPT),
+            Message("user", build_prompt(taxonomy, findings_text(item.annotation))),
+        ]
+        base = Categorization(
+            annotation_id=item.annotation_id,
+            method="llm",
+            taxonomy=taxonomy.name,
+            taxonomy_version=taxonomy.version,
+            taxonomy_digest=taxonomy.digest,
+            model=backend.spec,
+            status="ok",
+            params={"prompt": digest, "temperature": temperature, "max_tokens": max_tokens},
+            created_at=time.time(),
+        )
+        async with gate:
+            try:
+                out = await backend.generate(messages, config)
+            except BackendError as exc:
+                base.status, base.error = "error", str(exc).splitlines()[0][:500]
+                await _call(save, base)
+                return
+        base.answer, base.prompt_tokens, base.completion_tokens = out.text, out.prompt_tokens, out.completion_tokens
+        if out.refused:
+            base.status = "unparsed"
+            base.error = "the model or provider refused to answer"
+        else:
+            parsed = parse_answer(out.text, taxonomy)
+            confidences = code_confidences(out.first_token_logprobs, taxonomy.codes)
+            base.status = parsed.status
+            base.assignments = [Assignment(c, taxonomy.get(c).name, confidences.get(c)) for c in parsed.codes]
+        await _call(save, base)
+
+    await asyncio.gather(*(one(item) for item in items))
+
+
+async def _call(save: Callable[[Categorization], Awaitable[None] | None], cat: Categorization) -> None:
+    result = save(cat)
+    if result is not None:
+        await result

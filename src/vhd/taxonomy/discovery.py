@@ -1,0 +1,230 @@
+"""`discover`: draft a taxonomy from the free-text harm reasons of a store.
+
+Two ways. ``cluster`` (default) embeds the distinct reasons, clusters them without a preset
+count (`vhd.taxonomy.cluster`), shows each cluster's most typical reasons, and asks a model to
+name and define each cluster (without a model, the most typical reason names it).
+``llm-only`` is the paper's way: one prompt over a sample of the reasons asks a model for the
+categories. Either way the result is a draft taxonomy file a person edits and then passes with
+``--taxonomy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vhd.errors import ConfigError
+from vhd.store import categories as cstore
+from vhd.store.sqlite import Store
+from vhd.taxonomy.cluster import DEFAULT_DISTANCE, Cluster
+from vhd.taxonomy.naming import fallback_names, name_with_model, propose_with_model
+from vhd.taxonomy.taxonomy import Category, Taxonomy, parse_taxonomy
+
+DISCOVER_METHODS = ("cluster", "llm-only")
+"""Ways `discover` drafts a taxonomy."""
+
+MAX_CATEGORIES = 25
+"""Most categories a draft gets (one letter each, one letter left for the unharmful class)."""
+
+
+@dataclass
+class DiscoverResult:
+    """A drafted taxonomy and how it was found.
+
+    Attributes:
+        taxonomy: The draft (valid for ``--taxonomy``).
+        clusters: The clusters behind each category (``cluster`` method), in category order.
+        left_out: Reasons that joined no category (rare, or unlike any group).
+        reasons: Distinct reasons read.
+        annotations: Harmful annotations those reasons came from.
+        out: The file written, if any.
+    """
+
+    taxonomy: Taxonomy
+    clusters: list[Cluster] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    reasons: int = 0
+    annotations: int = 0
+    out: Path | None = None
+
+
+def collect_reasons(store: Store, *, config_hash: str | None = None) -> Counter[str]:
+    """Count the judges' harm reasons (refusals left out), merging case and a final period."""
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for item in cstore.harmful_annotations(store, config_hash=config_hash):
+        v = item.annotation.verdict
+        if v.refused:
+            continue
+        text = " ".join(v.reason.split()).strip().rstrip(".").strip()
+        if text:
+            key = text.lower()
+            first.setdefault(key, text)
+            counts[first[key]] += 1
+    return counts
+
+
+def discover(
+    store: Store | str | os.PathLike[str] | None,
+    *,
+    method: str = "cluster",
+    model: str | None = None,
+    embed_model: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    config: str | os.PathLike[str] | None = None,
+    clusterer: str = "agglomerative",
+    distance_threshold: float = DEFAULT_DISTANCE,
+    min_cluster_size: int = 2,
+    max_categories: int = MAX_CATEGORIES,
+    sample: int = 300,
+    typical: int = 8,
+    name: str = "draft",
+    version: str = "0.1",
+    config_hash: str | None = None,
+    reasons: Counter[str] | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> DiscoverResult:
+    """Draft a taxonomy from a store's harm reasons.
+
+    Args:
+        store: A `Store` or the path of one (may be None when ``reasons`` is given).
+        method: ``cluster`` or ``llm-only``.
+        model: ``BACKEND:MODEL`` that names clusters (``cluster``; optional) or proposes the
+            categories (``llm-only``; required).
+        embed_model: Sentence-transformers model for ``cluster`` (default all-MiniLM-L6-v2).
+        out: Write the draft here (YAML).
+        config: Config file whose ``[backends.*]`` tables configure the model.
+        clusterer: ``agglomerative`` or ``hdbscan``.
+        distance_threshold: Agglomerative merge threshold (centred cosine distance).
+        min_cluster_size: Clusters given fewer times than this are left out.
+        max_categories: At most this many categories (the largest clusters).
+        sample: ``llm-only``: how many distinct reasons (the most frequent) the prompt shows.
+        typical: Typical reasons kept per cluster (they become the category's examples).
+        name: The draft taxonomy's name.
+        version: Its version.
+        config_hash: Only annotations under this configuration.
+        reasons: Reason counts to use instead of reading the store.
+        on_event: Called with one-line progress messages.
+
+    Returns:
+        The draft and how it was made.
+
+    Raises:
+        ConfigError: Unknown method, no reasons, or ``llm-only`` without a model.
+    """
+    if method not in DISCOVER_METHODS:
+        raise ConfigError(f"unknown discovery method {method!r}: choose one of {', '.join(DISCOVER_METHODS)}")
+    if not 1 <= max_categories <= MAX_CATEGORIES:
+        raise ConfigError(f"max categories must be between 1 and {MAX_CATEGORIES} (one letter each)")
+    emit = on_event or (lambda _m: None)
+    if reasons is None:
+        from vhd.taxonomy.assign import _open
+
+        if store is None:
+            raise ConfigError("discover needs a store or reason counts")
+        db, owned = _open(store) if not isinstance(store, Store) else (store, False)
+        try:
+            reasons = collect_reasons(db, config_hash=config_hash)
+        finally:
+            if owned:
+                db.close()
+    if not reasons:
+        raise ConfigError("no harmful reasons to discover categories from: annotate first (`vhd annotate`)")
+    backend = _backend(model, config) if model else None
+    result = DiscoverResult(taxonomy=_placeholder(), reasons=len(reasons), annotations=sum(reasons.values()))
+    if method == "llm-only":
+        if backend is None:
+            raise ConfigError("--method llm-only needs --model BACKEND:MODEL to propose the categories")
+        shown = [r for r, _ in reasons.most_common(sample)]
+        emit(f"asking {backend.spec} for categories over {len(shown)} of {len(reasons)} distinct reason(s)")
+        proposed = asyncio.run(_with(backend, propose_with_model(backend, shown)))
+        cats = proposed[:max_categories]
+    else:
+        from vhd.taxonomy.cluster import REASON_TEMPLATE, cluster_reasons
+        from vhd.taxonomy.embedding import load_embedder
+
+        texts = list(reasons)
+        emit(f"embedding {len(texts)} distinct reason(s)")
+        vectors = load_embedder(embed_model).encode([REASON_TEMPLATE.format(t) for t in texts])
+        clusters, noise = cluster_reasons(
+            texts,
+            [reasons[t] for t in texts],
+            vectors,
+            clusterer=clusterer,
+            distance_threshold=distance_threshold,
+            min_size=min_cluster_size,
+            typical=typical,
+        )
+        for extra in clusters[max_categories:]:
+            noise.extend(extra.reasons)
+        clusters = clusters[:max_categories]
+        emit(f"{len(clusters)} cluster(s), {len(noise)} reason(s) left out")
+        if backend is not None:
+            emit(f"asking {backend.spec} to name {len(clusters)} cluster(s)")
+            asyncio.run(_with(backend, name_with_model(backend, clusters)))
+        fallback_names(clusters)
+        cats = [(c.name, c.definition, c.typical) for c in clusters]
+        result.clusters, result.left_out = clusters, noise
+    result.taxonomy = build_draft(cats, name=name, version=version, source=str(out) if out else name)
+    if out is not None:
+        from vhd.taxonomy.draft import render_draft
+        from vhd.taxonomy.io import write_atomic
+
+        result.out = write_atomic(out, render_draft(result, method=method, model=backend.spec if backend else None))
+    return result
+
+
+def build_draft(
+    categories: list[tuple[str, str, list[str]]], *, name: str, version: str, source: str = "draft"
+) -> Taxonomy:
+    """Make a valid taxonomy from ``(name, definition, examples)`` triples, coding them A, B, C...
+
+    Repeated names get a number; empty definitions get one built from the examples.
+
+    Raises:
+        ConfigError: No categories.
+    """
+    if not categories:
+        raise ConfigError("no categories were found: lower --min-cluster-size or raise --distance-threshold")
+    seen: Counter[str] = Counter()
+    entries: list[dict[str, Any]] = []
+    for i, (cat_name, definition, examples) in enumerate(categories):
+        base = " ".join(cat_name.split()) or f"Category {i + 1}"
+        if len(base) < 2:
+            base = f"Category {base}"
+        seen[base.lower()] += 1
+        unique = base if seen[base.lower()] == 1 else f"{base} ({seen[base.lower()]})"
+        clean_examples = [e for e in dict.fromkeys(" ".join(x.split()) for x in examples) if e]
+        entries.append(
+            {
+                "code": chr(ord("A") + i),
+                "name": unique,
+                "definition": " ".join(definition.split()) or "Harm reasons such as: " + "; ".join(clean_examples[:5]),
+                "examples": clean_examples,
+            }
+        )
+    return parse_taxonomy({"name": name, "version": version, "categories": entries}, source)
+
+
+def _placeholder() -> Taxonomy:
+    return Taxonomy("draft", "0", (Category("A", "Placeholder", "-"),))
+
+
+def _backend(spec: str, config: str | os.PathLike[str] | None) -> Any:
+    from vhd.backends.registry import create_backend
+    from vhd.config import load_config
+
+    return create_backend(spec, load_config(None if config is None else Path(config)).backends)
+
+
+async def _with(backend: Any, work: Any) -> Any:
+    try:
+        await backend.check()
+        return await work
+    finally:
+        await backend.aclose()
