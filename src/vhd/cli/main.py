@@ -15,6 +15,16 @@ COMMANDS: dict[str, str] = {
     "show": "vhd.cli.show",
     "export": "vhd.cli.export",
     "examples": "vhd.cli.examples",
+    "keywords": "vhd.cli.keywords",
+    "crawl": "vhd.cli.crawl",
+    "fetch": "vhd.cli.fetch",
+    "categorize": "vhd.cli.categorize",
+    "stats": "vhd.cli.stats",
+    "ingest": "vhd.cli.ingest",
+    "frames": "vhd.cli.frames",
+    "dedup": "vhd.cli.dedup",
+    "split": "vhd.cli.split",
+    "remove": "vhd.cli.remove",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 

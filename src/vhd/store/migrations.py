@@ -94,6 +94,73 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX skips_run ON skips (run_id);
         """,
     ),
+    (
+        "0002_categories",
+        """
+        CREATE TABLE categorizations (
+            id INTEGER PRIMARY KEY,
+            annotation_id INTEGER NOT NULL REFERENCES annotations (id) ON DELETE CASCADE,
+            method TEXT NOT NULL,
+            taxonomy TEXT NOT NULL,
+            taxonomy_version TEXT NOT NULL,
+            taxonomy_digest TEXT NOT NULL,
+            model TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL CHECK (status IN ('ok', 'unparsed', 'error')),
+            answer TEXT,
+            error TEXT,
+            params_json TEXT NOT NULL DEFAULT '{}',
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            UNIQUE (annotation_id, method, taxonomy, taxonomy_version)
+        );
+        CREATE INDEX categorizations_key ON categorizations (method, taxonomy, taxonomy_version, status);
+
+        CREATE TABLE category_assignments (
+            categorization_id INTEGER NOT NULL REFERENCES categorizations (id) ON DELETE CASCADE,
+            code TEXT NOT NULL,
+            name TEXT NOT NULL,
+            confidence REAL,
+            PRIMARY KEY (categorization_id, code)
+        );
+        """,
+    ),
+    (
+        "0003_curation",
+        """
+        CREATE TABLE duplicates (
+            sample_id TEXT PRIMARY KEY REFERENCES samples (id),
+            cluster TEXT NOT NULL,
+            kept INTEGER NOT NULL CHECK (kept IN (0, 1)),
+            match TEXT NOT NULL CHECK (match IN ('kept', 'exact', 'near')),
+            distance INTEGER NOT NULL,
+            threshold INTEGER NOT NULL,
+            policy TEXT NOT NULL,
+            marked_at REAL NOT NULL
+        );
+        CREATE INDEX duplicates_cluster ON duplicates (cluster);
+
+        CREATE TABLE removals (
+            id INTEGER PRIMARY KEY,
+            sample_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            reason TEXT NOT NULL DEFAULT '',
+            requested_by TEXT NOT NULL DEFAULT '',
+            deleted_json TEXT NOT NULL DEFAULT '[]',
+            at REAL NOT NULL
+        );
+        CREATE INDEX removals_sample ON removals (sample_id);
+
+        CREATE TABLE quarantine (
+            sha256 TEXT NOT NULL,
+            path TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            moved_to TEXT,
+            at REAL NOT NULL,
+            PRIMARY KEY (sha256, path)
+        );
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 
