@@ -355,3 +355,32 @@ def test_examples_with_video_and_in_context_examples(tmp_path: Path) -> None:
     assert len(set(prefix)) == 1  # byte-identical in-context prefix across samples
     image_judge = next(b for b in judges if n_images(b) == 3)
     assert image_judge["messages"][2] == {"role": "assistant", "content": "Yes, potential of harassment."}
+
+
+@pytest.mark.slow
+def test_removed_quarantined_and_duplicate_samples_are_never_annotated(tmp_path: Path) -> None:
+    import hashlib
+
+    folder = tmp_path / "m"
+    a, b, c = make_images(folder, 3)
+    copy = folder / "img_000_copy.png"
+    Image.open(a).save(copy, optimize=True)  # same pixels, other bytes: an exact duplicate
+    assert copy.read_bytes() != a.read_bytes()
+    blocklist = tmp_path / "block.txt"
+    blocklist.write_text(f"sha256:{hashlib.sha256(b.read_bytes()).hexdigest()} test entry\n")
+    db = str(tmp_path / "x.db")
+    assert main(["ingest", str(folder), "--store", db, "--block-hashes", str(blocklist), "--no-progress"]) == 0
+    assert main(["dedup", db, "--apply", "--keep", "first", "--no-progress"]) == 0
+    removed = hashlib.sha256(c.read_bytes()).hexdigest()
+    assert main(["remove", removed, "--store", db, "--reason", "takedown"]) == 0
+    s = vhd.annotate([folder], model="scripted:demo", store=db)
+    assert (s.annotated, s.excluded) == (1, 3)
+    reasons = dict(s.skip_reasons)
+    assert "quarantined" in reasons[str(b)]
+    assert "removed" in reasons[str(c)]
+    assert "duplicate of" in reasons[str(copy)]
+    with Store(db) as st:
+        annotated = [smp.path for smp, _ in st.iter_annotations()]
+    assert annotated == [str(a)]
+    again = vhd.annotate([folder], model="scripted:demo", store=db, include_duplicates=True)
+    assert (again.annotated, again.excluded, again.already_done) == (1, 2, 1)

@@ -44,6 +44,8 @@ class RunSummary:
         errors: Samples whose model calls failed (retried on the next run).
         skipped: Input files that could not be used, with reasons in the store.
         duplicates: Inputs whose content was already among the samples.
+        excluded: Samples left out because the store marks them removed, quarantined, or a
+            duplicate of a kept sample (reasons in ``skip_reasons``).
         remaining: Samples not attempted (interrupted or stopped at the budget).
         usage: Calls, tokens and cost of this run.
         elapsed_s: Wall time.
@@ -66,6 +68,7 @@ class RunSummary:
     errors: int = 0
     skipped: int = 0
     duplicates: int = 0
+    excluded: int = 0
     remaining: int = 0
     usage: Usage = field(default_factory=Usage)
     elapsed_s: float = 0.0
@@ -159,6 +162,7 @@ def annotate(
     rounds: int | None = None,
     retry_unparsed: bool = False,
     frame_folders: bool = False,
+    include_duplicates: bool = False,
     dry_run: bool = False,
     max_cost: float | None = None,
     progress: bool = False,
@@ -181,6 +185,8 @@ def annotate(
         rounds: Debate rounds (default 2).
         retry_unparsed: Ask again for samples whose judge reply could not be read.
         frame_folders: Treat folders of numbered frames (``<stem>_0000.png`` ...) as videos.
+        include_duplicates: Annotate samples that ``vhd dedup --apply`` marked as duplicates of a
+            kept sample (removed and quarantined samples are never annotated).
         dry_run: Count samples and estimate calls, tokens and cost; send nothing.
         max_cost: Stop cleanly once this many dollars are spent (needs prices in the config).
         progress: Show a live progress bar on stderr.
@@ -216,6 +222,7 @@ def annotate(
             store=Path(store),
             retry_unparsed=retry_unparsed,
             frame_folders=frame_folders,
+            include_duplicates=include_duplicates,
             dry_run=dry_run,
             max_cost=max_cost,
             progress=progress,

@@ -106,6 +106,7 @@ async def run(
     store: Path,
     retry_unparsed: bool,
     frame_folders: bool,
+    include_duplicates: bool,
     dry_run: bool,
     max_cost: float | None,
     progress: bool,
@@ -130,6 +131,7 @@ async def run(
     identity = config_identity(config, backends, prompts, examples)
     config_hash = digest(identity)
 
+    from vhd.store.curation import excluded_samples
     from vhd.store.sqlite import Store
 
     if dry_run:
@@ -158,6 +160,7 @@ async def run(
         debate = Debate(backends, config, prompts, examples)
         job = _Job(db, debate, settings, summary, config_hash, run_id, max_cost, on_event)
         job.done = db.final_ids(config_hash, retry_unparsed=retry_unparsed)
+        job.excluded = excluded_samples(db, duplicates=not include_duplicates)
         await job.run(found.items, config.concurrency, progress)
         db.finish_run(run_id, summary.to_dict())
     finally:
@@ -191,6 +194,7 @@ class _Job:
         self.max_cost = max_cost
         self.on_event = on_event
         self.done: set[str] = set()
+        self.excluded: dict[str, str] = {}
         self.seen: set[str] = set()
         self.stopping = False
         self.fatal_streak = 0
@@ -252,6 +256,10 @@ class _Job:
                     self.summary.duplicates += 1
                     continue
                 self.seen.add(sid)
+                if sid in self.excluded:
+                    self.summary.excluded += 1
+                    self.summary.skip_reasons.append((str(item.path), self.excluded[sid]))
+                    continue
                 if sid in self.done:
                     self.summary.found += 1
                     self.summary.already_done += 1

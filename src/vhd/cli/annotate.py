@@ -42,6 +42,9 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument(
         "--frame-folders", action="store_true", help="treat folders of numbered frames (<stem>_0000.png ...) as videos"
     )
+    p.add_argument(
+        "--include-duplicates", action="store_true", help="also annotate duplicates marked by `vhd dedup --apply`"
+    )
     p.add_argument("--dry-run", action="store_true", help="count samples and estimate calls, tokens and cost")
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop cleanly at this spend (needs [prices])")
     p.add_argument("--strict", action="store_true", help="exit 1 when any input file was skipped")
@@ -57,14 +60,15 @@ def _fmt_summary(s: Any) -> list[str]:
         f"annotated {s.annotated} sample(s) in {s.elapsed_s:.1f} s ({rate:.2f}/s): "
         f"{s.harmful} harmful, {s.unharmful} unharmful, {s.refused} decided by refusal, {s.unparsed} unparsed",
         f"{s.already_done} already done, {s.errors} error(s), {s.skipped} skipped file(s), "
-        f"{s.duplicates} duplicate(s), {s.remaining} not attempted",
+        f"{s.duplicates} repeated input(s), {s.excluded} excluded (removed, quarantined or marked duplicate), "
+        f"{s.remaining} not attempted",
         f"{u.calls} calls, {u.prompt_tokens:,} prompt + {u.completion_tokens:,} completion tokens"
         + (f", ${u.cost:.4f}" if u.cost else ""),
     ]
     for path, reason in s.skip_reasons[:10]:
         lines.append(f"skipped {path}: {reason}")
-    if s.skipped > 10:
-        lines.append(f"... {s.skipped - 10} more skipped (see the store's skips)")
+    if len(s.skip_reasons) > 10:
+        lines.append(f"... {len(s.skip_reasons) - 10} more skipped (see the store's skips)")
     if s.errors:
         lines.append("samples with errors are retried when you run the same command again")
     lines.append(f"store: {s.store}; see one sample with `vhd show {s.store} PATH`")
@@ -92,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         retry_unparsed=args.retry_unparsed,
         frame_folders=args.frame_folders,
+        include_duplicates=args.include_duplicates,
         dry_run=args.dry_run,
         max_cost=args.max_cost,
         progress=not args.no_progress and not args.json,

@@ -126,6 +126,24 @@ def duplicate_marks(store: Store) -> list[DuplicateMark]:
     return [DuplicateMark(r[0], r[1], bool(r[2]), r[3], int(r[4])) for r in rows]
 
 
+def excluded_samples(store: Store, *, duplicates: bool = True) -> dict[str, str]:
+    """Sample ids that must not be annotated, each with the reason.
+
+    Removed samples (takedowns) and quarantined files (hash block list) are always excluded, so
+    no later run sends them to a model; duplicates that were not kept are excluded unless
+    ``duplicates`` is False.
+    """
+    excluded: dict[str, str] = {}
+    if duplicates:
+        for r in store._query("SELECT sample_id, cluster FROM duplicates WHERE kept = 0"):
+            excluded[str(r[0])] = f"duplicate of {str(r[1])[:12]} (marked by vhd dedup)"
+    for r in store._query("SELECT sha256, reason FROM quarantine"):
+        excluded[str(r[0])] = f"quarantined: {r[1]}"
+    for r in store._query("SELECT id FROM samples WHERE removed_at IS NOT NULL"):
+        excluded[str(r[0])] = "removed from the store (vhd remove)"
+    return excluded
+
+
 def active_samples(store: Store) -> list[dict[str, Any]]:
     """Return the samples not removed, in insertion order: id, kind, path, source, split, label."""
     rows = store._query(
