@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import MediaError, MissingDependencyError
+from vhd.fileio import atomic_write
 
 VIDEO_SIZE = (160, 120)
 """Width and height of the example video."""
@@ -67,12 +68,6 @@ def _import_av() -> Any:
     except ImportError as exc:
         raise MissingDependencyError("av", "video") from exc
     return av
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 def _photo_bytes(photo: _Photo, skdata: Any) -> bytes:
@@ -194,7 +189,7 @@ def write_examples(out_dir: str | Path) -> list[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for path, make, meta in jobs:
-            _write_atomic(path, make())
+            atomic_write(path, make())
             written.append(path)
             rows.append({"path": path.name, **meta})
         text = io.StringIO()
@@ -204,7 +199,7 @@ def write_examples(out_dir: str | Path) -> list[Path]:
         writer.writeheader()
         writer.writerows(rows)
         manifest = folder / MANIFEST_NAME
-        _write_atomic(manifest, text.getvalue().encode("utf-8"))
+        atomic_write(manifest, text.getvalue().encode("utf-8"))
         written.append(manifest)
     except OSError as exc:
         raise MediaError(f"cannot write examples to {folder} ({exc.strerror})") from exc

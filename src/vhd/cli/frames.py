@@ -57,8 +57,8 @@ def _rows(result: Any) -> list[dict[str, Any]]:
 def _write_report(path: str, rows: list[dict[str, Any]]) -> None:
     import csv
 
-    from vhd.curate.files import atomic_write
     from vhd.errors import ConfigError
+    from vhd.fileio import atomic_write
 
     if path.lower().endswith(".json"):
         atomic_write(path, lambda fh: json.dump(rows, fh, indent=2))

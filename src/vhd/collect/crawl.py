@@ -29,10 +29,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
-from vhd.collect.files import write_text_atomic
 from vhd.collect.keywords import Keyword, load_keywords
 from vhd.collect.urls import UrlRow, read_url_list, write_url_list
 from vhd.errors import ConfigError, VhdError
+from vhd.fileio import atomic_write
 from vhd.records import Kind
 
 BUILTIN: Final[dict[str, str]] = {
@@ -301,7 +301,7 @@ def crawl(
                         entry.added += 1
                     write_url_list(rows, out_path)
                     done[key] = {"requested": per_keyword, "found": entry.found, "at": round(time.time(), 3)}
-                    write_text_atomic(_state_path(out_path), json.dumps({"version": 1, "done": done}, indent=1) + "\n")
+                    atomic_write(_state_path(out_path), json.dumps({"version": 1, "done": done}, indent=1) + "\n")
                 result.keywords.append(entry)
                 if on_keyword is not None:
                     on_keyword(entry)

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from vhd.collect.fetch_settings import REPORT_COLUMNS, FetchOutcome
-from vhd.collect.files import write_text_atomic
 from vhd.errors import ConfigError
+from vhd.fileio import atomic_write
 
 LOG_NAME: Final = "fetch-log.jsonl"
 MANIFEST_NAME: Final = "manifest.csv"
@@ -172,7 +172,7 @@ def write_manifest(out: Path, latest: dict[str, FetchOutcome]) -> Path:
     writer = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    return write_text_atomic(out / MANIFEST_NAME, buf.getvalue())
+    return atomic_write(out / MANIFEST_NAME, buf.getvalue())
 
 
 def _report_value(value: Any) -> str:
@@ -197,10 +197,10 @@ def write_report(outcomes: Iterable[FetchOutcome], path: Path) -> Path:
     """
     items = list(outcomes)
     if path.suffix.lower() == ".json":
-        return write_text_atomic(path, json.dumps([o.to_dict() for o in items], indent=1, ensure_ascii=False) + "\n")
+        return atomic_write(path, json.dumps([o.to_dict() for o in items], indent=1, ensure_ascii=False) + "\n")
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(REPORT_COLUMNS)
     for o in items:
         writer.writerow([_report_value(getattr(o, c)) for c in REPORT_COLUMNS])
-    return write_text_atomic(path, buf.getvalue())
+    return atomic_write(path, buf.getvalue())

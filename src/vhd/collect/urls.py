@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from vhd.collect.files import write_text_atomic
 from vhd.errors import ConfigError
+from vhd.fileio import atomic_write
 from vhd.records import Kind
 
 URL_COLUMNS: Final = ("url", "link", "image_url", "video_url", "imageurl", "videourl", "media_url")
@@ -304,4 +304,4 @@ def write_url_list(rows: Iterable[UrlRow], path: str | Path) -> Path:
     writer = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
     writer.writerows(records)
-    return write_text_atomic(path, buf.getvalue())
+    return atomic_write(path, buf.getvalue())

@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from vhd.curate.files import atomic_write
 from vhd.errors import ConfigError
+from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
     from vhd.curate.dedup import DedupResult

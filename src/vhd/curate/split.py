@@ -176,7 +176,7 @@ def write_split_csv(store: Store, result: SplitResult, path: str | os.PathLike[s
     """Write ``id,path,split`` for every assigned sample, atomically."""
     import csv
 
-    from vhd.curate.files import atomic_write
+    from vhd.fileio import atomic_write
     from vhd.store.curation import active_samples
 
     rows = [(str(r["id"]), str(r["path"])) for r in active_samples(store)]

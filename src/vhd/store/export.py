@@ -10,18 +10,16 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
-import tempfile
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from vhd.errors import ConfigError, MissingDependencyError
+from vhd.fileio import atomic_write
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.store.sqlite import Store
 
@@ -118,7 +116,7 @@ def export(
             _write_vhd11k_csv(out_path, rows, only)
             result.files.append(out_path)
     elif fmt == "jsonl":
-        _atomic_write(out_path, lambda f: _write_jsonl(f, rows), text=True)
+        atomic_write(out_path, lambda f: _write_jsonl(f, rows))
         result.files.append(out_path)
     else:
         _write_parquet(out_path, rows)
@@ -184,7 +182,7 @@ def _write_vhd11k_csv(path: Path, rows: list[tuple[Sample, Annotation]], kind: K
                 ]
             )
 
-    _atomic_write(path, write, text=True)
+    atomic_write(path, write)
 
 
 def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
@@ -301,31 +299,4 @@ def _write_parquet(path: Path, rows: list[tuple[Sample, Annotation]]) -> None:
         rec["sample"]["meta"] = json.dumps(rec["sample"]["meta"], ensure_ascii=False, default=str)
         records.append(rec)
     table = pa.Table.from_pylist(records, schema=parquet_schema())
-    _atomic_write(path, lambda f: pq.write_table(table, f), text=False)
-
-
-def _atomic_write(path: Path, write: Callable[[Any], None], *, text: bool) -> None:
-    """Write through a temporary file in the same folder, then move it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with _open(fd, text) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            mode = path.stat().st_mode & 0o777
-        except OSError:
-            mode = 0o644
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _open(fd: int, text: bool) -> IO[Any]:
-    if text:
-        return os.fdopen(fd, "w", encoding="utf-8", newline="")
-    return os.fdopen(fd, "wb")
+    atomic_write(path, lambda f: pq.write_table(table, f), binary=True)

@@ -172,10 +172,10 @@ def discover(
         result.clusters, result.left_out = clusters, noise
     result.taxonomy = build_draft(cats, name=name, version=version, source=str(out) if out else name)
     if out is not None:
+        from vhd.fileio import atomic_write
         from vhd.taxonomy.draft import render_draft
-        from vhd.taxonomy.io import write_atomic
 
-        result.out = write_atomic(out, render_draft(result, method=method, model=backend.spec if backend else None))
+        result.out = atomic_write(out, render_draft(result, method=method, model=backend.spec if backend else None))
     return result
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vhd.taxonomy.io import write_atomic
+from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
     from vhd.taxonomy.stats import Stats
@@ -70,9 +70,9 @@ def write_tables(stats: Stats, out: Path, *, figure: str | None = None) -> list[
     for stem, (header, rows) in all_tables.items():
         if stem == "summary":
             continue
-        written.append(write_atomic(out / f"{stem}.csv", to_csv(header, rows)))
-        written.append(write_atomic(out / f"{stem}.md", to_markdown(header, rows)))
-    written.append(write_atomic(out / "summary.json", json.dumps(stats.to_dict(), indent=2, ensure_ascii=False) + "\n"))
+        written.append(atomic_write(out / f"{stem}.csv", to_csv(header, rows)))
+        written.append(atomic_write(out / f"{stem}.md", to_markdown(header, rows)))
+    written.append(atomic_write(out / "summary.json", json.dumps(stats.to_dict(), indent=2, ensure_ascii=False) + "\n"))
     t = stats.totals
     parts = [
         f"# Harm categories ({stats.taxonomy})\n",
@@ -92,5 +92,5 @@ def write_tables(stats: Stats, out: Path, *, figure: str | None = None) -> list[
     for stem, title in titles.items():
         header, rows = all_tables[stem]
         parts.append(f"## {title}\n\n{to_markdown(header, rows)}")
-    written.append(write_atomic(out / "report.md", "\n".join(parts)))
+    written.append(atomic_write(out / "report.md", "\n".join(parts)))
     return written

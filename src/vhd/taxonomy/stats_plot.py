@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.errors import MissingDependencyError
-from vhd.taxonomy.io import write_atomic
+from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
     from vhd.taxonomy.stats import Stats
@@ -79,7 +79,7 @@ def plot_categories(stats: Stats, path: str | Path, *, dpi: int = 150) -> dict[s
     fig.suptitle(f"Harmful samples per category ({stats.taxonomy})", fontsize=12)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={METADATA_KEY: json.dumps(drawn), "Software": "vhd"})
-    write_atomic(path, buf.getvalue())
+    atomic_write(path, buf.getvalue())
     return drawn
 
 

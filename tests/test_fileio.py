@@ -1,0 +1,35 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from vhd.errors import ConfigError
+from vhd.fileio import atomic_write
+
+
+def test_text_bytes_and_writers(tmp_path: Path) -> None:
+    assert atomic_write(tmp_path / "a" / "t.txt", "héllo\r\n").read_bytes() == "héllo\r\n".encode()
+    assert atomic_write(tmp_path / "b.bin", b"\x00\x01").read_bytes() == b"\x00\x01"
+    assert atomic_write(tmp_path / "c.txt", lambda f: f.write("x\n")).read_text() == "x\n"
+    assert atomic_write(tmp_path / "d.bin", lambda f: f.write(b"\xff"), binary=True).read_bytes() == b"\xff"
+
+
+def test_failure_keeps_the_old_file_and_leaves_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "keep.txt"
+    target.write_text("old")
+    os.chmod(target, 0o600)
+
+    def boom(f: object) -> None:
+        raise RuntimeError("writer failed")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, boom)
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+    atomic_write(target, "new")
+    assert target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o600
+
+
+def test_unwritable_folder_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(ConfigError, match="cannot write"):
+        atomic_write(tmp_path / "file" / "x.txt", "x")
