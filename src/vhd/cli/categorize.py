@@ -44,6 +44,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--retry-unparsed", action="store_true", help="ask again where an answer could not be read")
     p.add_argument("--redo", action="store_true", help="categorize again even where a result exists")
     p.add_argument("--limit", type=int, metavar="N", help="categorize at most N annotations now")
+    p.add_argument("--with-media", action="store_true", help="llm: also show the model the image or video frames")
     d = p.add_argument_group("--discover")
     d.add_argument("--discover", action="store_true", help="draft a taxonomy from the store's harm reasons")
     d.add_argument(
@@ -88,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         retry_unparsed=args.retry_unparsed,
         redo=args.redo,
         limit=args.limit,
+        with_media=args.with_media,
         on_event=None if args.json else _event,
     )
     if args.json:

@@ -120,6 +120,7 @@ def categorize(
     retry_unparsed: bool = False,
     redo: bool = False,
     limit: int | None = None,
+    with_media: bool = False,
     on_event: Callable[[str], None] | None = None,
 ) -> CategorizeSummary:
     """Assign harm categories to the harmful annotations of a store.
@@ -140,6 +141,8 @@ def categorize(
         retry_unparsed: Ask again where an earlier answer was unreadable.
         redo: Categorise again even where a result exists (it is replaced).
         limit: Categorise at most this many annotations now.
+        with_media: ``llm``: show the model the sample itself (the image or the video's frames,
+            prepared as the config's ``[media]`` says) besides the findings.
         on_event: Called with one-line progress messages.
 
     Returns:
@@ -151,6 +154,8 @@ def categorize(
     """
     if method not in METHODS:
         raise ConfigError(f"unknown categorisation method {method!r}: choose one of {', '.join(METHODS)}")
+    if with_media and method != "llm":
+        raise ConfigError("--with-media needs --method llm (with a vision-language model)")
     started = time.perf_counter()
     tax = load_taxonomy(taxonomy)
     db, owned = _open(store)
@@ -186,7 +191,7 @@ def categorize(
         if method == "embed":
             summary.model = _run_embed(db, todo, tax, model, calibrate, threshold, summary, record, emit)
         else:
-            summary.model = _run_llm(db, todo, tax, model, config, concurrency, record, emit)
+            summary.model = _run_llm(db, todo, tax, model, config, concurrency, with_media, record, emit)
         summary.counts = dict(counts)
         summary.applied = cstore.apply_to_verdicts(db, method, tax.name, tax.version, tax.codes)
     finally:
@@ -269,11 +274,13 @@ def _run_llm(
     model: str | None,
     config: str | os.PathLike[str] | None,
     concurrency: int,
+    with_media: bool,
     record: Callable[[cstore.Categorization], None],
     emit: Callable[[str], None],
 ) -> str:
     from vhd.backends.registry import create_backend
     from vhd.config import MODEL_ENV, load_config
+    from vhd.runner import media_settings
     from vhd.taxonomy.categorize_llm import categorize_with_llm
 
     cfg = load_config(None if config is None else Path(config))
@@ -291,7 +298,8 @@ def _run_llm(
     async def main() -> None:
         try:
             await backend.check()
-            await categorize_with_llm(todo, backend, tax, save=save, concurrency=concurrency)
+            media = media_settings(cfg) if with_media else None
+            await categorize_with_llm(todo, backend, tax, save=save, concurrency=concurrency, media=media)
         finally:
             await backend.aclose()
 

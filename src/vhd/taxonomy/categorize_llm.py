@@ -1,7 +1,8 @@
 """The ``llm`` method: ask any model backend which categories a harmful annotation belongs to.
 
 The prompt lists the taxonomy (codes, names, definitions) and the annotation's findings (the
-judge's reason and both debaters' arguments) and asks for category letters. The answer is read
+judge's reason and both debaters' arguments) and asks for category letters; with a
+vision-language model it can show the sample itself too (``media``). The answer is read
 by `vhd.taxonomy.answer.parse_answer`; an unreadable answer is stored as ``unparsed``.
 """
 
@@ -12,13 +13,20 @@ import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vhd.backends.base import Backend, GenerateConfig, Message
-from vhd.errors import BackendError
-from vhd.records import Annotation, Role, Status
+from vhd.backends.base import Backend, GenerateConfig, Message, Part
+from vhd.debate.engine import media_parts
+from vhd.errors import BackendError, MediaError, VhdError
+from vhd.records import Annotation, Role, Sample, Status
 from vhd.store.categories import Assignment, Categorization, HarmfulAnnotation
 from vhd.taxonomy.answer import parse_answer
 from vhd.taxonomy.taxonomy import Taxonomy
+
+if TYPE_CHECKING:
+    from vhd.media.encoded import EncodedImage
+    from vhd.media.load import MediaSettings
 
 SYSTEM_PROMPT = (
     "You sort the findings of a content-moderation review into harm categories. "
@@ -91,6 +99,7 @@ async def categorize_with_llm(
     concurrency: int = 16,
     temperature: float = 0.0,
     max_tokens: int = 64,
+    media: MediaSettings | None = None,
 ) -> None:
     """Ask the backend about every item, ``concurrency`` at a time, saving each result as it arrives.
 
@@ -102,6 +111,9 @@ async def categorize_with_llm(
         concurrency: Requests in flight at once.
         temperature: Sampling temperature (0: greedy).
         max_tokens: Cap on the answer's length.
+        media: Show the model the sample itself (the image, or the video's frames) loaded with
+            these settings; a sample whose file is gone or changed is asked about in text only,
+            and ``params["media"]`` records which happened.
     """
     gate = asyncio.Semaphore(max(1, concurrency))
     digest = prompt_digest(taxonomy)
@@ -110,9 +122,17 @@ async def categorize_with_llm(
     )
 
     async def one(item: HarmfulAnnotation) -> None:
+        shown: list[Part] = []
+        media_note = "off"
+        if media is not None:
+            try:
+                images = await asyncio.to_thread(sample_images, item.sample, media)
+                shown, media_note = media_parts(item.sample.kind, images), "shown"
+            except VhdError as exc:
+                media_note = f"not shown: {exc}"
         messages = [
             Message("system", SYSTEM_PROMPT),
-            Message("user", build_prompt(taxonomy, findings_text(item.annotation))),
+            Message("user", (*shown, build_prompt(taxonomy, findings_text(item.annotation)))),
         ]
         base = Categorization(
             annotation_id=item.annotation_id,
@@ -122,7 +142,7 @@ async def categorize_with_llm(
             taxonomy_digest=taxonomy.digest,
             model=backend.spec,
             status="ok",
-            params={"prompt": digest, "temperature": temperature, "max_tokens": max_tokens},
+            params={"prompt": digest, "temperature": temperature, "max_tokens": max_tokens, "media": media_note},
             created_at=time.time(),
         )
         async with gate:
@@ -144,6 +164,24 @@ async def categorize_with_llm(
         await _call(save, base)
 
     await asyncio.gather(*(one(item) for item in items))
+
+
+def sample_images(sample: Sample, settings: MediaSettings) -> list[EncodedImage]:
+    """Load a stored sample's media again, checking it is still the same content.
+
+    Raises:
+        MediaError: The file is missing, unreadable, or no longer has the sample's hash.
+    """
+    from vhd.media.discover import discover
+    from vhd.media.load import load_sample
+
+    found = discover([sample.path], frame_folders=True) if Path(sample.path).exists() else None
+    if found is None or len(found.items) != 1:
+        raise MediaError(f"{sample.path} is missing or is not one image, video or frame folder")
+    loaded = load_sample(found.items[0], settings)
+    if loaded.sample.id != sample.id:
+        raise MediaError(f"{sample.path} changed since it was annotated (its content hash differs)")
+    return loaded.images
 
 
 async def _call(save: Callable[[Categorization], Awaitable[None] | None], cat: Categorization) -> None:
