@@ -1,0 +1,135 @@
+"""The one interface every harmfulness detector implements, and what it returns.
+
+A detector judges one sample (an image, or a video's sampled frames) and returns a
+`Prediction`. Detectors that only take single images judge each frame of a video and the video
+is harmful when any frame is (the paper's rule); `Detector.predict` does that for them.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from vhd.media.encoded import EncodedImage
+from vhd.records import Kind
+
+
+@dataclass
+class Prediction:
+    """A detector's verdict on one sample.
+
+    Attributes:
+        harmful: The binary decision; None when the detector failed or abstained.
+        score: P(harmful) in [0, 1] where the method has one (for ROC/PR curves, calibration).
+        labels: Raw labels the detector fired, with their confidences (e.g. NudeNet classes).
+        categories: Taxonomy codes (A-J...) of the harm it names, when it can name one; empty
+            for unharmful or when it cannot.
+        raw: The raw answer text, for model-based detectors.
+        error: Why the detector failed on this sample (harmful is then None).
+        latency_s: Wall time spent on the sample.
+    """
+
+    harmful: bool | None
+    score: float | None = None
+    labels: dict[str, float] = field(default_factory=dict)
+    categories: list[str] = field(default_factory=list)
+    raw: str | None = None
+    error: str | None = None
+    latency_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (the prediction cache stores this)."""
+        return {
+            "harmful": self.harmful,
+            "score": self.score,
+            "labels": self.labels,
+            "categories": self.categories,
+            "raw": self.raw,
+            "error": self.error,
+            "latency_s": self.latency_s,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Prediction:
+        """Inverse of `to_dict`."""
+        return cls(
+            **{k: d[k] for k in ("harmful", "score", "labels", "categories", "raw", "error", "latency_s") if k in d}
+        )
+
+
+def combine_frames(frames: Sequence[Prediction]) -> Prediction:
+    """A video's prediction from its frames': harmful when any frame is, score = the highest.
+
+    Failed frames are ignored unless every frame failed.
+    """
+    ok = [p for p in frames if p.harmful is not None]
+    if not ok:
+        errors = "; ".join(sorted({p.error or "no decision" for p in frames}))
+        return Prediction(None, error=errors or "no frames", latency_s=sum(p.latency_s for p in frames))
+    labels: dict[str, float] = {}
+    for p in ok:
+        for name, conf in p.labels.items():
+            labels[name] = max(conf, labels.get(name, conf))
+    categories = list(dict.fromkeys(c for p in ok for c in p.categories))
+    scores = [p.score for p in ok if p.score is not None]
+    return Prediction(
+        harmful=any(p.harmful for p in ok),
+        score=max(scores) if scores else None,
+        labels=labels,
+        categories=categories,
+        raw=" | ".join(p.raw for p in ok if p.raw) or None,
+        latency_s=sum(p.latency_s for p in frames),
+    )
+
+
+class Detector(abc.ABC):
+    """A harmfulness detector, registered by name (see `vhd.detectors.registry`).
+
+    Subclasses set `name` (and `video_native` when they take several frames at once), accept
+    ``(label, model, options)`` and implement `predict_images`.
+
+    Attributes:
+        name: Registry name (``nudenet``, ``vlm``, ``debate``, ...).
+        video_native: Whether `predict_images` understands a video's frames together; when
+            False, each frame is judged alone and combined with `combine_frames`.
+        multiclass: Whether predictions name categories (for multi-class accuracy).
+        label: The user's label for this detector in reports (``[LABEL=]NAME[:MODEL]``).
+        model: The model spec after ``NAME:``, when the detector takes one.
+        options: Options from ``--set LABEL.key=value`` or the config's ``[detectors.LABEL]``.
+    """
+
+    name: ClassVar[str] = ""
+    video_native: ClassVar[bool] = False
+    multiclass: ClassVar[bool] = False
+
+    def __init__(self, label: str, model: str | None = None, options: Mapping[str, Any] | None = None) -> None:
+        self.label = label
+        self.model = model
+        self.options = dict(options or {})
+
+    def identity(self) -> dict[str, Any]:
+        """What makes this detector's predictions what they are (the prediction cache key)."""
+        return {"name": self.name, "model": self.model, "options": self.options}
+
+    async def check(self) -> None:  # noqa: B027 - optional hook
+        """Fail fast, before any work, when the detector cannot run (missing weights, key, endpoint)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release models and connections."""
+
+    @abc.abstractmethod
+    async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
+        """Judge one image, or (``video_native``) a video's frames in order."""
+
+    async def predict(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
+        """Judge a sample, frame by frame for videos unless the detector is video-native."""
+        start = time.perf_counter()
+        if kind is Kind.IMAGE or self.video_native:
+            pred = await self.predict_images(kind, images)
+        else:
+            pred = combine_frames([await self.predict_images(Kind.IMAGE, [frame]) for frame in images])
+        pred.latency_s = pred.latency_s or time.perf_counter() - start
+        return pred
