@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "dedup": "vhd.cli.dedup",
     "split": "vhd.cli.split",
     "remove": "vhd.cli.remove",
+    "bench": "vhd.cli.bench",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 

@@ -1,0 +1,81 @@
+"""Benchmark harmfulness detectors on a labelled set: `vhd bench` as a library.
+
+Example:
+    >>> from vhd.bench import benchmark, build_detectors          # doctest: +SKIP
+    >>> report = benchmark("labels.csv", build_detectors(["nudenet"]), "report/")  # doctest: +SKIP
+    >>> report.results[0].groups["all"].binary.values["harmful_acc"].value  # doctest: +SKIP
+
+Importing this package is cheap: numpy, matplotlib and the detectors load when used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vhd.bench.cache import PredictionCache
+    from vhd.bench.calibration import Calibration, fit_calibration, reliability
+    from vhd.bench.crosswalk import Crosswalk, load_crosswalk
+    from vhd.bench.data import BenchItem, BenchSet, load_bench_set
+    from vhd.bench.evaluate import DetectorResult, evaluate
+    from vhd.bench.metrics import BinaryMetrics, MulticlassMetrics
+    from vhd.bench.pipeline import BenchReport, benchmark, build_detectors
+    from vhd.bench.report import write_report
+    from vhd.bench.runner import BenchRun, run_bench
+
+_LAZY = {
+    "PredictionCache": "vhd.bench.cache",
+    "Calibration": "vhd.bench.calibration",
+    "fit_calibration": "vhd.bench.calibration",
+    "reliability": "vhd.bench.calibration",
+    "Crosswalk": "vhd.bench.crosswalk",
+    "load_crosswalk": "vhd.bench.crosswalk",
+    "BenchItem": "vhd.bench.data",
+    "BenchSet": "vhd.bench.data",
+    "load_bench_set": "vhd.bench.data",
+    "DetectorResult": "vhd.bench.evaluate",
+    "evaluate": "vhd.bench.evaluate",
+    "BinaryMetrics": "vhd.bench.metrics",
+    "MulticlassMetrics": "vhd.bench.metrics",
+    "BenchReport": "vhd.bench.pipeline",
+    "benchmark": "vhd.bench.pipeline",
+    "build_detectors": "vhd.bench.pipeline",
+    "write_report": "vhd.bench.report",
+    "BenchRun": "vhd.bench.runner",
+    "run_bench": "vhd.bench.runner",
+}
+
+__all__ = [
+    "BenchItem",
+    "BenchReport",
+    "BenchRun",
+    "BenchSet",
+    "BinaryMetrics",
+    "Calibration",
+    "Crosswalk",
+    "DetectorResult",
+    "MulticlassMetrics",
+    "PredictionCache",
+    "benchmark",
+    "build_detectors",
+    "evaluate",
+    "fit_calibration",
+    "load_bench_set",
+    "load_crosswalk",
+    "reliability",
+    "run_bench",
+    "write_report",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vhd.bench' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,212 @@
+"""`benchmark`: the whole of ``vhd bench`` as one call — load, run, calibrate, evaluate, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vhd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from vhd.bench.calibration import Calibration
+    from vhd.bench.evaluate import DetectorResult
+    from vhd.bench.runner import BenchRun, DetectorRun
+    from vhd.detectors.base import Detector
+    from vhd.media.load import MediaSettings
+
+
+@dataclass
+class BenchReport:
+    """What `benchmark` produced.
+
+    Attributes:
+        run: The predictions (with counts and throughput).
+        results: The numbers per detector.
+        calibrations: Calibrations applied, by detector label.
+        files: The report files written.
+    """
+
+    run: BenchRun
+    results: list[DetectorResult]
+    calibrations: dict[str, Calibration]
+    files: list[Path]
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value: JSON (numbers, true/false, lists, quoted strings) or else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_sets(values: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``LABEL.key=value`` strings to ``{label: {key: value}}``.
+
+    Raises:
+        ConfigError: A malformed entry.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for entry in values:
+        target, eq, value = entry.partition("=")
+        label, dot, key = target.partition(".")
+        if not eq or not dot or not label.strip() or not key.strip():
+            raise ConfigError(f"--set {entry!r} must be LABEL.key=value, e.g. long.prompt=long")
+        out.setdefault(label.strip(), {})[key.strip()] = parse_value(value)
+    return out
+
+
+def read_detector_options(path: str | os.PathLike[str] | None) -> dict[str, dict[str, Any]]:
+    """The ``[detectors.LABEL]`` tables of a TOML config file (empty without a file).
+
+    Raises:
+        ConfigError: Unreadable TOML, or ``detectors`` not a table of tables.
+    """
+    if path is None:
+        return {}
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}; check the path") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {path} is not valid TOML ({exc}); fix the file") from exc
+    tables = data.get("detectors", {})
+    if not isinstance(tables, dict) or not all(isinstance(v, dict) for v in tables.values()):
+        raise ConfigError(f"config {path}: [detectors] must hold one [detectors.LABEL] table per detector")
+    return {str(k): dict(v) for k, v in tables.items()}
+
+
+def build_detectors(
+    specs: Sequence[str], *, sets: Sequence[str] = (), config: str | os.PathLike[str] | None = None
+) -> list[Detector]:
+    """Detectors from specs, with options from the config file, then ``--set`` (which wins).
+
+    Raises:
+        ConfigError: Bad spec, unknown detector, or options for a label no spec has.
+    """
+    from vhd.detectors.registry import DetectorSpec, create_detector
+
+    parsed = [DetectorSpec.parse(s) for s in specs]
+    if not parsed:
+        raise ConfigError("no detector given: add --detector NAME (e.g. --detector nudenet)")
+    file_opts, set_opts = read_detector_options(config), parse_sets(sets)
+    labels = {p.label for p in parsed}
+    unknown = sorted(set(set_opts) - labels)
+    if unknown:
+        raise ConfigError(
+            f"--set names label {unknown[0]!r}, which no --detector has; labels: {', '.join(sorted(labels))}"
+        )
+    return [create_detector(p, {**file_opts.get(p.label, {}), **set_opts.get(p.label, {})}) for p in parsed]
+
+
+def calibrated(run: DetectorRun, cal: Calibration) -> DetectorRun:
+    """A copy of a detector's predictions re-decided by a calibration (predictions without a score kept)."""
+    preds = {}
+    for sid, p in run.predictions.items():
+        if p.harmful is None or p.score is None:
+            preds[sid] = p
+            continue
+        score = cal(p.score)
+        preds[sid] = replace(p, score=score, harmful=score >= cal.threshold)
+    return replace(run, predictions=preds)
+
+
+def _calibrate(
+    bench_run: BenchRun, split: str | None, method: str, saved: Mapping[str, Calibration], out: Path
+) -> dict[str, Calibration]:
+    from vhd.bench.calibration import fit_calibration, save_calibrations
+
+    cals = dict(saved)
+    if split is not None:
+        fit_ids = {i.id for i in bench_run.bench.items if i.split == split}
+        if not fit_ids:
+            raise ConfigError(
+                f"no sample has split {split!r}: add a split column to the labels or choose another split"
+            )
+        truth = {i.id: i.harmful for i in bench_run.bench.items}
+        for run in bench_run.detectors:
+            pairs = [(truth[s], p.score) for s, p in run.predictions.items() if s in fit_ids and p.score is not None]
+            if pairs:
+                ys, scores = zip(*pairs, strict=True)
+                cals[run.label] = fit_calibration(
+                    ys, [float(s) for s in scores if s is not None], method=method, detector_key=run.key
+                )
+        save_calibrations(out / "calibration.json", cals)
+        bench_run.bench.items = [i for i in bench_run.bench.items if i.split != split]
+    for k, run in enumerate(bench_run.detectors):
+        if run.label in cals:
+            bench_run.detectors[k] = calibrated(run, cals[run.label])
+    return {k: v for k, v in cals.items() if any(r.label == k for r in bench_run.detectors)}
+
+
+def benchmark(
+    labels: str | os.PathLike[str],
+    detectors: Sequence[Detector],
+    out: str | os.PathLike[str],
+    *,
+    media: str | os.PathLike[str] | None = None,
+    taxonomy: str | os.PathLike[str] | None = None,
+    crosswalk: str | os.PathLike[str] | None = None,
+    settings: MediaSettings | None = None,
+    concurrency: int = 4,
+    calibrate_split: str | None = None,
+    calibration_method: str = "temperature",
+    calibration_file: str | os.PathLike[str] | None = None,
+    resamples: int = 1000,
+    plots: bool = True,
+    unblurred: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> BenchReport:
+    """Benchmark detectors on a labelled set and write the report folder.
+
+    Predictions are cached in ``out/predictions.sqlite``: a re-run, or a run adding a detector,
+    computes only what is missing.
+
+    Args:
+        labels: Labels CSV or VHD11K annotation file.
+        detectors: Built detectors (`build_detectors`), distinct labels.
+        out: Report folder.
+        media: Folder relative media paths are under (default: the labels file's folder).
+        taxonomy: Taxonomy file (default VHD11K's ten categories).
+        crosswalk: Crosswalk file (default the packaged one).
+        settings: How media is prepared (frames per video, image size).
+        concurrency: Detector calls in flight at once, across detectors.
+        calibrate_split: Fit a calibration per detector (with scores) on this split, save it to
+            ``out/calibration.json``, and report on the other samples with it applied.
+        calibration_method: ``temperature`` or ``platt``.
+        calibration_file: Apply calibrations saved by an earlier ``--calibrate``.
+        resamples: Bootstrap resamples per confidence interval.
+        plots: Draw PNG plots (needs matplotlib).
+        unblurred: Also include clear thumbnails behind a click.
+        on_progress: Called with (samples done, samples to do).
+
+    Returns:
+        The run, the numbers and the files written.
+    """
+    from vhd.bench.cache import CACHE_FILE, PredictionCache
+    from vhd.bench.calibration import load_calibrations
+    from vhd.bench.crosswalk import load_crosswalk
+    from vhd.bench.data import load_bench_set
+    from vhd.bench.evaluate import evaluate
+    from vhd.bench.report import write_report
+    from vhd.bench.runner import run_bench
+    from vhd.taxonomy.taxonomy import load_taxonomy
+
+    folder = Path(out)
+    bench = load_bench_set(labels, media=media, taxonomy=load_taxonomy(taxonomy))
+    cw = load_crosswalk(crosswalk)
+    saved = load_calibrations(calibration_file) if calibration_file is not None else {}
+    with PredictionCache(folder / CACHE_FILE) as cache:
+        bench_run = run_bench(
+            bench, detectors, cache=cache, settings=settings, concurrency=concurrency, on_progress=on_progress
+        )
+    cals = _calibrate(bench_run, calibrate_split, calibration_method, saved, folder)
+    results = evaluate(bench_run, crosswalk=cw, resamples=resamples)
+    extra = {"crosswalk_version": cw.version, "calibrate_split": calibrate_split}
+    files = write_report(folder, bench_run, results, plots=plots, unblurred=unblurred, calibrations=cals, extra=extra)
+    return BenchReport(run=bench_run, results=results, calibrations=cals, files=files)

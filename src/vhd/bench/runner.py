@@ -1,0 +1,261 @@
+"""Run detectors over a labelled set, through the prediction cache.
+
+Each sample's media is loaded once (in a thread) and judged by every detector that has no
+cached prediction for it. ``concurrency`` bounds the detector calls in flight across all
+detectors together. A detector failing on one sample records the error for that sample and
+the run goes on; failed predictions are not cached, so a re-run retries them. Predictions are
+written to the cache in small transactions as they finish: a killed run resumes where it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from vhd.bench.cache import PredictionCache, detector_key
+from vhd.detectors.base import Detector, Prediction
+from vhd.errors import ConfigError, VhdError
+
+if TYPE_CHECKING:
+    from vhd.bench.data import BenchItem, BenchSet
+    from vhd.media.load import MediaSettings
+
+FLUSH_EVERY = 32
+"""Predictions buffered per detector before they are committed to the cache."""
+
+
+@dataclass
+class DetectorRun:
+    """One detector's predictions over the set.
+
+    Attributes:
+        label: The detector's label in reports.
+        name: Its registry name.
+        key: The prediction-cache key (hash of its identity and the media settings).
+        identity: What the key stands for.
+        multiclass: Whether it names categories itself.
+        predictions: By sample id, failed ones included (``harmful`` None, ``error`` set).
+        cached: Predictions taken from the cache.
+        computed: Predictions made in this run (failed ones included).
+        wall_s: Seconds from its first call to its last in this run (None when nothing ran).
+    """
+
+    label: str
+    name: str
+    key: str
+    identity: dict[str, Any]
+    multiclass: bool
+    predictions: dict[str, Prediction] = field(default_factory=dict)
+    cached: int = 0
+    computed: int = 0
+    wall_s: float | None = None
+
+    @property
+    def failed(self) -> int:
+        """Samples the detector failed on."""
+        return sum(1 for p in self.predictions.values() if p.harmful is None)
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Throughput of this run: predictions made / wall seconds (shared concurrency included)."""
+        if not self.computed or not self.wall_s:
+            return None
+        return self.computed / self.wall_s
+
+    @property
+    def mean_latency_s(self) -> float | None:
+        """Mean seconds per successful prediction (cached ones keep their original latency)."""
+        lat = [p.latency_s for p in self.predictions.values() if p.harmful is not None]
+        return sum(lat) / len(lat) if lat else None
+
+    def summary(self) -> dict[str, Any]:
+        """The run's counts and speed, JSON-serialisable."""
+        return {
+            "label": self.label,
+            "name": self.name,
+            "key": self.key,
+            "identity": self.identity,
+            "cached": self.cached,
+            "computed": self.computed,
+            "failed": self.failed,
+            "samples_per_s": self.samples_per_s,
+            "mean_latency_s": self.mean_latency_s,
+        }
+
+
+@dataclass
+class BenchRun:
+    """Every detector's predictions over one labelled set.
+
+    Attributes:
+        bench: The labelled set.
+        detectors: One entry per detector, in the order given.
+    """
+
+    bench: BenchSet
+    detectors: list[DetectorRun]
+
+
+def _settings_identity(settings: MediaSettings | None) -> dict[str, Any]:
+    from vhd.media.load import MediaSettings
+
+    return (settings or MediaSettings()).identity()
+
+
+class _Job:
+    def __init__(
+        self,
+        detectors: Sequence[Detector],
+        runs: list[DetectorRun],
+        cache: PredictionCache | None,
+        settings: MediaSettings | None,
+        concurrency: int,
+        on_progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self.detectors = detectors
+        self.runs = runs
+        self.cache = cache
+        self.settings = settings
+        self.slots = asyncio.Semaphore(concurrency)
+        self.pending: list[dict[str, Prediction]] = [{} for _ in detectors]
+        self.spans: list[list[float]] = [[] for _ in detectors]
+        self.on_progress = on_progress
+        self.done = 0
+
+    def flush(self, index: int, force: bool = False) -> None:
+        buf = self.pending[index]
+        if buf and (force or len(buf) >= FLUSH_EVERY):
+            if self.cache is not None:
+                self.cache.put_many(self.runs[index].key, buf)
+            self.pending[index] = {}
+
+    def record(self, index: int, sid: str, pred: Prediction, start: float, end: float) -> None:
+        run = self.runs[index]
+        run.predictions[sid] = pred
+        run.computed += 1
+        span = self.spans[index]
+        span[:] = [min(span[0], start), max(span[1], end)] if span else [start, end]
+        self.pending[index][sid] = pred
+        self.flush(index)
+
+    async def judge(self, index: int, item: BenchItem, images: Sequence[Any]) -> None:
+        async with self.slots:
+            start = time.perf_counter()
+            try:
+                pred = await self.detectors[index].predict(item.kind, images)
+            except (VhdError, Exception) as exc:  # one sample's failure never stops the run
+                pred = Prediction(None, error=f"{type(exc).__name__}: {exc}")
+            end = time.perf_counter()
+        if pred.harmful is None and pred.error is None:
+            pred.error = "no decision"
+        self.record(index, item.id, pred, start, end)
+
+    async def sample(self, item: BenchItem, todo: list[int], total: int) -> None:
+        from vhd.media.discover import MediaItem
+        from vhd.media.load import load_sample
+
+        media = MediaItem(path=item.path, kind=item.kind, is_frame_folder=item.path.is_dir())
+        try:
+            loaded = await asyncio.to_thread(load_sample, media, self.settings)
+        except VhdError as exc:
+            now = time.perf_counter()
+            for index in todo:
+                self.record(index, item.id, Prediction(None, error=f"media: {exc}"), now, now)
+        else:
+            await asyncio.gather(*(self.judge(index, item, loaded.images) for index in todo))
+        self.done += 1
+        if self.on_progress is not None:
+            self.on_progress(self.done, total)
+
+    async def run(self, work: list[tuple[BenchItem, list[int]]], concurrency: int) -> None:
+        queue: asyncio.Queue[tuple[BenchItem, list[int]]] = asyncio.Queue()
+        for entry in work:
+            queue.put_nowait(entry)
+
+        async def worker() -> None:
+            while not queue.empty():
+                item, todo = queue.get_nowait()
+                await self.sample(item, todo, len(work))
+
+        try:
+            await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(work))))))
+        finally:
+            for index in range(len(self.detectors)):
+                self.flush(index, force=True)
+                span = self.spans[index]
+                if span:
+                    self.runs[index].wall_s = span[1] - span[0]
+
+
+async def arun_bench(
+    bench: BenchSet,
+    detectors: Sequence[Detector],
+    *,
+    cache: PredictionCache | None = None,
+    settings: MediaSettings | None = None,
+    concurrency: int = 4,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> BenchRun:
+    """Run detectors over a labelled set (async form of `run_bench`)."""
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+    labels = [d.label for d in detectors]
+    dups = sorted({x for x in labels if labels.count(x) > 1})
+    if dups:
+        raise ConfigError(f"detector label {dups[0]!r} given twice: name them apart with LABEL=NAME")
+    media_id = _settings_identity(settings)
+    runs: list[DetectorRun] = []
+    for det in detectors:
+        key = detector_key(det.identity(), media_id)
+        run = DetectorRun(det.label, det.name, key, det.identity(), det.multiclass)
+        if cache is not None:
+            cache.register(key, {"detector": det.identity(), "media": media_id})
+            ids = {item.id for item in bench.items}
+            run.predictions = cache.get_many(key, ids)
+            run.cached = len(run.predictions)
+        runs.append(run)
+    work = [(item, [i for i, r in enumerate(runs) if item.id not in r.predictions]) for item in bench.items]
+    work = [(item, todo) for item, todo in work if todo]
+    needed = sorted({i for _, todo in work for i in todo})
+    try:
+        for i in needed:
+            await detectors[i].check()
+        await _Job(detectors, runs, cache, settings, concurrency, on_progress).run(work, concurrency)
+    finally:
+        for i in needed:
+            await detectors[i].aclose()
+    return BenchRun(bench=bench, detectors=runs)
+
+
+def run_bench(
+    bench: BenchSet,
+    detectors: Sequence[Detector],
+    *,
+    cache: PredictionCache | None = None,
+    settings: MediaSettings | None = None,
+    concurrency: int = 4,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> BenchRun:
+    """Run detectors over a labelled set, taking what the cache holds and caching the rest.
+
+    Args:
+        bench: The labelled set (`vhd.bench.data.load_bench_set`).
+        detectors: The detectors, with distinct labels.
+        cache: Where predictions are kept between runs (None: nothing cached).
+        settings: How media is prepared (frames per video, image size).
+        concurrency: Detector calls in flight at once, across all detectors.
+        on_progress: Called with (samples done, samples to do) after each sample.
+
+    Returns:
+        Every detector's predictions, with counts and throughput.
+
+    Raises:
+        ConfigError: Duplicate labels or a bad concurrency.
+        VhdError: A detector's `check()` failed (missing weights, key or endpoint).
+    """
+    return asyncio.run(
+        arun_bench(bench, detectors, cache=cache, settings=settings, concurrency=concurrency, on_progress=on_progress)
+    )

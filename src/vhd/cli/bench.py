@@ -1,0 +1,75 @@
+"""``vhd bench``: benchmark harmfulness detectors on a labelled set and write a report."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: Any, name: str) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        name,
+        help="benchmark harmfulness detectors on a labelled set (tables, plots, HTML report)",
+        description=(
+            "Run detectors over a labelled set (labels CSV or VHD11K annotation file), cache every prediction, "
+            "and write tables laid out like the paper's Table 1 (Markdown, CSV, LaTeX), plots, results.json and "
+            "index.html. Detector specs are [LABEL=]NAME[:MODEL]; options via --set LABEL.key=value or the "
+            "config file's [detectors.LABEL] tables."
+        ),
+    )
+    p.add_argument("--labels", required=True, metavar="FILE", help="labels CSV, or VHD11K annotation CSV/JSON")
+    p.add_argument("--media", metavar="DIR", help="folder the labels' relative paths are under (default: the file's)")
+    p.add_argument("--detector", action="append", default=[], metavar="SPEC", help="[LABEL=]NAME[:MODEL], repeatable")
+    p.add_argument("--set", action="append", default=[], metavar="LABEL.KEY=VALUE", help="detector option, repeatable")
+    p.add_argument("--config", metavar="FILE", help="TOML file with [detectors.LABEL] option tables")
+    p.add_argument(
+        "--out", default="report", metavar="DIR", help="report folder and prediction cache (default: report)"
+    )
+    p.add_argument("--concurrency", type=int, default=4, metavar="N", help="detector calls in flight (default 4)")
+    p.add_argument("--frames", type=int, default=5, metavar="N", help="frames judged per video (default 5)")
+    p.add_argument("--max-side", type=int, default=1024, metavar="PX", help="longest image side sent (default 1024)")
+    p.add_argument("--taxonomy", metavar="FILE", help="taxonomy file of the labels' categories (default VHD11K's)")
+    p.add_argument("--crosswalk", metavar="FILE", help="category crosswalk file (default: the packaged one)")
+    p.add_argument("--calibrate", metavar="SPLIT", help="fit calibration + threshold on this split; report on the rest")
+    p.add_argument(
+        "--calibration-method", choices=("temperature", "platt"), default="temperature", help="(default temperature)"
+    )
+    p.add_argument("--calibration", metavar="FILE", help="apply a calibration.json written by an earlier --calibrate")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000; 0 off)")
+    p.add_argument("--no-plots", action="store_true", help="tables, JSON and HTML only (no matplotlib needed)")
+    p.add_argument("--unblurred-previews", action="store_true", help="also include clear thumbnails, shown on click")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    from vhd.bench.pipeline import benchmark, build_detectors
+    from vhd.bench.tables import table1, to_markdown
+    from vhd.media.load import MediaSettings
+
+    detectors = build_detectors(args.detector, sets=args.set, config=args.config)
+    report = benchmark(
+        args.labels,
+        detectors,
+        args.out,
+        media=args.media,
+        taxonomy=args.taxonomy,
+        crosswalk=args.crosswalk,
+        settings=MediaSettings(n_frames=args.frames, max_side=args.max_side),
+        concurrency=args.concurrency,
+        calibrate_split=args.calibrate,
+        calibration_method=args.calibration_method,
+        calibration_file=args.calibration,
+        resamples=args.bootstrap,
+        plots=not args.no_plots,
+        unblurred=args.unblurred_previews,
+    )
+    bench = report.run.bench
+    print(f"{len(bench.items)} sample(s); {len(bench.problems)} row(s) with problems (see index.html)")
+    for d in report.run.detectors:
+        speed = "" if d.samples_per_s is None else f", {d.samples_per_s:.2f} samples/s"
+        print(f"{d.label}: {d.cached} cached, {d.computed} run, {d.failed} failed{speed}")
+    print(to_markdown(*table1(report.results)), end="")
+    print(f"wrote {len(report.files)} file(s) to {args.out}/ (index.html, results.json, table1.*)")
+    return 1 if any(d.failed for d in report.run.detectors) else 0
