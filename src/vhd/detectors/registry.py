@@ -16,7 +16,13 @@ from typing import Any
 from vhd.detectors.base import Detector
 from vhd.errors import ConfigError
 
-BUILTIN: dict[str, str] = {}
+BUILTIN: dict[str, str] = {
+    "nudenet": "vhd.detectors.nudenet:NudeNetDetector",
+    "vlm": "vhd.detectors.vlm:VLMDetector",
+    "debate": "vhd.detectors.debate:DebateDetector",
+    "hive": "vhd.detectors.hive:HiveDetector",
+    "openai-moderation": "vhd.detectors.openai_moderation:OpenAIModerationDetector",
+}
 """Filled by the detector modules' authors: name -> "module:Class"."""
 
 ENTRY_POINT_GROUP = "vhd.detectors"

@@ -1,0 +1,108 @@
+"""Helpers shared by detectors that run a local transformers model (``q16``, ``shieldgemma2``).
+
+They import torch and transformers lazily (a missing extra gives the exact pip line), resolve
+the device and dtype like the ``hf`` backend, and turn loading failures into one-line errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from vhd.errors import BackendUnavailableError, MissingDependencyError
+
+_LOCAL_EXTRA = "local"
+
+
+def _offline_env() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+class LocalModelOptions(BaseModel):
+    """Options every local-model detector accepts, besides its own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Lowest P(harmful) that counts as harmful."""
+    device: str = "auto"
+    """``auto`` (cuda, then mps, then cpu), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
+    dtype: str = "auto"
+    """``auto`` (bfloat16 on CUDA, float32 elsewhere), ``float32``, ``float16`` or ``bfloat16``."""
+    revision: str | None = None
+    """Hub revision of the model (branch, tag or commit)."""
+    local_files_only: bool = Field(default_factory=_offline_env)
+    """Never reach the hub; defaults to true when ``HF_HUB_OFFLINE=1``."""
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        from vhd.backends.hf import _DEVICE
+
+        if not _DEVICE.match(value):
+            raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
+        return value
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, value: str) -> str:
+        if value not in {"auto", "float32", "float16", "bfloat16"}:
+            raise ValueError("must be auto, float32, float16 or bfloat16")
+        return value
+
+
+def import_torch_transformers() -> tuple[Any, Any]:
+    """Import torch and transformers, or raise `MissingDependencyError` naming the ``local`` extra."""
+    try:
+        torch = importlib.import_module("torch")
+        transformers = importlib.import_module("transformers")
+    except ImportError as exc:
+        raise MissingDependencyError(exc.name or "transformers", _LOCAL_EXTRA) from exc
+    return torch, transformers
+
+
+def device_and_dtype(opts: LocalModelOptions) -> tuple[str, Any]:
+    """The concrete device and torch dtype for the options (``auto`` resolved)."""
+    from vhd.backends.hf import resolve_device, resolve_dtype
+
+    torch, _ = import_torch_transformers()
+    device = resolve_device(opts.device)
+    return device, getattr(torch, resolve_dtype(opts.dtype, device))
+
+
+def hub_kwargs(opts: LocalModelOptions) -> dict[str, Any]:
+    """Keyword arguments for ``from_pretrained``: revision and local-files-only."""
+    return {"revision": opts.revision, "local_files_only": opts.local_files_only}
+
+
+def model_path(model: str) -> str:
+    """A model spec with ``~`` expanded (hub ids pass through)."""
+    return str(Path(model).expanduser()) if model.startswith("~") else model
+
+
+def load_failure(detector: str, model: str, exc: BaseException) -> Exception:
+    """A one-line error for a model that did not load, saying what to do."""
+    if isinstance(exc, ImportError) and getattr(exc, "name", None):
+        return MissingDependencyError(str(exc.name), _LOCAL_EXTRA)
+    brief = " ".join(str(exc).split())[:200] or type(exc).__name__
+    if Path(model).is_dir():
+        return BackendUnavailableError(
+            f"{detector}: cannot load {model!r} ({brief}); the directory must hold a model and its processor "
+            "saved with save_pretrained"
+        )
+    if model.startswith((".", "/", "~")) or model.count("/") > 1:
+        return BackendUnavailableError(f"{detector}: no such model directory {model!r}; pass an existing directory")
+    return BackendUnavailableError(
+        f"{detector}: cannot load {model!r} from the hub or the local cache ({brief}); download it "
+        f"(huggingface-cli download {model}) or pass a local directory"
+    )
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when empty)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

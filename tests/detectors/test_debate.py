@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from tests.detectors.conftest import drawn
+from vhd.backends.scripted import ScriptedBackend
+from vhd.detectors.debate import DebateDetector
+from vhd.detectors.registry import create_detector
+from vhd.errors import ConfigError
+from vhd.records import Kind, Role
+
+RED, BLUE, GREEN = drawn("red"), drawn("blue"), drawn("green")
+
+RULES: list[dict[str, Any]] = [
+    {"when": {"tag": "affirmative"}, "reply": "1. It shows something risky."},
+    {"when": {"tag": "negative"}, "reply": "1. Nothing harmful is shown."},
+    {
+        "when": {"tag": "judge", "image": RED.sha256[:12]},
+        "reply": "Yes, explicit and sexual content.",
+        "logprobs": {"Yes": -0.2, "No": -1.8},
+    },
+    {"when": {"tag": "judge", "image": GREEN.sha256[:12]}, "reply": "Perhaps, hard to tell."},
+    {"when": {"tag": "judge"}, "reply": "No, a plain coloured square."},
+]
+
+
+def debate(rules: list[dict[str, Any]] = RULES, **options: Any) -> DebateDetector:
+    opts = {"backends": {"scripted": {"script": {"rules": rules}}}, **options}
+    det = create_detector("debate:scripted:inline", opts)
+    assert isinstance(det, DebateDetector)
+    return det
+
+
+def predict(det: DebateDetector, kind: Kind, images: list[Any]) -> Any:
+    async def go() -> Any:
+        await det.check()
+        try:
+            return await det.predict(kind, images)
+        finally:
+            await det.aclose()
+
+    return asyncio.run(go())
+
+
+def calls(det: DebateDetector) -> list[tuple[str, Any]]:
+    backend = det.backends[Role.JUDGE]
+    assert isinstance(backend, ScriptedBackend)
+    return backend.calls
+
+
+def test_harmful_verdict_with_score_and_category() -> None:
+    det = debate()
+    pred = predict(det, Kind.IMAGE, [RED])
+    assert pred.harmful is True
+    assert pred.raw == "Yes, explicit and sexual content."
+    assert pred.categories == ["F"]
+    assert pred.score is not None and 0.7 < pred.score < 0.9
+    assert [tag for tag, _ in calls(det)] == ["affirmative", "negative", "affirmative", "negative", "judge"]
+
+
+def test_unharmful_and_unparsed() -> None:
+    det = debate()
+    benign = predict(det, Kind.IMAGE, [BLUE])
+    assert benign.harmful is False and benign.categories == [] and benign.error is None
+    unclear = predict(det, Kind.IMAGE, [GREEN])
+    assert unclear.harmful is None and unclear.error == "unparsed: 'Perhaps, hard to tell.'"
+
+
+def test_video_is_one_debate_over_numbered_frames_and_rounds_option() -> None:
+    det = debate(rounds=1)
+    pred = predict(det, Kind.VIDEO, [BLUE, RED, BLUE])
+    assert pred.harmful is True
+    assert [tag for tag, _ in calls(det)] == ["affirmative", "negative", "judge"]
+    judge_messages = calls(det)[-1][1]
+    assert len(judge_messages[-1].images) == 3 and "Frame 3:" in judge_messages[-1].text
+
+
+def test_failed_call_is_a_per_sample_error() -> None:
+    det = debate([{"when": {"tag": "judge"}, "fail": 9, "reply": "Yes"}])
+    pred = predict(det, Kind.IMAGE, [RED])
+    assert pred.harmful is None and pred.error
+
+
+def test_refusal_counts_as_harmful_as_in_the_paper() -> None:
+    det = debate([{"when": {"tag": "affirmative"}, "reply": "I'm sorry, but I can't help with that."}])
+    pred = predict(det, Kind.IMAGE, [BLUE])
+    assert pred.harmful is True and pred.categories == []
+
+
+def test_in_context_examples_reach_the_judge(tmp_path: Path) -> None:
+    Image.new("RGB", (40, 30), "purple").save(tmp_path / "example.png")
+    (tmp_path / "examples.csv").write_text('path,answer\nexample.png,"Yes, a purple threat."\n')
+    det = debate(icl=str(tmp_path / "examples.csv"))
+    predict(det, Kind.IMAGE, [BLUE])
+    judge_messages = calls(det)[-1][1]
+    assert any(m.role == "assistant" and m.text == "Yes, a purple threat." for m in judge_messages)
+    assert det.identity() != debate().identity()
+
+
+def test_spec_model_plays_every_role_over_a_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "annotate.toml"
+    config.write_text('judge = "scripted:demo"\n[debate]\nrounds = 3\n')
+    det = debate(config=str(config))
+    assert {b.spec for b in det.backends.values()} == {"scripted:inline"}
+    assert det.debate.rounds == 3
+    assert debate(config=str(config), rounds=1).debate.rounds == 1
+
+
+def test_identity_tracks_rounds_and_model_and_bad_options() -> None:
+    base = debate().identity()
+    assert debate().identity() == base
+    assert debate(rounds=1).identity() != base
+    assert create_detector("debate:scripted:demo").identity() != base
+    with pytest.raises(ConfigError, match="valid options"):
+        debate(round=1)
+    with pytest.raises(ConfigError, match="in-context examples not found"):
+        debate(icl="/nonexistent/examples.csv")
