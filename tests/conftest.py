@@ -21,3 +21,19 @@ def tiny_idefics3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.tiny_models import build_tiny_idefics3
 
     return build_tiny_idefics3(tmp_path_factory.mktemp("tiny_idefics3"))
+
+
+@pytest.fixture(scope="session")
+def tiny_clip_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight CLIP (projection size 16) with a Pillow image processor."""
+    from tests.tiny_models import build_tiny_clip
+
+    return build_tiny_clip(tmp_path_factory.mktemp("tiny_clip"))
+
+
+@pytest.fixture(scope="session")
+def tiny_shieldgemma2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight ShieldGemma 2 (Gemma 3 + SigLIP) with its processor and policies."""
+    from tests.tiny_models import build_tiny_shieldgemma2
+
+    return build_tiny_shieldgemma2(tmp_path_factory.mktemp("tiny_shieldgemma2"))

@@ -207,3 +207,136 @@ def build_tiny_idefics3(path: Path, *, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     model = Idefics3ForConditionalGeneration(config).eval()
     return _save(model, processor, tokenizer, path)
+
+
+def build_tiny_clip(path: Path, *, seed: int = 0, projection_dim: int = 16) -> Path:
+    """Build and save a tiny random CLIP (vision and text towers) with a Pillow image processor.
+
+    Args:
+        path: Directory to write (created if missing).
+        seed: Seed for the random weights.
+        projection_dim: Size of the joint embedding (`get_image_features` output).
+
+    Returns:
+        ``path``, loadable with ``CLIPModel`` / ``CLIPImageProcessor.from_pretrained``.
+    """
+    import torch
+
+    tf = _transformers()
+    vision = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": SIDE,
+        "patch_size": 8,
+    }
+    text = {
+        "vocab_size": 64,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 16,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 0,
+    }
+    config = tf.CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection_dim)
+    torch.manual_seed(seed)
+    model = tf.CLIPModel(config).eval()
+    processor = tf.models.clip.CLIPImageProcessorPil(
+        size={"shortest_edge": SIDE}, crop_size={"height": SIDE, "width": SIDE}
+    )
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+SHIELD_TEMPLATE = (
+    "{% for m in messages %}<start_of_turn>user{{ '\\n' }}"
+    "{% for c in m['content'] %}{% if c['type'] == 'image' %}<start_of_image>{% else %}"
+    "Decide whether the image breaks this safety policy, reading it literally. "
+    "Policy: {{ c['text'] }} Does the image break the policy? Start your answer with Yes or No."
+    "{% endif %}{% endfor %}<end_of_turn>{{ '\\n' }}{% endfor %}<start_of_turn>model{{ '\\n' }}"
+)
+"""A chat template in the shape of ShieldGemma 2's: the image, then the policy question."""
+
+
+def build_tiny_shieldgemma2(path: Path, *, seed: int = 0) -> Path:
+    """Build and save a tiny ShieldGemma 2 (Gemma 3 with a SigLIP tower, read as a Yes/No classifier).
+
+    The tokenizer has ``Yes`` and ``No`` as whole tokens; the config records their ids as
+    ``yes_token_index`` / ``no_token_index`` (what `ShieldGemma2ForImageClassification` reads).
+
+    Args:
+        path: Directory to write (created if missing).
+        seed: Seed for the random weights.
+
+    Returns:
+        ``path``, loadable with ``AutoProcessor`` + ``ShieldGemma2ForImageClassification``.
+    """
+    import torch
+
+    tf = _transformers()
+    specials = ["<start_of_image>", "<end_of_image>", "<image_soft_token>", "<start_of_turn>", "<end_of_turn>"]
+    base = _tokenizer([*specials, "Yes", "No"])
+    tokenizer = tf.PreTrainedTokenizerFast(
+        tokenizer_object=base.backend_tokenizer,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        padding_side="left",
+        extra_special_tokens={
+            "boi_token": "<start_of_image>",
+            "eoi_token": "<end_of_image>",
+            "image_token": "<image_soft_token>",
+        },
+    )
+    tokens_per_image = 4  # 32 px / 8 px patches = 4x4 patches, pooled to 2x2
+    image_processor = tf.models.gemma3.Gemma3ImageProcessorPil(size={"height": SIDE, "width": SIDE})
+    processor = tf.ShieldGemma2Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        chat_template=SHIELD_TEMPLATE,
+        image_seq_length=tokens_per_image,
+    )
+    text = tf.Gemma3TextConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=1024,
+        sliding_window=64,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    vision = tf.SiglipVisionConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        image_size=SIDE,
+        patch_size=8,
+    )
+    config = tf.ShieldGemma2Config(
+        text_config=text,
+        vision_config=vision,
+        mm_tokens_per_image=tokens_per_image,
+        boi_token_index=tokenizer.convert_tokens_to_ids("<start_of_image>"),
+        eoi_token_index=tokenizer.convert_tokens_to_ids("<end_of_image>"),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image_soft_token>"),
+    )
+    config.yes_token_index = tokenizer.convert_tokens_to_ids("Yes")
+    config.no_token_index = tokenizer.convert_tokens_to_ids("No")
+    torch.manual_seed(seed)
+    model = tf.ShieldGemma2ForImageClassification(config).eval()
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path

@@ -22,6 +22,9 @@ BUILTIN: dict[str, str] = {
     "debate": "vhd.detectors.debate:DebateDetector",
     "hive": "vhd.detectors.hive:HiveDetector",
     "openai-moderation": "vhd.detectors.openai_moderation:OpenAIModerationDetector",
+    "q16": "vhd.detectors.q16:Q16Detector",
+    "shieldgemma2": "vhd.detectors.shieldgemma2:ShieldGemma2Detector",
+    "llavaguard": "vhd.detectors.llavaguard:LlavaGuardDetector",
 }
 """Filled by the detector modules' authors: name -> "module:Class"."""
 
