@@ -26,6 +26,10 @@ COMMANDS: dict[str, str] = {
     "split": "vhd.cli.split",
     "remove": "vhd.cli.remove",
     "bench": "vhd.cli.bench",
+    "align": "vhd.cli.align",
+    "review-queue": "vhd.cli.review_queue",
+    "label": "vhd.cli.label",
+    "icl": "vhd.cli.icl",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 

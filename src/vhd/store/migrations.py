@@ -161,6 +161,22 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0004_labelled_sets",
+        """
+        CREATE TABLE labelled_sets (
+            name TEXT NOT NULL,
+            sample_id TEXT NOT NULL REFERENCES samples (id),
+            harmful INTEGER NOT NULL CHECK (harmful IN (0, 1)),
+            reason TEXT,
+            categories_json TEXT NOT NULL DEFAULT '[]',
+            source_file TEXT NOT NULL DEFAULT '',
+            imported_at REAL NOT NULL,
+            PRIMARY KEY (name, sample_id)
+        );
+        CREATE INDEX labelled_sets_sample ON labelled_sets (sample_id);
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 

@@ -1,0 +1,423 @@
+"""The in-context example search of the paper (§3.2.2, appendix C), made repeatable.
+
+Round 0 annotates the human-labelled validation samples with no examples. Each later round takes
+the best example set so far, adds ``per_round`` of its misclassified samples as new examples
+(alternating false negatives and false positives, most confident mistakes first), annotates
+again, and keeps the new set when the metric improves. Unlike the paper, a set is scored only on
+the validation samples that are not among its examples, and the candidate is compared with the
+best set on exactly those samples; a ``holdout`` share is never looked at until the end.
+
+Every annotation goes through `vhd.annotate` into a store, so an interrupted search resumes
+without repeating model calls: the search's choices are deterministic given the seed and the
+stored answers, so running it again walks the same path.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from vhd.align.icl_files import expected_answer, write_examples, write_json
+from vhd.align.labels import LabelledItem
+from vhd.config import AnnotateConfig, load_config
+from vhd.errors import ConfigError
+from vhd.records import Verdict
+
+Metric = Literal["f1", "balanced_accuracy", "tpr", "tnr"]
+METRICS: tuple[str, ...] = ("f1", "balanced_accuracy", "tpr", "tnr")
+
+
+def rates(tp: int, fp: int, tn: int, fn: int) -> dict[str, float | None]:
+    """TPR, TNR, F1, balanced accuracy and accuracy from confusion counts (None where undefined)."""
+
+    def div(a: int, b: int) -> float | None:
+        return a / b if b else None
+
+    tpr, tnr = div(tp, tp + fn), div(tn, tn + fp)
+    return {
+        "tpr": tpr,
+        "tnr": tnr,
+        "f1": div(2 * tp, 2 * tp + fp + fn) if tp + fn else None,
+        "balanced_accuracy": None if tpr is None or tnr is None else (tpr + tnr) / 2,
+        "accuracy": div(tp + tn, tp + fp + tn + fn),
+    }
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Metrics of one example set on a group of samples.
+
+    Attributes:
+        confusion: ``tp``, ``fp``, ``tn``, ``fn`` (an unreadable verdict counts as wrong).
+        metrics: ``tpr``, ``tnr``, ``f1``, ``balanced_accuracy``, ``accuracy``.
+        n: Samples scored.
+        unreadable: Of those, without a harmful/unharmful verdict.
+    """
+
+    confusion: dict[str, int]
+    metrics: dict[str, float | None]
+    n: int
+    unreadable: int
+
+    def value(self, metric: str) -> float:
+        """The metric, with -1 standing for undefined (so any defined value beats it)."""
+        v = self.metrics.get(metric)
+        return -1.0 if v is None else v
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data."""
+        return {"confusion": self.confusion, "metrics": self.metrics, "n": self.n, "unreadable": self.unreadable}
+
+
+def score(items: Sequence[LabelledItem], preds: dict[str, Verdict]) -> Scored:
+    """Score verdicts against human labels; a missing or unreadable verdict counts as wrong."""
+    c = {"tp": 0, "fp": 0, "tn": 0, "fn": 0}
+    unreadable = 0
+    for item in items:
+        v = preds.get(item.sample_id)
+        said = v.harmful if v is not None else None
+        if said is None:
+            unreadable += 1
+            said = not item.harmful
+        c[("tp" if said else "fn") if item.harmful else ("fp" if said else "tn")] += 1
+    return Scored(c, rates(**c), len(items), unreadable)
+
+
+@dataclass
+class Round:
+    """One round of the search.
+
+    Attributes:
+        round: 0 for no examples.
+        examples: The example set tried: ``{sample_id, path, answer}`` in order.
+        added: Ids added this round.
+        config_hash: The annotation configuration of the round.
+        scored: The set's metrics on the search samples that are not its examples.
+        best_before: The best set so far on the same samples (None in round 0).
+        accepted: Whether the set became the best.
+    """
+
+    round: int
+    examples: list[dict[str, str]]
+    added: list[str]
+    config_hash: str
+    scored: Scored
+    best_before: Scored | None = None
+    accepted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (written as ``rounds/round_NN.json``)."""
+        return {
+            "round": self.round,
+            "examples": self.examples,
+            "added": self.added,
+            "config_hash": self.config_hash,
+            "scored": self.scored.to_dict(),
+            "best_before": self.best_before.to_dict() if self.best_before else None,
+            "accepted": self.accepted,
+        }
+
+
+@dataclass
+class SearchResult:
+    """What `search_icl` did.
+
+    Attributes:
+        out: The output folder.
+        metric: The metric ranked by.
+        rounds: Every round, in order.
+        best_round: The round whose example set is best.
+        best_examples: Where the best set was written (``examples.csv`` inside).
+        stopped: Why the search ended: ``max_rounds``, ``patience``, ``no_mistakes`` or ``budget``.
+        holdout: ``{"without": Scored, "with": Scored}`` on the held-out samples (empty without).
+        calls: Model calls this invocation made.
+        cost: Dollars this invocation spent (0 without prices).
+        message: A one-line note on why it stopped early, when it did.
+        baseline: No examples, scored on the samples the best set is scored on (Table 4's first row).
+    """
+
+    out: Path
+    metric: str
+    rounds: list[Round] = field(default_factory=list)
+    best_round: int = 0
+    best_examples: Path | None = None
+    stopped: str = "max_rounds"
+    holdout: dict[str, Scored] = field(default_factory=dict)
+    calls: int = 0
+    cost: float = 0.0
+    message: str = ""
+    baseline: Scored | None = None
+
+    def exit_code(self) -> int:
+        """0 when the search finished, 1 when a budget or errors stopped it (run again to resume)."""
+        return 1 if self.stopped in ("budget", "errors") else 0
+
+
+class _Stop(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def split_holdout(
+    items: Sequence[LabelledItem], share: float, seed: int
+) -> tuple[list[LabelledItem], list[LabelledItem]]:
+    """Split off a held-out share, stratified by label, deterministically for a seed.
+
+    Returns:
+        ``(search, holdout)``, each ordered by sample id.
+    """
+    if not 0 <= share < 1:
+        raise ConfigError(f"--holdout {share} must be at least 0 and below 1, e.g. 0.2")
+    rng = random.Random(seed)
+    search: list[LabelledItem] = []
+    held: list[LabelledItem] = []
+    for label in (True, False):
+        group = sorted((i for i in items if i.harmful is label), key=lambda i: i.sample_id)
+        rng.shuffle(group)
+        k = round(share * len(group))
+        held += group[:k]
+        search += group[k:]
+    return sorted(search, key=lambda i: i.sample_id), sorted(held, key=lambda i: i.sample_id)
+
+
+def pick_mistakes(
+    items: Sequence[LabelledItem], preds: dict[str, Verdict], exclude: set[str], k: int, seed: int, round_no: int
+) -> list[LabelledItem]:
+    """Choose up to ``k`` misclassified samples: false negatives and false positives in turn.
+
+    Most confident mistakes come first: for a missed harmful sample the lowest score, for a
+    false alarm the highest; without scores (or on ties) a seeded shuffle decides.
+    """
+    rng = random.Random(f"{seed}:{round_no}")
+    order = {i.sample_id: rng.random() for i in sorted(items, key=lambda i: i.sample_id)}
+
+    def confidence(item: LabelledItem) -> float:
+        v = preds.get(item.sample_id)
+        s = v.score if v is not None and v.score is not None else 0.5
+        return 1 - s if item.harmful else s
+
+    fn: list[LabelledItem] = []
+    fp: list[LabelledItem] = []
+    for item in items:
+        if item.sample_id in exclude:
+            continue
+        said = preds[item.sample_id].harmful if item.sample_id in preds else None
+        if said is None or said != item.harmful:
+            (fn if item.harmful else fp).append(item)
+    fn.sort(key=lambda i: (-confidence(i), order[i.sample_id]))
+    fp.sort(key=lambda i: (-confidence(i), order[i.sample_id]))
+    picked: list[LabelledItem] = []
+    queues = [fn, fp]
+    turn = 0
+    while len(picked) < k and (fn or fp):
+        queue = queues[turn % 2] or queues[(turn + 1) % 2]
+        picked.append(queue.pop(0))
+        turn += 1
+    return picked
+
+
+class _Annotator:
+    """Runs `vhd.annotate` for one example set, within the budget; returns verdicts by id."""
+
+    def __init__(
+        self,
+        config: AnnotateConfig,
+        store: Path,
+        max_calls: int | None,
+        max_cost: float | None,
+        progress: bool,
+        on_event: Callable[[str], None],
+    ) -> None:
+        self.config, self.store = config, store
+        self.max_calls, self.max_cost = max_calls, max_cost
+        self.progress, self.on_event = progress, on_event
+        self.calls, self.cost = 0, 0.0
+
+    def __call__(self, items: Sequence[LabelledItem], icl: Path | None) -> tuple[str, dict[str, Verdict]]:
+        from vhd.annotator import annotate
+        from vhd.store.sqlite import Store
+
+        paths = [i.path for i in items]
+        kwargs: dict[str, Any] = {"store": self.store, "config": self.config, "icl": icl}
+        if self.max_calls is not None:
+            planned = annotate(paths, dry_run=True, **kwargs).estimate or {}
+            need = int(planned.get("calls", 0))
+            if need and self.calls + need > self.max_calls:
+                raise _Stop("budget", f"budget: the next round needs {need} calls, {self.max_calls - self.calls} left")
+        left = None if self.max_cost is None else max(self.max_cost - self.cost, 0.0)
+        if left is not None and left <= 0:
+            raise _Stop("budget", f"budget: ${self.cost:.4f} of ${self.max_cost:.4f} spent")
+        summary = annotate(paths, max_cost=left, progress=self.progress, on_event=self.on_event, **kwargs)
+        self.calls += summary.usage.calls
+        self.cost += summary.usage.cost
+        if summary.budget_reached or summary.remaining or summary.interrupted:
+            raise _Stop("budget", f"stopped after ${self.cost:.4f} and {self.calls} calls; run again to resume")
+        if summary.errors:
+            raise _Stop("errors", f"{summary.errors} sample(s) failed (see the store); run again to retry them")
+        with Store(self.store) as db:
+            config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)
+            preds = {}
+            for item in items:
+                ann = db.get_annotation(item.sample_id, config_hash)
+                if ann is not None:
+                    preds[item.sample_id] = ann.verdict
+        return config_hash, preds
+
+
+def search_icl(
+    validation: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str],
+    model: str | None = None,
+    config: AnnotateConfig | str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    max_rounds: int = 5,
+    per_round: int = 3,
+    metric: str = "f1",
+    patience: int | None = 2,
+    holdout: float = 0.2,
+    seed: int = 0,
+    max_calls: int | None = None,
+    max_cost: float | None = None,
+    progress: bool = False,
+    on_event: Callable[[str], None] | None = None,
+) -> SearchResult:
+    """Search for the judge's in-context examples on a human-labelled validation set.
+
+    Args:
+        validation: A labels file (CSV, or a VHD11K file) or the name of a labelled set in the store.
+        out: Folder for rounds, the best example set (``best/examples.csv``) and the report.
+        model: ``BACKEND:MODEL`` for every role.
+        config: An `AnnotateConfig` or a config file (its own ``icl`` is ignored).
+        store: The store annotations go to (default ``<out>/icl.db``).
+        max_rounds: Rounds after round 0.
+        per_round: Examples added a round (2 to 4).
+        metric: ``f1``, ``balanced_accuracy``, ``tpr`` or ``tnr``.
+        patience: Stop after this many rounds without improvement (None: never).
+        holdout: Share of the samples (per label) kept for the final estimate only.
+        seed: Seed of the holdout split and of tie-breaking.
+        max_calls: Stop cleanly before a round that would exceed this many model calls.
+        max_cost: Stop cleanly once this many dollars are spent (needs prices in the config).
+        progress: Show annotation progress bars.
+        on_event: Called with one-line progress messages.
+
+    Returns:
+        Every round, the best set and the holdout estimate; also written under ``out``.
+    """
+    from vhd.align.icl_files import resolve_validation, write_report
+
+    if metric not in METRICS:
+        raise ConfigError(f"--metric {metric!r} is not one of: {', '.join(METRICS)}")
+    if not 2 <= per_round <= 4:
+        raise ConfigError(f"--per-round {per_round} must be 2, 3 or 4 (the paper adds 2 to 4 a round)")
+    if max_rounds < 0 or (patience is not None and patience < 1):
+        raise ConfigError("--max-rounds must be 0 or more and --patience 1 or more")
+    say = on_event or (lambda _m: None)
+    out_dir = Path(out)
+    store_path = Path(store) if store is not None else out_dir / "icl.db"
+    cfg = config if isinstance(config, AnnotateConfig) else load_config(None if config is None else Path(config))
+    cfg = cfg.with_overrides(model=model).model_copy(update={"icl": None})
+    items = resolve_validation(validation, store_path)
+    search, held = split_holdout(items, holdout, seed)
+    if not any(i.harmful for i in search) or all(i.harmful for i in search):
+        raise ConfigError("the validation samples need both harmful and unharmful labels outside the holdout")
+    run = _Annotator(cfg, store_path, max_calls, max_cost, progress, say)
+    result = SearchResult(out=out_dir, metric=metric)
+    try:
+        _search(result, run, search, out_dir, max_rounds, per_round, metric, patience, seed, say)
+        best = result.rounds[result.best_round]
+        result.best_examples = write_examples(out_dir / "best", best.examples)
+        if held:
+            say(f"holdout: {len(held)} samples, without and with the best examples")
+            result.holdout["without"] = score(held, run(held, None)[1])
+            icl = result.best_examples if best.examples else None
+            result.holdout["with"] = score(held, run(held, icl)[1])
+    except _Stop as stop:
+        result.stopped, result.message = stop.reason, str(stop)
+        say(result.message)
+        if result.rounds and result.best_examples is None:  # keep the best set found so far
+            result.best_examples = write_examples(out_dir / "best", result.rounds[result.best_round].examples)
+    result.calls, result.cost = run.calls, run.cost
+    write_report(result)
+    return result
+
+
+def _search(
+    result: SearchResult,
+    run: _Annotator,
+    search: list[LabelledItem],
+    out_dir: Path,
+    max_rounds: int,
+    per_round: int,
+    metric: str,
+    patience: int | None,
+    seed: int,
+    say: Callable[[str], None],
+) -> None:
+    config_hash, preds = run(search, None)
+    first = Round(0, [], [], config_hash, score(search, preds), accepted=True)
+    result.rounds.append(first)
+    write_json(out_dir / "rounds" / "round_00.json", first.to_dict())
+    say(f"round 0 (no examples): {metric} {first.scored.value(metric):.3f} on {first.scored.n}")
+    try:
+        _rounds(result, run, search, out_dir, max_rounds, per_round, metric, patience, seed, say, preds)
+    finally:
+        ids = {e["sample_id"] for e in result.rounds[result.best_round].examples}
+        result.baseline = score([i for i in search if i.sample_id not in ids], preds)
+
+
+def _rounds(
+    result: SearchResult,
+    run: _Annotator,
+    search: list[LabelledItem],
+    out_dir: Path,
+    max_rounds: int,
+    per_round: int,
+    metric: str,
+    patience: int | None,
+    seed: int,
+    say: Callable[[str], None],
+    best_preds: dict[str, Verdict],
+) -> None:
+    best = result.rounds[0]
+    rejected: set[str] = set()
+    stale = 0
+    for r in range(1, max_rounds + 1):
+        in_best = {e["sample_id"] for e in best.examples}
+        picked = pick_mistakes(search, best_preds, in_best | rejected, per_round, seed, r)
+        if not picked:
+            result.stopped = "no_mistakes"
+            say(f"round {r}: no misclassified sample left to add; stopping")
+            return
+        examples = best.examples + [
+            {"sample_id": i.sample_id, "path": i.path, "answer": expected_answer(i)} for i in picked
+        ]
+        folder = write_examples(out_dir / "rounds" / f"round_{r:02d}", examples)
+        ids = {e["sample_id"] for e in examples}
+        rest = [i for i in search if i.sample_id not in ids]
+        config_hash, preds = run(rest, folder)
+        cand = Round(r, examples, [i.sample_id for i in picked], config_hash, score(rest, preds))
+        cand.best_before = score(rest, best_preds)
+        cand.accepted = cand.scored.value(metric) > cand.best_before.value(metric) + 1e-12
+        result.rounds.append(cand)
+        write_json(out_dir / "rounds" / f"round_{r:02d}.json", cand.to_dict())
+        verdict = "kept" if cand.accepted else "not better"
+        say(
+            f"round {r} (+{len(picked)}, {len(examples)} examples): {metric} {cand.scored.value(metric):.3f} "
+            f"vs best {cand.best_before.value(metric):.3f} on {cand.scored.n}: {verdict}"
+        )
+        if cand.accepted:
+            best, best_preds, stale = cand, {**best_preds, **preds}, 0
+            result.best_round = r
+        else:
+            rejected |= {i.sample_id for i in picked}
+            stale += 1
+            if patience is not None and stale >= patience:
+                result.stopped = "patience"
+                return
+    result.stopped = "max_rounds"

@@ -1,0 +1,67 @@
+"""``vhd label``: import human labels as a labelled set; Label Studio export and import."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: Any, name: str) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        name,
+        help="import human labels into the store; round-trip them through Label Studio",
+        description=(
+            "Import a labels CSV (path or id, harmful, optional reason/categories) into the store as a "
+            "named labelled set, write Label Studio tasks with the annotator's verdicts as "
+            "pre-annotations, or read Label Studio's JSON export back into a labelled set."
+        ),
+    )
+    p.add_argument("labels", nargs="?", metavar="LABELS", help="labels CSV or VHD11K annotation file to import")
+    p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
+    p.add_argument("--set", dest="set_name", metavar="NAME", help="labelled set (default: the file's stem)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--export-labelstudio", metavar="OUT.json", help="write Label Studio tasks + OUT.xml config")
+    mode.add_argument("--import-labelstudio", metavar="EXPORT.json", help="read a Label Studio JSON export")
+    p.add_argument("--media-root", default="/", help="folder media URLs are relative to (Label Studio's document root)")
+    p.add_argument("--url-prefix", default=None, help="media URL prefix (default /data/local-files/?d=)")
+    p.add_argument("--config-hash", metavar="HASH", help="export verdicts of this configuration (default: latest)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    from vhd.align.labelstudio import LOCAL_FILES, export_labelstudio, import_labelstudio
+    from vhd.errors import ConfigError
+
+    if args.export_labelstudio:
+        res = export_labelstudio(
+            args.export_labelstudio,
+            store=args.store,
+            name=args.set_name,
+            config_hash=args.config_hash,
+            media_root=args.media_root,
+            url_prefix=args.url_prefix or LOCAL_FILES,
+        )
+        for f in res.files:
+            print(f"wrote {f} and {f.with_suffix('.xml')}")
+        print(f"{res.tasks} task(s), {res.with_predictions} with the annotator's verdict as a pre-annotation")
+        return 0
+    if args.import_labelstudio:
+        n, skipped = import_labelstudio(args.import_labelstudio, store=args.store, name=args.set_name or "labelstudio")
+        for number, why in skipped[:20]:
+            print(f"task {number}: {why}")
+        print(f"imported {n} label(s) into set {args.set_name or 'labelstudio'!r}; {len(skipped)} task(s) left out")
+        return 0
+    if not args.labels:
+        raise ConfigError("give a LABELS file, --export-labelstudio OUT.json or --import-labelstudio EXPORT.json")
+    from vhd.align.labels import import_labels
+
+    imp = import_labels(args.labels, store=args.store, name=args.set_name)
+    for line, why in imp.skipped[:20]:
+        print(f"row {line}: {why}")
+    print(
+        f"imported {imp.imported} label(s) ({imp.harmful} harmful) into set {imp.name!r} of {args.store}; "
+        f"{len(imp.skipped)} row(s) left out"
+    )
+    return 1 if imp.skipped else 0
