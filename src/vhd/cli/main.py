@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "review-queue": "vhd.cli.review_queue",
     "label": "vhd.cli.label",
     "icl": "vhd.cli.icl",
+    "compare": "vhd.cli.compare",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 

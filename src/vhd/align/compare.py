@@ -1,0 +1,404 @@
+"""``vhd compare``: what the debate buys for what it costs.
+
+On the same human-labelled samples, several ways of asking VLMs are run and scored side by side:
+one call with the short prompt, one with the long prompt, one with the debate's in-context
+examples before the long prompt, self-consistency (k calls at a higher temperature, majority
+vote) for each k, the debate for each number of rounds, and a mixed-model debate. Each
+configuration records every sample's decision, score and tokens; the report puts accuracy, F1
+and Cohen's kappa (with 95% bootstrap intervals) beside tokens and cost per sample, and pairs
+each debate with the self-consistency run whose token budget is closest. ``repeats`` runs every
+configuration several times: verdicts sampled at temperature 0.5 are draws, so run-to-run
+agreement (mean pairwise kappa) is part of the answer.
+
+The debate goes through `vhd.annotate` and its store (each repeat a distinct ``debate.seed``, so a
+distinct configuration hash); single calls are cached under ``out``. Running the same call again
+makes no model call for what is already answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vhd.align.compare_single import AnswerCache, SampleOutcome, SingleRunner, SingleSpec, question
+from vhd.align.labels import LabelledItem
+from vhd.bench.metrics import BOOTSTRAP, Value
+from vhd.config import AnnotateConfig, load_config
+from vhd.errors import ConfigError
+
+METRIC_KEYS = ("accuracy", "f1", "kappa", "tpr", "tnr")
+
+
+@dataclass
+class ConfigResult:
+    """One configuration's outcomes and scores.
+
+    Attributes:
+        name: Row name (``single-short``, ``single-long``, ``single-long-icl``, ``sc-k5``,
+            ``debate-r2``, ``debate-mixed-r2``).
+        family: ``single``, ``self-consistency`` or ``debate``.
+        params: What defines it (prompt, k, temperature, rounds, models).
+        runs: ``[repeat][sample]`` outcomes, samples in the order of `CompareResult.items`.
+        metrics: ``accuracy``, ``f1``, ``kappa`` (against people), ``tpr``, ``tnr`` of the first
+            repeat, with bootstrap intervals; an unreadable answer counts as wrong.
+        accuracy_runs: Accuracy of each repeat.
+        tokens_per_sample: Mean prompt + completion tokens per sample (all repeats).
+        calls_per_sample: Mean model calls per sample.
+        cost_per_sample: Mean dollars per sample (0 without prices).
+        unparsed: Samples of the first repeat without a readable answer (errors excluded).
+        errors: Outcomes, over all repeats, whose model calls failed (retried on the next run).
+        run_kappa: Mean pairwise Cohen's kappa between repeats (None with one repeat, or when
+            undefined: both repeats give one and the same answer everywhere).
+        run_agreement: Mean pairwise share of samples with the same decision.
+    """
+
+    name: str
+    family: str
+    params: dict[str, Any]
+    runs: list[list[SampleOutcome]]
+    metrics: dict[str, Value] = field(default_factory=dict)
+    accuracy_runs: list[float | None] = field(default_factory=list)
+    tokens_per_sample: float = 0.0
+    calls_per_sample: float = 0.0
+    cost_per_sample: float = 0.0
+    unparsed: int = 0
+    errors: int = 0
+    run_kappa: float | None = None
+    run_agreement: float | None = None
+
+    def to_dict(self, ids: Sequence[str] = ()) -> dict[str, Any]:
+        """Plain data; with ``ids``, every outcome by sample id."""
+        data: dict[str, Any] = {
+            "name": self.name,
+            "family": self.family,
+            "params": self.params,
+            "n": self.metrics["accuracy"].n if "accuracy" in self.metrics else 0,
+            "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
+            "accuracy_runs": self.accuracy_runs,
+            "tokens_per_sample": self.tokens_per_sample,
+            "calls_per_sample": self.calls_per_sample,
+            "cost_per_sample": self.cost_per_sample,
+            "unparsed": self.unparsed,
+            "errors": self.errors,
+            "run_kappa": self.run_kappa,
+            "run_agreement": self.run_agreement,
+        }
+        if ids:
+            data["outcomes"] = [{i: o.to_dict() for i, o in zip(ids, run, strict=True)} for run in self.runs]
+        return data
+
+
+@dataclass
+class CompareResult:
+    """What `compare` did.
+
+    Attributes:
+        out: The output folder.
+        items: The labelled samples, in the order of every configuration's outcomes.
+        configs: Every configuration, in the order run.
+        matched: ``{debate, debate_tokens, sc, sc_tokens}``: each debate with the
+            self-consistency configuration whose tokens per sample are closest.
+        notes: One-line notes (left-out configurations, missing plot library).
+    """
+
+    out: Path
+    items: list[LabelledItem]
+    configs: list[ConfigResult] = field(default_factory=list)
+    matched: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def exit_code(self) -> int:
+        """0 when every configuration answered every sample; 1 when calls failed (run again to retry)."""
+        return 1 if any(c.errors for c in self.configs) else 0
+
+
+def score_config(result: ConfigResult, truth: Sequence[bool], *, resamples: int = BOOTSTRAP) -> ConfigResult:
+    """Fill a configuration's metrics, budgets and run-to-run agreement from its outcomes."""
+    from vhd.align.agreement import cohen_kappa, kappa_value
+    from vhd.bench.metrics import BinaryMetrics
+
+    def decisions(run: Sequence[SampleOutcome]) -> list[bool]:  # unreadable counts as wrong
+        return [o.harmful if o.harmful is not None else not t for o, t in zip(run, truth, strict=True)]
+
+    first = result.runs[0]
+    computed = BinaryMetrics(resamples=resamples).update(truth, decisions(first)).compute()
+    v = computed.values
+    result.metrics = {
+        "accuracy": v["accuracy"],
+        "f1": v["f1"],
+        "kappa": kappa_value(truth, decisions(first), resamples=resamples),
+        "tpr": v["harmful_acc"],
+        "tnr": v["unharmful_acc"],
+    }
+    result.accuracy_runs = [
+        sum(d == t for d, t in zip(decisions(run), truth, strict=True)) / len(truth) if truth else None
+        for run in result.runs
+    ]
+    every = [o for run in result.runs for o in run]
+    n = max(len(every), 1)
+    result.tokens_per_sample = sum(o.tokens for o in every) / n
+    result.calls_per_sample = sum(o.calls for o in every) / n
+    result.cost_per_sample = sum(o.cost for o in every) / n
+    result.unparsed = sum(o.harmful is None and o.error is None for o in first)
+    result.errors = sum(o.error is not None for o in every)
+    kappas: list[float] = []
+    agreements: list[float] = []
+    for a, b in itertools.combinations(result.runs, 2):
+        pairs = [(x.harmful, y.harmful) for x, y in zip(a, b, strict=True)]
+        if pairs:
+            agreements.append(sum(x == y for x, y in pairs) / len(pairs))
+        both = [(x, y) for x, y in pairs if x is not None and y is not None]
+        k = cohen_kappa([x for x, _ in both], [y for _, y in both])
+        if k is not None:
+            kappas.append(k)
+    result.run_kappa = sum(kappas) / len(kappas) if kappas else None
+    result.run_agreement = sum(agreements) / len(agreements) if agreements else None
+    return result
+
+
+def match_budgets(configs: Sequence[ConfigResult]) -> list[dict[str, Any]]:
+    """Pair each debate with the self-consistency configuration closest to it in tokens per sample."""
+    sc = [c for c in configs if c.family == "self-consistency"]
+    pairs = []
+    for d in (c for c in configs if c.family == "debate"):
+        if not sc:
+            break
+        best = min(sc, key=lambda c: abs(c.tokens_per_sample - d.tokens_per_sample))
+        pairs.append(
+            {
+                "debate": d.name,
+                "debate_tokens": d.tokens_per_sample,
+                "debate_accuracy": d.metrics["accuracy"].value,
+                "sc": best.name,
+                "sc_tokens": best.tokens_per_sample,
+                "sc_accuracy": best.metrics["accuracy"].value,
+            }
+        )
+    return pairs
+
+
+def parse_int_list(text: str | Sequence[int], flag: str) -> list[int]:
+    """``"1,3,5"`` (or a list) as distinct positive integers in order; `ConfigError` otherwise."""
+    raw = text.split(",") if isinstance(text, str) else list(text)
+    try:
+        values = [int(str(v).strip()) for v in raw if str(v).strip()]
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r} must be comma-separated whole numbers, e.g. 1,3,5") from None
+    if not values or any(v < 1 for v in values):
+        raise ConfigError(f"{flag} {text!r} must list whole numbers of 1 or more, e.g. 1,3,5")
+    return list(dict.fromkeys(values))
+
+
+def resolve_items(labels: str | os.PathLike[str], store: Path) -> list[LabelledItem]:
+    """The labelled samples: a labels file (samples registered in the store) or a labelled set's name."""
+    from vhd.align.labels import read_labelled_set, resolve_labels
+    from vhd.store.sqlite import Store
+
+    path = Path(labels)
+    with Store(store) as db:
+        if path.is_file():
+            items, skipped = resolve_labels(path, db)
+            if skipped:
+                line, why = skipped[0]
+                raise ConfigError(f"{path}, row {line}: {why} ({len(skipped)} row(s) unusable); fix or remove them")
+        elif path.suffix or os.sep in str(labels):
+            raise ConfigError(f"labels {labels} not found: give a labels CSV or a labelled set name")
+        else:
+            items = read_labelled_set(db, str(labels))
+    unique = list({i.sample_id: i for i in items}.values())
+    if not unique:
+        raise ConfigError(f"no labelled samples in {labels}: give a labels CSV with path and harmful columns")
+    return unique
+
+
+def compare(
+    labels: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str] = "compare",
+    model: str | None = None,
+    judge: str | None = None,
+    debaters: str | None = None,
+    icl: str | os.PathLike[str] | None = None,
+    repeats: int = 1,
+    k: str | Sequence[int] = (1, 3, 5),
+    rounds: str | Sequence[int] = (1, 2),
+    sc_temperature: float = 0.7,
+    store: str | os.PathLike[str] | None = None,
+    config: AnnotateConfig | str | os.PathLike[str] | None = None,
+    resamples: int = BOOTSTRAP,
+    progress: bool = False,
+    on_event: Callable[[str], None] | None = None,
+) -> CompareResult:
+    """Compare single calls, self-consistency and the debate on the same human-labelled samples.
+
+    Args:
+        labels: A labels CSV (or VHD11K file), or the name of a labelled set in the store.
+        out: Folder for ``compare.md``, ``compare.csv``, ``compare.json``, ``compare.png`` and the
+            single-call answer cache.
+        model: ``BACKEND:MODEL`` for single calls and every debate role.
+        judge: Judge model of the mixed-model debate.
+        debaters: Debaters' model of the mixed-model debate.
+        icl: In-context examples (file or folder) for the debate's judge and the
+            ``single-long-icl`` configuration (left out without).
+        repeats: Runs of each configuration.
+        k: Self-consistency sample counts (``"1,3,5"`` or a list).
+        rounds: Debate round counts (``"1,2"`` or a list).
+        sc_temperature: Sampling temperature of self-consistency.
+        store: The debate's store (default ``<out>/compare.db``).
+        config: An `AnnotateConfig` or a config file (prices, backends, temperatures).
+        resamples: Bootstrap resamples per interval.
+        progress: Show the debate's progress bars.
+        on_event: Called with one-line progress messages.
+
+    Returns:
+        Every configuration with its scores; also written under ``out``.
+
+    Raises:
+        ConfigError: Bad flags, labels or configuration (nothing was run).
+    """
+    from vhd.align.compare_report import write_outputs
+
+    if repeats < 1:
+        raise ConfigError(f"--repeats {repeats} must be 1 or more")
+    if not 0 <= sc_temperature <= 2:
+        raise ConfigError(f"--sc-temperature {sc_temperature} must be between 0 and 2")
+    ks, rounds_list = parse_int_list(k, "--k"), parse_int_list(rounds, "--rounds")
+    if any(r > 10 for r in rounds_list):
+        raise ConfigError(f"--rounds {rounds} must be 10 or fewer")
+    say = on_event or (lambda _m: None)
+    out_dir = Path(out)
+    store_path = Path(store) if store is not None else out_dir / "compare.db"
+    cfg = config if isinstance(config, AnnotateConfig) else load_config(None if config is None else Path(config))
+    cfg = cfg.with_overrides(model=model).model_copy(update={"icl": None})
+    icl_path = Path(icl) if icl is not None else (cfg.resolve_path(cfg.icl) if cfg.icl else None)
+    items = resolve_items(labels, store_path)
+    truth = [i.harmful for i in items]
+    result = CompareResult(out=out_dir, items=items)
+    result.configs += _run_single(cfg, items, icl_path, repeats, ks, sc_temperature, out_dir, say, result.notes)
+    plans = [(f"debate-r{r}", r, cfg) for r in rounds_list]
+    if judge or debaters:
+        mixed = cfg.with_overrides(judge=judge, debaters=debaters)
+        plans += [(f"debate-mixed-r{r}", r, mixed) for r in rounds_list]
+    for name, r, plan_cfg in plans:
+        result.configs.append(_run_debate(name, r, plan_cfg, items, icl_path, repeats, store_path, progress, say))
+    for conf in result.configs:
+        score_config(conf, truth, resamples=resamples)
+    result.matched = match_budgets(result.configs)
+    write_outputs(result)
+    return result
+
+
+def _run_single(
+    cfg: AnnotateConfig,
+    items: Sequence[LabelledItem],
+    icl: Path | None,
+    repeats: int,
+    ks: Sequence[int],
+    sc_temperature: float,
+    out: Path,
+    say: Callable[[str], None],
+    notes: list[str],
+) -> list[ConfigResult]:
+    from vhd.backends.registry import create_backend
+    from vhd.debate.icl import load_examples
+    from vhd.media.discover import discover
+    from vhd.media.load import load_sample
+    from vhd.records import Kind
+    from vhd.runner import media_settings
+
+    settings = media_settings(cfg)
+    examples = load_examples(icl, settings) if icl is not None else []
+    loaded = []
+    for item in items:
+        found = discover([item.path], frame_folders=True)
+        if len(found.items) != 1:
+            raise ConfigError(f"labelled sample {item.path} is no longer a single readable file; fix the labels")
+        loaded.append(load_sample(found.items[0], settings))
+    temperature = cfg.role_settings("judge")[0]
+    specs = [SingleSpec("single-short", "short", 1, temperature), SingleSpec("single-long", "long", 1, temperature)]
+    if examples:
+        specs.append(SingleSpec("single-long-icl", "long", 1, temperature, icl=True))
+    else:
+        notes.append("single-long-icl left out: no in-context examples (--icl)")
+    specs += [SingleSpec(f"sc-k{k}", "long", k, sc_temperature) for k in ks]
+    spec_model = cfg.role_model("judge")
+    backend = create_backend(spec_model, cfg.backends)
+    identity = {
+        "backend": backend.identity(),
+        "prompts": {p: [question(p, kind, 5) for kind in Kind] for p in ("short", "long")},
+    }
+    cache = AnswerCache(out / "single_answers.db")
+
+    async def go() -> list[list[list[SampleOutcome]]]:
+        await backend.check()
+        runner = SingleRunner(backend, cfg, examples, cache, identity)
+        try:
+            return [await runner.run(s, loaded, repeats, say) for s in specs]
+        finally:
+            await backend.aclose()
+
+    try:
+        all_runs = asyncio.run(go())
+    finally:
+        cache.close()
+    results = []
+    for spec, runs in zip(specs, all_runs, strict=True):
+        family = "self-consistency" if spec.name.startswith("sc-") else "single"
+        params = {"model": spec_model, "prompt": spec.prompt, "k": spec.k, "temperature": spec.temperature}
+        params["icl"] = len(examples) if spec.icl else 0
+        results.append(ConfigResult(spec.name, family, params, runs))
+    return results
+
+
+def _run_debate(
+    name: str,
+    rounds: int,
+    cfg: AnnotateConfig,
+    items: Sequence[LabelledItem],
+    icl: Path | None,
+    repeats: int,
+    store: Path,
+    progress: bool,
+    say: Callable[[str], None],
+) -> ConfigResult:
+    from vhd.annotator import annotate
+    from vhd.store.sqlite import Store
+
+    base_seed = cfg.debate.seed
+    runs: list[list[SampleOutcome]] = []
+    hashes = []
+    for rep in range(repeats):
+        seed = base_seed if rep == 0 else (base_seed or 0) + rep
+        c = cfg.model_copy(update={"debate": cfg.debate.model_copy(update={"rounds": rounds, "seed": seed})})
+        summary = annotate([i.path for i in items], store=store, config=c, icl=icl, progress=progress, on_event=say)
+        say(f"{name} repeat {rep + 1}: {summary.annotated} annotated, {summary.already_done} already done")
+        with Store(store) as db:
+            config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)
+            hashes.append(config_hash)
+            run = []
+            for item in items:
+                ann = db.get_annotation(item.sample_id, config_hash)
+                if ann is None:
+                    run.append(SampleOutcome(None, None, 0, 0, 0, error="not annotated; run again"))
+                    continue
+                u, v = ann.usage, ann.verdict
+                error = (ann.error or "model call failed") if v.status.value == "error" else None
+                run.append(
+                    SampleOutcome(v.harmful, v.score, u.prompt_tokens, u.completion_tokens, u.calls, u.cost, error)
+                )
+        runs.append(run)
+    params = {
+        "rounds": rounds,
+        "affirmative": cfg.role_model("affirmative"),
+        "negative": cfg.role_model("negative"),
+        "judge": cfg.role_model("judge"),
+        "temperature": cfg.debate.temperature,
+        "icl": str(icl) if icl else None,
+        "config_hashes": hashes,
+    }
+    return ConfigResult(name, "debate", params, runs)

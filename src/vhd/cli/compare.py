@@ -1,0 +1,74 @@
+"""``vhd compare``: single calls, self-consistency and the debate on the same labelled samples."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(sub: Any, name: str) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        name,
+        help="what the debate buys for what it costs: accuracy against tokens per sample",
+        description=(
+            "On the same human-labelled samples, run one VLM call (short prompt, long prompt, long prompt after "
+            "the in-context examples), self-consistency (k calls, majority vote) for each k, the debate for each "
+            "number of rounds, and a mixed-model debate when --judge/--debaters are given. Writes compare.md, "
+            "compare.csv, compare.json and compare.png under --out: accuracy, F1 and Cohen's kappa with 95%% "
+            "bootstrap intervals beside tokens and cost per sample and run-to-run agreement. Resumable: run the "
+            "same command again."
+        ),
+    )
+    p.add_argument("--labels", required=True, metavar="LABELS_OR_SET", help="labels CSV or labelled set name")
+    p.add_argument("--model", help="BACKEND:MODEL for single calls and every debate role")
+    p.add_argument("--judge", metavar="SPEC", help="judge of the mixed-model debate")
+    p.add_argument("--debaters", metavar="SPEC", help="both debaters of the mixed-model debate")
+    p.add_argument(
+        "--icl", metavar="PATH", help="in-context examples (file or folder) for the judge and single-long-icl"
+    )
+    p.add_argument("--repeats", type=int, default=1, metavar="R", help="runs of each configuration (default 1)")
+    p.add_argument("--k", default="1,3,5", metavar="LIST", help="self-consistency sample counts (default 1,3,5)")
+    p.add_argument("--rounds", default="1,2", metavar="LIST", help="debate round counts (default 1,2)")
+    p.add_argument("--sc-temperature", type=float, default=0.7, metavar="T", help="self-consistency temperature")
+    p.add_argument("--store", metavar="FILE", help="SQLite store of the debates (default: OUT/compare.db)")
+    p.add_argument("--config", metavar="FILE", help="TOML or YAML config file (prices, backends)")
+    p.add_argument("--out", default="compare", metavar="DIR", help="output folder (default: compare)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    from vhd.align.compare import compare
+    from vhd.align.compare_report import matched_lines
+
+    result = compare(
+        args.labels,
+        out=args.out,
+        model=args.model,
+        judge=args.judge,
+        debaters=args.debaters,
+        icl=args.icl,
+        repeats=args.repeats,
+        k=args.k,
+        rounds=args.rounds,
+        sc_temperature=args.sc_temperature,
+        store=args.store,
+        config=args.config,
+        progress=not args.no_progress,
+        on_event=lambda m: print(m, file=sys.stderr),
+    )
+    for c in result.configs:
+        acc = c.metrics["accuracy"].value
+        print(
+            f"{c.name:<18} accuracy {'n/a' if acc is None else f'{acc:.3f}'}  "
+            f"tokens/sample {c.tokens_per_sample:.0f}  cost/sample ${c.cost_per_sample:.6f}"
+        )
+    for line in matched_lines(result):
+        print(f"matched: {line}")
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"report: {result.out / 'compare.md'}")
+    return result.exit_code()
