@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.serve import Served
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +42,12 @@ def tiny_shieldgemma2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.tiny_models import build_tiny_shieldgemma2
 
     return build_tiny_shieldgemma2(tmp_path_factory.mktemp("tiny_shieldgemma2"))
+
+
+@pytest.fixture(scope="session")
+def served_llava(tiny_llava_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One ``transformers serve`` process serving the tiny LLaVA for the whole session."""
+    from tests.serve import serve
+
+    with serve(tiny_llava_dir, tmp_path_factory.mktemp("hf_home")) as served:
+        yield served
