@@ -33,6 +33,9 @@ class RedDetector(Detector):
             score = r / 255
             harmful = score >= float(self.options.get("threshold", 0.5))
             cats = [str(self.options.get("category", "A"))] if harmful else []
+            if "trace" in self.options:  # one line per finished call, for tests that watch a child process
+                with open(str(self.options["trace"]), "a") as fh:
+                    fh.write("done\n")
             return Prediction(harmful, score=score, categories=cats)
         finally:
             cls.active -= 1
@@ -48,3 +51,16 @@ class LabelDetector(Detector):
         if px > 100:
             return Prediction(True, labels={"yes_pills": 0.9, "very_bloody": 0.6})
         return Prediction(False)
+
+
+class OriginalDetector(Detector):
+    """Asks for original file bytes and remembers what it was given (mime, size, sha256)."""
+
+    name: ClassVar[str] = "original"
+    wants_original: ClassVar[bool] = True
+    seen: ClassVar[list[tuple[str, int, int, str]]] = []
+
+    async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
+        img = images[0]
+        type(self).seen.append((img.mime, img.width, img.height, img.sha256))
+        return Prediction(False, score=0.0)

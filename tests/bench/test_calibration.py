@@ -9,10 +9,10 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from vhd.bench.calibration import best_threshold, fit_calibration, load_calibrations, reliability, save_calibrations
-from vhd.bench.crosswalk import load_crosswalk
 from vhd.bench.pipeline import benchmark, build_detectors
 from vhd.errors import ConfigError
 from vhd.taxonomy import default_taxonomy
+from vhd.taxonomy.crosswalk import load_crosswalk
 
 
 def _logit(p: np.ndarray) -> np.ndarray:

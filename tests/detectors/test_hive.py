@@ -8,10 +8,11 @@ import pytest
 
 from tests.detectors.api_server import ApiServer, Request
 from tests.detectors.conftest import drawn
-from vhd.detectors.hive import CLASS_CATEGORIES, HARMFUL_CLASSES, HiveDetector, parse_response
+from vhd.detectors.hive import HARMFUL_CLASSES, HiveDetector, parse_response
 from vhd.detectors.registry import create_detector
 from vhd.errors import BackendUnavailableError, ConfigError
 from vhd.records import Kind
+from vhd.taxonomy.crosswalk import default_crosswalk
 
 KEY = "test-hive-key"
 GUN, CAT, PILLS = drawn("black"), drawn("white"), drawn("yellow")
@@ -76,8 +77,9 @@ def run(det: HiveDetector, kind: Kind, images: list[Any]) -> Any:
 
 def test_the_papers_43_classes_all_mapped() -> None:
     assert len(HARMFUL_CLASSES) == len(set(HARMFUL_CLASSES)) == 43
-    assert set(CLASS_CATEGORIES) == set(HARMFUL_CLASSES)
-    assert all(set(codes) <= set("ABCDEFGHIJ") for codes in CLASS_CATEGORIES.values())
+    hive = default_crosswalk().schemes["hive"]
+    assert set(HARMFUL_CLASSES) <= set(hive)  # every harmful class has a category for multi-class scoring
+    assert all(set(hive[c].to) <= set("ABCDEFGHIJ") and hive[c].to for c in HARMFUL_CLASSES)
 
 
 def test_harmful_image(server: ApiServer) -> None:

@@ -8,14 +8,15 @@ import pytest
 
 from tests.detectors.api_server import ApiServer, Request
 from tests.detectors.conftest import drawn
-from vhd.detectors.openai_moderation import CATEGORY_CODES, OpenAIModerationDetector
+from vhd.detectors.openai_moderation import OpenAIModerationDetector
 from vhd.detectors.registry import create_detector
 from vhd.errors import BackendUnavailableError
 from vhd.records import Kind
+from vhd.taxonomy.crosswalk import default_crosswalk
 
 KEY = "sk-test"
 KNIFE, FLOWER = drawn("gray"), drawn("green")
-NAMES = list(CATEGORY_CODES)
+NAMES = list(default_crosswalk().schemes["openai_moderation"])
 IMAGE_CATEGORIES = ("sexual", "violence", "self-harm")
 
 

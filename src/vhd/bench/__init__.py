@@ -15,21 +15,24 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vhd.bench.cache import PredictionCache
     from vhd.bench.calibration import Calibration, fit_calibration, reliability
-    from vhd.bench.crosswalk import Crosswalk, load_crosswalk
     from vhd.bench.data import BenchItem, BenchSet, load_bench_set
     from vhd.bench.evaluate import DetectorResult, evaluate
     from vhd.bench.metrics import BinaryMetrics, MulticlassMetrics
+    from vhd.bench.original import load_original, wants_original
     from vhd.bench.pipeline import BenchReport, benchmark, build_detectors
+    from vhd.bench.progress import BenchProgress
     from vhd.bench.report import write_report
     from vhd.bench.runner import BenchRun, run_bench
+    from vhd.bench.store_source import load_bench_set_from_store
+    from vhd.taxonomy.crosswalk import Crosswalk, load_crosswalk
 
 _LAZY = {
     "PredictionCache": "vhd.bench.cache",
     "Calibration": "vhd.bench.calibration",
     "fit_calibration": "vhd.bench.calibration",
     "reliability": "vhd.bench.calibration",
-    "Crosswalk": "vhd.bench.crosswalk",
-    "load_crosswalk": "vhd.bench.crosswalk",
+    "Crosswalk": "vhd.taxonomy.crosswalk",
+    "load_crosswalk": "vhd.taxonomy.crosswalk",
     "BenchItem": "vhd.bench.data",
     "BenchSet": "vhd.bench.data",
     "load_bench_set": "vhd.bench.data",
@@ -40,6 +43,10 @@ _LAZY = {
     "BenchReport": "vhd.bench.pipeline",
     "benchmark": "vhd.bench.pipeline",
     "build_detectors": "vhd.bench.pipeline",
+    "BenchProgress": "vhd.bench.progress",
+    "load_original": "vhd.bench.original",
+    "wants_original": "vhd.bench.original",
+    "load_bench_set_from_store": "vhd.bench.store_source",
     "write_report": "vhd.bench.report",
     "BenchRun": "vhd.bench.runner",
     "run_bench": "vhd.bench.runner",
@@ -47,6 +54,7 @@ _LAZY = {
 
 __all__ = [
     "BenchItem",
+    "BenchProgress",
     "BenchReport",
     "BenchRun",
     "BenchSet",
@@ -61,9 +69,12 @@ __all__ = [
     "evaluate",
     "fit_calibration",
     "load_bench_set",
+    "load_bench_set_from_store",
     "load_crosswalk",
+    "load_original",
     "reliability",
     "run_bench",
+    "wants_original",
     "write_report",
 ]
 

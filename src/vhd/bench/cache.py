@@ -109,3 +109,16 @@ class PredictionCache:
         """How many predictions a detector has cached."""
         row = self._conn.execute("SELECT COUNT(*) FROM predictions WHERE detector_key = ?", (key,)).fetchone()
         return int(row[0])
+
+
+def cached_count(folder: str | os.PathLike[str]) -> int:
+    """How many predictions a report folder's cache holds, all detectors together (0 without a cache)."""
+    path = Path(folder) / CACHE_FILE
+    if not path.is_file():
+        return 0
+    try:
+        with PredictionCache(path) as cache:
+            row = cache._conn.execute("SELECT COUNT(*) FROM predictions").fetchone()
+    except (ConfigError, sqlite3.Error):
+        return 0
+    return int(row[0])

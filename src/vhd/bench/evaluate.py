@@ -17,9 +17,9 @@ from vhd.bench.data import UNHARMFUL, BenchItem
 from vhd.bench.metrics import BinaryMetrics, BinaryResult, MulticlassMetrics, MulticlassResult, Value, mean_value
 
 if TYPE_CHECKING:
-    from vhd.bench.crosswalk import Crosswalk
     from vhd.bench.runner import BenchRun, DetectorRun
     from vhd.detectors.base import Prediction
+    from vhd.taxonomy.crosswalk import Crosswalk
     from vhd.taxonomy.taxonomy import Taxonomy
 
 

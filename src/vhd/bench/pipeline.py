@@ -168,7 +168,7 @@ def benchmark(
     computes only what is missing.
 
     Args:
-        labels: Labels CSV or VHD11K annotation file.
+        labels: Labels CSV, VHD11K annotation file, or a vhd store (each sample's latest annotation).
         detectors: Built detectors (`build_detectors`), distinct labels.
         out: Report folder.
         media: Folder relative media paths are under (default: the labels file's folder).
@@ -190,15 +190,21 @@ def benchmark(
     """
     from vhd.bench.cache import CACHE_FILE, PredictionCache
     from vhd.bench.calibration import load_calibrations
-    from vhd.bench.crosswalk import load_crosswalk
     from vhd.bench.data import load_bench_set
     from vhd.bench.evaluate import evaluate
     from vhd.bench.report import write_report
     from vhd.bench.runner import run_bench
+    from vhd.bench.store_source import is_store_file, load_bench_set_from_store
+    from vhd.taxonomy.crosswalk import load_crosswalk
     from vhd.taxonomy.taxonomy import load_taxonomy
 
     folder = Path(out)
-    bench = load_bench_set(labels, media=media, taxonomy=load_taxonomy(taxonomy))
+    if is_store_file(labels):
+        if media is not None:
+            raise ConfigError("--media applies to a labels file; a store's samples carry their own paths: drop --media")
+        bench = load_bench_set_from_store(labels, taxonomy=load_taxonomy(taxonomy))
+    else:
+        bench = load_bench_set(labels, media=media, taxonomy=load_taxonomy(taxonomy))
     cw = load_crosswalk(crosswalk)
     saved = load_calibrations(calibration_file) if calibration_file is not None else {}
     with PredictionCache(folder / CACHE_FILE) as cache:

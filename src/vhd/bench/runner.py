@@ -4,20 +4,27 @@ Each sample's media is loaded once (in a thread) and judged by every detector th
 cached prediction for it. ``concurrency`` bounds the detector calls in flight across all
 detectors together. A detector failing on one sample records the error for that sample and
 the run goes on; failed predictions are not cached, so a re-run retries them. Predictions are
-written to the cache in small transactions as they finish: a killed run resumes where it was.
+written to the cache in small transactions as they finish, and what is buffered is committed
+when the run is interrupted (Ctrl-C): a killed run resumes where it was.
+
+A detector whose class sets ``wants_original = True`` (NudeNet, which decodes files itself) is
+given an image sample's original file bytes after header checks (`vhd.bench.original`) instead
+of the re-encoded JPEG vision-language models are sent; videos are sampled into frames as usual.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vhd.bench.cache import PredictionCache, detector_key
+from vhd.bench.original import load_original, original_identity, wants_original
 from vhd.detectors.base import Detector, Prediction
 from vhd.errors import ConfigError, VhdError
+from vhd.records import Kind
 
 if TYPE_CHECKING:
     from vhd.bench.data import BenchItem, BenchSet
@@ -124,6 +131,7 @@ class _Job:
         self.spans: list[list[float]] = [[] for _ in detectors]
         self.on_progress = on_progress
         self.done = 0
+        self.original = [wants_original(d) for d in detectors]
 
     def flush(self, index: int, force: bool = False) -> None:
         buf = self.pending[index]
@@ -153,19 +161,38 @@ class _Job:
             pred.error = "no decision"
         self.record(index, item.id, pred, start, end)
 
-    async def sample(self, item: BenchItem, todo: list[int], total: int) -> None:
+    def _load(self, item: BenchItem, original: bool) -> list[Any]:
         from vhd.media.discover import MediaItem
-        from vhd.media.load import load_sample
+        from vhd.media.load import MediaSettings, load_sample
 
+        if original:
+            return [load_original(item.path, (self.settings or MediaSettings()).limits)]
         media = MediaItem(path=item.path, kind=item.kind, is_frame_folder=item.path.is_dir())
+        return load_sample(media, self.settings).images
+
+    async def sample(self, item: BenchItem, todo: list[int], total: int) -> None:
+        plain_file = item.kind is Kind.IMAGE and not item.path.is_dir()
+        groups: dict[bool, list[int]] = {}
+        for index in todo:
+            groups.setdefault(plain_file and self.original[index], []).append(index)
+        jobs: list[Coroutine[Any, Any, None]] = []
         try:
-            loaded = await asyncio.to_thread(load_sample, media, self.settings)
-        except VhdError as exc:
-            now = time.perf_counter()
-            for index in todo:
-                self.record(index, item.id, Prediction(None, error=f"media: {exc}"), now, now)
-        else:
-            await asyncio.gather(*(self.judge(index, item, loaded.images) for index in todo))
+            for original, indices in groups.items():
+                try:
+                    # Original bytes are a file read and a header parse (well under a millisecond): done
+                    # inline, since a thread hand-off per sample costs more on a busy machine than that.
+                    images = self._load(item, True) if original else await asyncio.to_thread(self._load, item, False)
+                except VhdError as exc:
+                    now = time.perf_counter()
+                    for index in indices:
+                        self.record(index, item.id, Prediction(None, error=f"media: {exc}"), now, now)
+                else:
+                    jobs.extend(self.judge(index, item, images) for index in indices)
+        except BaseException:  # cancelled (Ctrl-C) between loads: drop the calls not yet started
+            for job in jobs:
+                job.close()
+            raise
+        await asyncio.gather(*jobs)
         self.done += 1
         if self.on_progress is not None:
             self.on_progress(self.done, total)
@@ -209,10 +236,11 @@ async def arun_bench(
     media_id = _settings_identity(settings)
     runs: list[DetectorRun] = []
     for det in detectors:
-        key = detector_key(det.identity(), media_id)
+        det_media = {**media_id, **original_identity()} if wants_original(det) else media_id
+        key = detector_key(det.identity(), det_media)
         run = DetectorRun(det.label, det.name, key, det.identity(), det.multiclass)
         if cache is not None:
-            cache.register(key, {"detector": det.identity(), "media": media_id})
+            cache.register(key, {"detector": det.identity(), "media": det_media})
             ids = {item.id for item in bench.items}
             run.predictions = cache.get_many(key, ids)
             run.cached = len(run.predictions)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -15,10 +17,17 @@ def add_parser(sub: Any, name: str) -> None:
             "Run detectors over a labelled set (labels CSV or VHD11K annotation file), cache every prediction, "
             "and write tables laid out like the paper's Table 1 (Markdown, CSV, LaTeX), plots, results.json and "
             "index.html. Detector specs are [LABEL=]NAME[:MODEL]; options via --set LABEL.key=value or the "
-            "config file's [detectors.LABEL] tables."
+            "config file's [detectors.LABEL] tables. --store (or --labels pointing at a store) labels each "
+            "sample by its latest annotation. Exit status: 0 done; 1 a detector failed on some sample (run again "
+            "to retry those); 2 usage or configuration error; 130 interrupted (predictions so far are cached: run "
+            "the same command again to resume)."
         ),
     )
-    p.add_argument("--labels", required=True, metavar="FILE", help="labels CSV, or VHD11K annotation CSV/JSON")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--labels", metavar="FILE", help="labels CSV, VHD11K annotation CSV/JSON, or a vhd store (.db) file"
+    )
+    src.add_argument("--store", metavar="FILE", help="vhd store: each sample's latest annotation is its label")
     p.add_argument("--media", metavar="DIR", help="folder the labels' relative paths are under (default: the file's)")
     p.add_argument("--detector", action="append", default=[], metavar="SPEC", help="[LABEL=]NAME[:MODEL], repeatable")
     p.add_argument("--set", action="append", default=[], metavar="LABEL.KEY=VALUE", help="detector option, repeatable")
@@ -39,32 +48,49 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000; 0 off)")
     p.add_argument("--no-plots", action="store_true", help="tables, JSON and HTML only (no matplotlib needed)")
     p.add_argument("--unblurred-previews", action="store_true", help="also include clear thumbnails, shown on click")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (it only shows on a terminal anyway)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    from vhd.bench.cache import CACHE_FILE, cached_count
     from vhd.bench.pipeline import benchmark, build_detectors
+    from vhd.bench.progress import BenchProgress
     from vhd.bench.tables import table1, to_markdown
     from vhd.media.load import MediaSettings
 
     detectors = build_detectors(args.detector, sets=args.set, config=args.config)
-    report = benchmark(
-        args.labels,
-        detectors,
-        args.out,
-        media=args.media,
-        taxonomy=args.taxonomy,
-        crosswalk=args.crosswalk,
-        settings=MediaSettings(n_frames=args.frames, max_side=args.max_side),
-        concurrency=args.concurrency,
-        calibrate_split=args.calibrate,
-        calibration_method=args.calibration_method,
-        calibration_file=args.calibration,
-        resamples=args.bootstrap,
-        plots=not args.no_plots,
-        unblurred=args.unblurred_previews,
-    )
+    bar = BenchProgress(not args.no_progress)
+    try:
+        report = benchmark(
+            args.labels or args.store,
+            detectors,
+            args.out,
+            media=args.media,
+            taxonomy=args.taxonomy,
+            crosswalk=args.crosswalk,
+            settings=MediaSettings(n_frames=args.frames, max_side=args.max_side),
+            concurrency=args.concurrency,
+            calibrate_split=args.calibrate,
+            calibration_method=args.calibration_method,
+            calibration_file=args.calibration,
+            resamples=args.bootstrap,
+            plots=not args.no_plots,
+            unblurred=args.unblurred_previews,
+            on_progress=bar,
+        )
+    except KeyboardInterrupt:
+        bar.stop()
+        cached = cached_count(Path(args.out))
+        print(
+            f"vhd: interrupted: {cached} prediction(s) are cached in {args.out}/{CACHE_FILE}; "
+            "run the same command again to resume",
+            file=sys.stderr,
+        )
+        return 130
+    finally:
+        bar.stop()
     bench = report.run.bench
     print(f"{len(bench.items)} sample(s); {len(bench.problems)} row(s) with problems (see index.html)")
     for d in report.run.detectors:

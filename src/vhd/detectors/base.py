@@ -96,6 +96,9 @@ class Detector(abc.ABC):
         video_native: Whether `predict_images` understands a video's frames together; when
             False, each frame is judged alone and combined with `combine_frames`.
         multiclass: Whether predictions name categories (for multi-class accuracy).
+        wants_original: Whether images should reach `predict_images` as their original file
+            bytes (checked, not re-encoded) rather than downscaled for a vision-language model:
+            for local detectors that decode files themselves, such as NudeNet.
         label: The user's label for this detector in reports (``[LABEL=]NAME[:MODEL]``).
         model: The model spec after ``NAME:``, when the detector takes one.
         options: Options from ``--set LABEL.key=value`` or the config's ``[detectors.LABEL]``.
@@ -103,6 +106,7 @@ class Detector(abc.ABC):
 
     name: ClassVar[str] = ""
     video_native: ClassVar[bool] = False
+    wants_original: ClassVar[bool] = False
     multiclass: ClassVar[bool] = False
 
     def __init__(self, label: str, model: str | None = None, options: Mapping[str, Any] | None = None) -> None:

@@ -6,7 +6,7 @@ multipart ``media`` field). Hive answers with confidence scores per class
 (``status[0].response.output[*].classes[*] = {class, score}``). As in the paper's appendix E.1,
 the image is harmful when any class of a harmful subset (the 43 classes listed there) scores at
 least ``threshold``; the classes that fire are mapped to VHD11K's categories for multi-class
-scoring (the same mapping as the bench crosswalk's ``hive`` scheme).
+scoring (through the crosswalk's ``hive`` scheme, `vhd.taxonomy.crosswalk`).
 
 Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
     threshold: Lowest score that counts as detected (default 0.9).
@@ -34,68 +34,7 @@ from vhd.detectors.vlm import parse_options
 from vhd.errors import BackendError, BackendUnavailableError, ConfigError
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
-
-CLASS_CATEGORIES: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(
-        (
-            "general_nsfw",
-            "general_suggestive",
-            "yes_sexual_activity",
-            "yes_realistic_nsfw",
-            "yes_sex_toy",
-            "yes_female_nudity",
-            "yes_male_nudity",
-            "yes_bulge",
-            "yes_breast",
-            "yes_genitals",
-            "yes_butt",
-            "licking",
-            "yes_sexual_intent",
-            "yes_undressed",
-        ),
-        ("F",),
-    ),
-    "animal_genitalia_and_human": ("F", "C"),
-    "animal_genitalia_only": ("F",),
-    "animated_animal_genitalia": ("F",),
-    **dict.fromkeys(
-        (
-            "gun_in_hand",
-            "animated_gun",
-            "knife_in_hand",
-            "very_bloody",
-            "a_little_bloody",
-            "human_corpse",
-            "animated_corpse",
-            "yes_fight",
-            "yes_terrorist",
-        ),
-        ("A",),
-    ),
-    "hanging": ("D", "A"),
-    "noose": ("D",),
-    "yes_emaciated_body": ("I", "D"),
-    "yes_self_harm": ("D",),
-    "yes_animal_abuse": ("C",),
-    **dict.fromkeys(
-        (
-            "yes_pills",
-            "illicit_injectables",
-            "yes_smoking",
-            "yes_marijuana",
-            "yes_gambling",
-            "yes_drinking_alcohol",
-            "yes_alcohol",
-            "animated_alcohol",
-        ),
-        ("B",),
-    ),
-    "yes_nazi": ("G", "A"),
-    "yes_kkk": ("G", "A"),
-    "yes_confederate": ("G",),
-    "yes_middle_finger": ("G",),
-}
-"""Hive class -> VHD11K codes, for the 43 harmful classes of the paper's appendix E.1."""
+from vhd.taxonomy.crosswalk import default_crosswalk
 
 HARMFUL_CLASSES: tuple[str, ...] = (
     "general_nsfw",
@@ -297,9 +236,7 @@ class HiveDetector(Detector):
         """Apply the harmful subset and threshold to Hive's class scores."""
         harmful = {c: s for c, s in scores.items() if c in self.opts.labels}
         fired = sorted((c for c, s in harmful.items() if s >= self.opts.threshold), key=lambda c: -harmful[c])
-        categories: list[str] = []
-        for name in fired:
-            categories += [code for code in CLASS_CATEGORIES.get(name, ()) if code not in categories]
+        categories = default_crosswalk().to_vhd("hive", {c: harmful[c] for c in fired})
         return Prediction(
             harmful=bool(fired),
             score=max(harmful.values(), default=0.0),

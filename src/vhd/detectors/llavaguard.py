@@ -66,7 +66,7 @@ class LlavaGuardDetector(Detector):
             )
         self.opts: LlavaGuardOptions = parse_options(label, self.options, LlavaGuardOptions)
         from vhd.backends.registry import create_backend
-        from vhd.bench.crosswalk import load_crosswalk
+        from vhd.taxonomy.crosswalk import load_crosswalk
 
         self.crosswalk = load_crosswalk(self.opts.crosswalk)
         if SCHEME not in self.crosswalk.schemes:

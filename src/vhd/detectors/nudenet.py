@@ -104,6 +104,7 @@ class NudeNetDetector(Detector):
     """
 
     name = "nudenet"
+    wants_original = True
     video_native = False
     multiclass = False
 

@@ -4,7 +4,7 @@ Each image (each frame of a video) is sent to ``POST {base_url}/moderations`` wi
 ``omni-moderation-latest`` (or the spec's model: ``openai-moderation:omni-moderation-2024-09-26``)
 as an ``image_url`` part holding a data URL. The image is harmful when OpenAI flags it, or, with
 a ``threshold``, when any category scores at least that. The score is the highest category
-score; categories map to VHD11K's codes as in the bench crosswalk's ``openai_moderation``
+score; categories map to VHD11K's codes through the crosswalk's ``openai_moderation``
 scheme (sexual -> F, sexual/minors -> E and F, violence -> A, self-harm -> D, hate and
 harassment -> G, illicit -> B and A).
 
@@ -31,26 +31,10 @@ from vhd.detectors.vlm import parse_options
 from vhd.errors import BackendError, BackendUnavailableError
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
+from vhd.taxonomy.crosswalk import default_crosswalk
 
 DEFAULT_MODEL = "omni-moderation-latest"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-CATEGORY_CODES: dict[str, tuple[str, ...]] = {
-    "sexual": ("F",),
-    "sexual/minors": ("E", "F"),
-    "violence": ("A",),
-    "violence/graphic": ("A",),
-    "self-harm": ("D",),
-    "self-harm/intent": ("D",),
-    "self-harm/instructions": ("D",),
-    "hate": ("G",),
-    "hate/threatening": ("G", "A"),
-    "harassment": ("G",),
-    "harassment/threatening": ("G", "A"),
-    "illicit": ("B", "A"),
-    "illicit/violent": ("A",),
-}
-"""OpenAI moderation category -> VHD11K codes."""
 
 
 class ModerationOptions(BaseModel):
@@ -154,9 +138,7 @@ class OpenAIModerationDetector(Detector):
         else:
             fired = [k for k, s in scores.items() if s >= self.opts.threshold]
             harmful = bool(fired)
-        categories: list[str] = []
-        for name in sorted(fired, key=lambda k: -scores.get(k, 0.0)):
-            categories += [c for c in CATEGORY_CODES.get(name, ()) if c not in categories]
+        categories = default_crosswalk().to_vhd("openai_moderation", {k: scores.get(k, 0.0) for k in fired})
         return Prediction(
             harmful=harmful,
             score=max(scores.values(), default=0.0),

@@ -91,7 +91,7 @@ class ShieldGemma2Detector(Detector):
     def __init__(self, label: str, model: str | None = None, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(label, model or DEFAULT_MODEL, options)
         self.opts: ShieldGemma2Options = parse_options(label, self.options, ShieldGemma2Options)
-        from vhd.bench.crosswalk import load_crosswalk
+        from vhd.taxonomy.crosswalk import load_crosswalk
 
         self.crosswalk = load_crosswalk(self.opts.crosswalk)
         if SCHEME not in self.crosswalk.schemes:

@@ -1,11 +1,12 @@
 """The category crosswalk: other detectors' and benchmarks' labels to and from VHD11K's codes.
 
-The mapping is a versioned data file (``bench/data/crosswalk.yaml``) whose comments explain
+The mapping is a versioned data file (``taxonomy/data/crosswalk.yaml``) whose comments explain
 each decision; a user may pass their own file of the same layout.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -70,6 +71,12 @@ class Crosswalk:
         return [label for label, m in self.schemes.get(scheme, {}).items() if code.upper() in m.to]
 
 
+@functools.lru_cache(maxsize=1)
+def default_crosswalk() -> Crosswalk:
+    """The packaged crosswalk, read once."""
+    return load_crosswalk()
+
+
 def load_crosswalk(path: str | os.PathLike[str] | None = None) -> Crosswalk:
     """Load the packaged crosswalk, or a file of the same layout.
 
@@ -79,7 +86,7 @@ def load_crosswalk(path: str | os.PathLike[str] | None = None) -> Crosswalk:
     import yaml
 
     if path is None:
-        text = resources.files("vhd.bench").joinpath("data/crosswalk.yaml").read_text(encoding="utf-8")
+        text = resources.files("vhd.taxonomy").joinpath("data/crosswalk.yaml").read_text(encoding="utf-8")
         where = "crosswalk.yaml"
     else:
         where = str(path)

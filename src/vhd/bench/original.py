@@ -1,0 +1,70 @@
+"""Original image bytes for detectors that read files themselves (``wants_original``).
+
+`vhd.media.load.load_sample` re-encodes every image to a bounded JPEG, which is what a
+vision-language model should be sent. A local detector that decodes files on its own (NudeNet
+reads a path with OpenCV) is better served by the file as it is: no decode and re-encode in
+between, and the detector sees exactly what it would see run by hand. The file is still checked
+before it is handed on: size on disk, a recognised image format, and the declared pixel count,
+all from the header (no pixel is decoded here; a truncated file fails inside the detector, as a
+per-sample error).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vhd.errors import MediaError
+from vhd.media.encoded import EncodedImage
+from vhd.media.image import ImageLimits, read_image_bytes
+
+_MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp", "GIF": "image/gif", "BMP": "image/bmp"}
+
+
+def wants_original(detector: Any) -> bool:
+    """Whether a detector asked for original image bytes (class attribute ``wants_original = True``)."""
+    return bool(getattr(detector, "wants_original", False))
+
+
+def original_identity() -> dict[str, Any]:
+    """What replaces the media settings in the cache key of an image judged on its original bytes."""
+    return {"images": "original"}
+
+
+def load_original(path: str | Path, limits: ImageLimits | None = None) -> EncodedImage:
+    """An image file's own bytes as an `EncodedImage`, after header checks.
+
+    Args:
+        path: The image file.
+        limits: Size limits (bytes on disk, declared pixels); defaults to `ImageLimits()`.
+
+    Returns:
+        The unchanged bytes with their MIME type and declared size.
+
+    Raises:
+        MediaError: Unreadable, empty, oversized, not an image, or over the pixel limit.
+    """
+    import io
+    import warnings
+
+    from PIL import Image
+
+    limits = limits or ImageLimits()
+    data = read_image_bytes(path, limits)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                fmt, (width, height) = str(img.format), img.size
+    except Exception as exc:  # UnidentifiedImageError, DecompressionBombError/Warning, OSError
+        text = " ".join(str(exc).split()) or "no details"
+        raise MediaError(f"not a usable image ({type(exc).__name__}: {text})") from exc
+    if width < 1 or height < 1:
+        raise MediaError(f"image declares an empty size {width}x{height}")
+    limit = limits.effective_max_pixels
+    if width * height > limit:
+        raise MediaError(
+            f"image is {width}x{height} = {width * height:,} pixels, over the limit of {limit:,} "
+            "(possible decompression bomb; raise max_pixels to accept it)"
+        )
+    return EncodedImage(data, _MIME.get(fmt, f"image/{fmt.lower()}"), width, height)
