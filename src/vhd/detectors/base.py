@@ -60,6 +60,29 @@ class Prediction:
         )
 
 
+def api_key(env: str, label: str, what: str) -> str:
+    """Read an API key from the environment variable ``env``, or fail in one line.
+
+    Args:
+        env: The variable's name.
+        label: The detector's label (for the fix in the message).
+        what: What the key is, e.g. "your Hive visual moderation API key".
+
+    Raises:
+        BackendUnavailableError: The variable is unset or empty.
+    """
+    import os
+
+    from vhd.errors import BackendUnavailableError
+
+    key = os.environ.get(env, "").strip()
+    if not key:
+        raise BackendUnavailableError(
+            f"{env} is not set: export {what} (or name another variable with --set {label}.api_key_env=VAR)"
+        )
+    return key
+
+
 def combine_frames(frames: Sequence[Prediction]) -> Prediction:
     """A video's prediction from its frames': harmful when any frame is, score = the highest.
 

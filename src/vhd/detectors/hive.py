@@ -21,7 +21,6 @@ Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -29,9 +28,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from vhd.detectors.base import Detector, Prediction
+from vhd.detectors.base import Detector, Prediction, api_key
 from vhd.detectors.vlm import parse_options
-from vhd.errors import BackendError, BackendUnavailableError, ConfigError
+from vhd.errors import BackendError, ConfigError
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
 from vhd.taxonomy.crosswalk import default_crosswalk
@@ -167,13 +166,7 @@ class HiveDetector(Detector):
         return {"name": self.name, "threshold": self.opts.threshold, "labels": sorted(self.opts.labels)}
 
     def _key(self) -> str:
-        key = os.environ.get(self.opts.api_key_env, "").strip()
-        if not key:
-            raise BackendUnavailableError(
-                f"{self.opts.api_key_env} is not set: export your Hive visual moderation API key "
-                f"(or name another variable with --set {self.label}.api_key_env=VAR)"
-            )
-        return key
+        return api_key(self.opts.api_key_env, self.label, "your Hive visual moderation API key")
 
     async def check(self) -> None:
         """Fail fast when the API key variable is unset."""

@@ -26,9 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vhd.detectors.base import Detector, Prediction
+from vhd.detectors.base import Detector, Prediction, api_key
 from vhd.detectors.vlm import parse_options
-from vhd.errors import BackendError, BackendUnavailableError
+from vhd.errors import BackendError
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
 from vhd.taxonomy.crosswalk import default_crosswalk
@@ -69,13 +69,7 @@ class OpenAIModerationDetector(Detector):
         return {"name": self.name, "model": self.moderation_model, "threshold": self.opts.threshold}
 
     def _key(self) -> str:
-        key = os.environ.get(self.opts.api_key_env, "").strip()
-        if not key:
-            raise BackendUnavailableError(
-                f"{self.opts.api_key_env} is not set: export your OpenAI API key "
-                f"(or name another variable with --set {self.label}.api_key_env=VAR)"
-            )
-        return key
+        return api_key(self.opts.api_key_env, self.label, "your OpenAI API key")
 
     async def check(self) -> None:
         """Fail fast when the API key variable is unset."""
