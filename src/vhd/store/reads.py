@@ -1,0 +1,152 @@
+"""Reading annotations back from the store: resume sets, configuration hashes, iteration.
+
+`AnnotationReads` is mixed into `vhd.store.sqlite.Store`, which provides ``_query``.
+"""
+
+from __future__ import annotations
+
+import abc
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from vhd.records import Annotation, Role, Sample, Status, Turn
+from vhd.store.rows import annotation_from_row, sample_from_row
+
+_FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value)
+_CHUNK = 256
+SAMPLE_FIELDS = "s.kind, s.path, s.source, s.keyword, s.generator, s.split, s.label, s.frames_json, s.meta_json"
+_ANN_COLS = (
+    "a.id, a.sample_id, a.run_id, a.config_hash, a.status, a.harmful, a.reason, "
+    "a.categories_json, a.score, a.refused, a.prompt_tokens, a.completion_tokens, a.calls, "
+    "a.cost, a.error, a.started_at, a.finished_at"
+)
+
+
+class AnnotationReads(abc.ABC):
+    """Read-only queries over annotations and their turns."""
+
+    @abc.abstractmethod
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Run a read query."""
+
+    def final_ids(self, config_hash: str, *, retry_unparsed: bool = False) -> set[str]:
+        """Return ids of samples whose annotation under this config needs no new attempt.
+
+        Args:
+            config_hash: The configuration.
+            retry_unparsed: Treat unparsed results as not final (ask again).
+
+        Returns:
+            Sample ids with an ok, refused or (unless ``retry_unparsed``) unparsed result.
+        """
+        statuses = [s for s in _FINAL if not (retry_unparsed and s == Status.UNPARSED.value)]
+        marks = ",".join("?" * len(statuses))
+        rows = self._query(
+            f"SELECT sample_id FROM annotations WHERE config_hash = ? AND status IN ({marks})",
+            [config_hash, *statuses],
+        )
+        return {str(r[0]) for r in rows}
+
+    def config_hashes(self, prefix: str = "") -> list[str]:
+        """The configuration hashes that have annotations, newest first, optionally by prefix."""
+        rows = self._query(
+            "SELECT config_hash, MAX(finished_at) AS last FROM annotations WHERE config_hash LIKE ? "
+            "GROUP BY config_hash ORDER BY last DESC",
+            (prefix.replace("%", "").replace("_", "") + "%",),
+        )
+        return [r["config_hash"] for r in rows]
+
+    def counts(self, config_hash: str) -> dict[str, int]:
+        """Return how many annotations under this config have each status (all four keys)."""
+        out = {s.value: 0 for s in Status}
+        rows = self._query(
+            "SELECT status, COUNT(*) FROM annotations WHERE config_hash = ? GROUP BY status",
+            (config_hash,),
+        )
+        out.update({str(r[0]): int(r[1]) for r in rows})
+        return out
+
+    def get_annotation(self, sample_id: str, config_hash: str | None = None) -> Annotation | None:
+        """Return a sample's annotation under a config, or its latest one when no hash is given."""
+        where = "a.sample_id = ?" + (" AND a.config_hash = ?" if config_hash else "")
+        params = (sample_id, config_hash) if config_hash else (sample_id,)
+        rows = self._query(
+            f"SELECT {_ANN_COLS} FROM annotations a WHERE {where} ORDER BY a.id DESC LIMIT 1",
+            params,
+        )
+        if not rows:
+            return None
+        return annotation_from_row(rows[0], self._turns([rows[0]["id"]]).get(rows[0]["id"], []))
+
+    def iter_annotations(
+        self, config_hash: str | None = None, run_id: str | None = None
+    ) -> Iterator[tuple[Sample, Annotation]]:
+        """Yield (sample, annotation) pairs ordered by sample path.
+
+        Removed samples are left out. Without a config hash, each sample yields only its latest
+        annotation (among those of ``run_id`` when given). Rows are read in chunks, so the
+        store may be written to between items.
+
+        Args:
+            config_hash: Only annotations under this configuration.
+            run_id: Only annotations written by this run.
+        """
+        conds, params = ["s.removed_at IS NULL"], []
+        if config_hash:
+            conds.append("a.config_hash = ?")
+            params.append(config_hash)
+        if run_id:
+            conds.append("a.run_id = ?")
+            params.append(run_id)
+        if not config_hash:
+            inner = "a2.sample_id = a.sample_id" + (" AND a2.run_id = ?" if run_id else "")
+            conds.append(f"a.id = (SELECT MAX(a2.id) FROM annotations a2 WHERE {inner})")
+            if run_id:
+                params.append(run_id)
+        ids = [
+            int(r[0])
+            for r in self._query(
+                "SELECT a.id FROM annotations a JOIN samples s ON s.id = a.sample_id "
+                f"WHERE {' AND '.join(conds)} ORDER BY s.path, s.id, a.id",
+                params,
+            )
+        ]
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                f"SELECT {_ANN_COLS}, {SAMPLE_FIELDS} "
+                f"FROM annotations a JOIN samples s ON s.id = a.sample_id WHERE a.id IN ({marks})",
+                chunk,
+            )
+            by_id = {int(r["id"]): r for r in rows}
+            turns = self._turns(chunk)
+            for ann_id in chunk:
+                r = by_id.get(ann_id)
+                if r is not None:  # replaced since the id list was read
+                    yield sample_from_row(r, id_key="sample_id"), annotation_from_row(r, turns.get(ann_id, []))
+
+    def _turns(self, ann_ids: Sequence[int]) -> dict[int, list[Turn]]:
+        marks = ",".join("?" * len(ann_ids))
+        rows = self._query(
+            "SELECT annotation_id, role, round, text, prompt_tokens, completion_tokens, "
+            f"latency_s, refused, model FROM turns WHERE annotation_id IN ({marks}) "
+            "ORDER BY annotation_id, idx",
+            list(ann_ids),
+        )
+        out: dict[int, list[Turn]] = {}
+        for r in rows:
+            out.setdefault(int(r[0]), []).append(
+                Turn(
+                    role=Role(r["role"]),
+                    round=r["round"],
+                    text=r["text"],
+                    prompt_tokens=r["prompt_tokens"],
+                    completion_tokens=r["completion_tokens"],
+                    latency_s=r["latency_s"],
+                    refused=bool(r["refused"]),
+                    model=r["model"],
+                )
+            )
+        return out
