@@ -23,6 +23,10 @@ class MissingDependencyError(VhdError):
         self.package = package
         self.extra = extra
 
+    def __reduce__(self) -> tuple[type[MissingDependencyError], tuple[str, str]]:
+        # Rebuilt from its two fields, so it crosses process boundaries (multiprocessing pools).
+        return (type(self), (self.package, self.extra))
+
 
 class BackendError(VhdError):
     """A model call failed.

@@ -232,6 +232,11 @@ def fingerprint_many(jobs: list[Job], workers: int, on_done: Any = None) -> list
     Returns:
         One fingerprint per job, in order.
     """
+    from vhd.errors import require
+
+    require("imagehash", "dedup")  # fail here, once, rather than in every worker
+    if any(job.kind == "video" for job in jobs):
+        require("av", "video")
     results: list[Fingerprint] = []
     if workers <= 1 or len(jobs) < 2 * workers:
         for job in jobs:
