@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 
@@ -50,5 +51,6 @@ def run(args: argparse.Namespace) -> int:
         "a category"
     )
     print(to_markdown(*category_table(stats)), end="")
-    print(f"wrote {len(files)} file(s) to {args.out}/ (report.md, categories.png, *.csv, *.md, summary.json)")
+    names = ", ".join(sorted(Path(f).name for f in files))
+    print(f"wrote {len(files)} file(s) to {args.out}/: {names}")
     return 0
