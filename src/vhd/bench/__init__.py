@@ -10,7 +10,9 @@ Importing this package is cheap: numpy, matplotlib and the detectors load when u
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from vhd.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from vhd.bench.cache import PredictionCache
@@ -78,15 +80,4 @@ __all__ = [
     "write_report",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'vhd.bench' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

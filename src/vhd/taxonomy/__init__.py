@@ -12,8 +12,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from vhd.lazy import lazy_exports
 from vhd.taxonomy.taxonomy import (
     DEFAULT_TAXONOMY,
     Category,
@@ -61,11 +62,4 @@ __all__ = [
     "write_stats",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'vhd.taxonomy' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
