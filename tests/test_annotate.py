@@ -48,6 +48,12 @@ def judge_reply(body: dict) -> str:
     return "1. A reason.\n2. Another."
 
 
+def annotate_command(media: Path, db: Path, cfg: Path) -> list[str]:
+    """`vhd annotate` as a subprocess against the test server, two samples in flight."""
+    return [sys.executable, "-m", "vhd", "annotate", str(media), "--model", "openai:m", "--store", str(db),
+            "--config", str(cfg), "--concurrency", "2", "--no-progress"]  # fmt: skip
+
+
 def test_annotate_scripted_end_to_end(tmp_path: Path) -> None:
     make_images(tmp_path / "media", 4)
     (tmp_path / "media" / "notes.txt").write_text("not media")
@@ -188,22 +194,7 @@ def test_sigkill_then_resume_makes_no_call_for_finished_samples(tmp_path: Path) 
     db = tmp_path / "k.db"
     with ChatServer(reply=judge_reply, latency=0.05) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        cmd = [
-            sys.executable,
-            "-m",
-            "vhd.cli.main",
-            "annotate",
-            str(tmp_path / "m"),
-            "--model",
-            "openai:m",
-            "--store",
-            str(db),
-            "--config",
-            str(cfg),
-            "--concurrency",
-            "2",
-            "--no-progress",
-        ]
+        cmd = annotate_command(tmp_path / "m", db, cfg)
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.time() + 60
         done = 0
@@ -232,22 +223,7 @@ def test_ctrl_c_finishes_in_flight_and_exits_130(tmp_path: Path) -> None:
     db = tmp_path / "i.db"
     with ChatServer(reply=judge_reply, latency=0.05) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        cmd = [
-            sys.executable,
-            "-m",
-            "vhd",
-            "annotate",
-            str(tmp_path / "m"),
-            "--model",
-            "openai:m",
-            "--store",
-            str(db),
-            "--config",
-            str(cfg),
-            "--concurrency",
-            "2",
-            "--no-progress",
-        ]
+        cmd = annotate_command(tmp_path / "m", db, cfg)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 60
         while time.time() < deadline and len(srv.requests) < 12:
