@@ -50,7 +50,7 @@ def f1_scores(truth: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
 
 
 def evaluate(scorer: Any, reasons: list[str], truth: np.ndarray, codes: list[str]) -> dict[str, Any]:
-    from vhd.taxonomy.categorize_embed import EmbedText
+    from vhd.categorize.embed import EmbedText
 
     decided = scorer.categorize([EmbedText(r) for r in reasons])
     pred = np.array([[c in {code for code, _ in d} for c in codes] for d in decided], dtype=bool)
@@ -71,10 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+    from vhd.categorize.calibration import read_calibration
+    from vhd.categorize.embed import EmbedCategorizer, EmbedText
+    from vhd.categorize.embedding import load_embedder
     from vhd.taxonomy import load_taxonomy
-    from vhd.taxonomy.calibration import read_calibration
-    from vhd.taxonomy.categorize_embed import EmbedCategorizer, EmbedText
-    from vhd.taxonomy.embedding import load_embedder
 
     tax = load_taxonomy()
     codes = tax.codes

@@ -288,7 +288,7 @@ def test_secrets_never_reach_store_or_output(
 
 @pytest.mark.slow
 def test_examples_with_video_and_in_context_examples(tmp_path: Path) -> None:
-    from vhd.examples import write_examples
+    from vhd.demo import write_examples
 
     write_examples(tmp_path / "ex")
     icl = tmp_path / "icl"

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 if TYPE_CHECKING:
-    from vhd.annotator import annotate
+    from vhd.annotate.api import annotate
 
 __all__ = ["__version__", "annotate"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "annotate":
-        from vhd.annotator import annotate
+        # The `vhd.annotate` package is callable (it forwards to `vhd.annotate.api.annotate`), so
+        # `vhd.annotate(...)` works whether or not the package was imported before.
+        import vhd.annotate
 
-        return annotate
+        return vhd.annotate
+    if name == "__version__":
+        from vhd.version import version
+
+        return version()
     raise AttributeError(f"module 'vhd' has no attribute {name!r}")

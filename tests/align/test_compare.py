@@ -57,10 +57,9 @@ def make_icl(folder: Path) -> Path:
 
 def sha_of(path: Path, cfg: AnnotateConfig) -> str:
     from vhd.media.discover import discover
-    from vhd.media.load import load_sample
-    from vhd.runner import media_settings
+    from vhd.media.load import load_sample, media_settings
 
-    return load_sample(discover([path]).items[0], media_settings(cfg)).images[0].sha256[:16]
+    return load_sample(discover([path]).items[0], media_settings(cfg.media)).images[0].sha256[:16]
 
 
 def config_for(folder: Path) -> AnnotateConfig:

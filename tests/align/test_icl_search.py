@@ -73,11 +73,10 @@ def script(wrong: dict[str, float], fixes: dict[str, str]) -> dict[str, Any]:
 def config_for(labels: Path, wrong: dict[str, float], fixes: dict[str, str]) -> AnnotateConfig:
     """Debaters name the sample (by its encoded image hash) so the judge rule can find it."""
     from vhd.media.discover import discover
-    from vhd.media.load import load_sample
-    from vhd.runner import media_settings
+    from vhd.media.load import load_sample, media_settings
 
     base = AnnotateConfig(debate={"rounds": 1})
-    settings = media_settings(base)
+    settings = media_settings(base.media)
     s = script(wrong, fixes)
     debaters = []
     for name in NAMES:

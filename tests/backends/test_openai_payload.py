@@ -26,10 +26,10 @@ from vhd.backends.openai_payload import (
     parse_options,
     parse_response,
     parse_retry_after,
-    scrub,
 )
 from vhd.errors import BackendError, ConfigError
 from vhd.media.encoded import EncodedImage
+from vhd.redaction import redact_text as scrub
 
 
 def make_image(color: str = "red", size: int = 24) -> EncodedImage:

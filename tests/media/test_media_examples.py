@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from vhd.demo import write_examples
 from vhd.errors import MissingDependencyError
-from vhd.examples import write_examples
 from vhd.media.discover import discover
 from vhd.media.load import load_sample
 from vhd.media.video import read_frames

@@ -8,8 +8,8 @@ import pytest
 
 from vhd.errors import VhdError
 from vhd.records import Kind, Role, Status, Turn
+from vhd.redaction import redact_command
 from vhd.store import Store
-from vhd.store.rows import redact_command
 
 if TYPE_CHECKING:
     from tests.store.conftest import Builder

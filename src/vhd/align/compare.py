@@ -307,11 +307,10 @@ def _run_single(
     from vhd.backends.registry import create_backend
     from vhd.debate.icl import load_examples
     from vhd.media.discover import discover
-    from vhd.media.load import load_sample
+    from vhd.media.load import load_sample, media_settings
     from vhd.records import Kind
-    from vhd.runner import media_settings
 
-    settings = media_settings(cfg)
+    settings = media_settings(cfg.media)
     examples = load_examples(icl, settings) if icl is not None else []
     loaded = []
     for item in items:
@@ -366,7 +365,7 @@ def _run_debate(
     progress: bool,
     say: Callable[[str], None],
 ) -> ConfigResult:
-    from vhd.annotator import annotate
+    from vhd.annotate.api import annotate
     from vhd.store.sqlite import Store
 
     base_seed = cfg.debate.seed

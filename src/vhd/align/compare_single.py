@@ -184,8 +184,8 @@ class SingleRunner:
 
     def digest(self, spec: SingleSpec) -> str:
         """The cache key of a configuration: everything that changes its messages or decoding."""
-        from vhd.annotator import digest
         from vhd.debate.icl import examples_identity
+        from vhd.debate.identity import digest
 
         icl = examples_identity(self.examples) if spec.icl else None
         data = {"spec": spec.__dict__, "max_tokens": self.max_tokens, "seed": self.base_seed, "icl": icl}

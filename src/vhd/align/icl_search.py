@@ -239,7 +239,7 @@ class _Annotator:
         self.calls, self.cost = 0, 0.0
 
     def __call__(self, items: Sequence[LabelledItem], icl: Path | None) -> tuple[str, dict[str, Verdict]]:
-        from vhd.annotator import annotate
+        from vhd.annotate.api import annotate
         from vhd.store.sqlite import Store
 
         paths = [i.path for i in items]

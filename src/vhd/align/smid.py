@@ -189,7 +189,7 @@ class AlignResult:
         samples: The labelled images found, with the annotator's decisions.
         metrics: ``accuracy``, ``tpr``, ``tnr``, ``f1``, ``balanced_acc``, ``kappa`` as `Value`s.
         confusion: ``[[TN, FP], [FN, TP]]`` (rows: human unharmful/harmful).
-        run: The annotation run's summary (`vhd.annotator.RunSummary.to_dict`).
+        run: The annotation run's summary (`vhd.annotate.summary.RunSummary.to_dict`).
         exit_code: 0 when every labelled image has a verdict, 1 when work remains, 130 interrupted.
     """
 
@@ -349,7 +349,7 @@ def align_ratings(
     Raises:
         ConfigError: Bad thresholds, file or columns, or no labelled image was found.
     """
-    from vhd.annotator import annotate
+    from vhd.annotate.api import annotate
     from vhd.media.hashing import sha256_file
     from vhd.store.sqlite import Store
 

@@ -43,9 +43,9 @@ from vhd.backends.openai_payload import (
     parse_options,
     parse_response,
     parse_retry_after,
-    scrub,
 )
 from vhd.errors import BackendError, BackendUnavailableError, ConfigError
+from vhd.redaction import redact_text
 
 if TYPE_CHECKING:
     from openai import APIStatusError, AsyncOpenAI
@@ -243,7 +243,7 @@ class OpenAIBackend(Backend):
         message: Any = body.get("message") if isinstance(body, dict) else None
         if not message:
             message = body if isinstance(body, str) and body else exc.message
-        return scrub(" ".join(str(message).split()), self._secrets)[:300]
+        return redact_text(" ".join(str(message).split()), self._secrets)[:300]
 
     def _on_status(self, exc: APIStatusError) -> Output | _Retry:
         status = exc.status_code
@@ -305,7 +305,7 @@ class OpenAIBackend(Backend):
         try:
             return parse_response(response.content)
         except BackendError as exc:
-            return _Retry(scrub(str(exc), self._secrets))
+            return _Retry(redact_text(str(exc), self._secrets))
 
     async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> Output:
         """Send one conversation; retry transient failures; return the answer.

@@ -10,7 +10,7 @@ import json
 import random
 import re
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -354,28 +354,3 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | No
     """
     ceiling = min(cap, base * (2.0 ** min(attempt, 60)))
     return (rng or random).uniform(0.0, ceiling)
-
-
-_SECRET_PATTERNS = (
-    re.compile(r"(?i)(bearer\s+)[^\s'\",}]+"),
-    re.compile(r"(?i)((?:api[-_]?key|authorization)['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+"),
-    re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}"),
-)
-
-
-def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """Remove API keys and authorization values from a message.
-
-    Args:
-        text: Any text that might echo a request (an SDK error, a server's error body).
-        secrets: Exact secret values to remove wherever they appear.
-
-    Returns:
-        The text with secrets replaced by ``***``.
-    """
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: (m.group(1) if m.re.groups else "") + "***", text)
-    return text

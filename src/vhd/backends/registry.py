@@ -14,7 +14,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from vhd.backends.base import Backend
+from vhd.config import AnnotateConfig
 from vhd.errors import ConfigError
+from vhd.records import Role
 
 BUILTIN: dict[str, str] = {
     "openai": "vhd.backends.openai:OpenAIBackend",
@@ -93,3 +95,15 @@ def create_backend(spec: str, backend_options: Mapping[str, Mapping[str, Any]] |
     if kind != name:
         backend.alias = name
     return backend
+
+
+def build_backends(config: AnnotateConfig) -> dict[Role, Backend]:
+    """Create one backend per distinct spec; roles with the same spec share an instance."""
+    by_spec: dict[str, Backend] = {}
+    roles: dict[Role, Backend] = {}
+    for role in Role:
+        spec = config.role_model(role.value)
+        if spec not in by_spec:
+            by_spec[spec] = create_backend(spec, config.backends)
+        roles[role] = by_spec[spec]
+    return roles

@@ -77,7 +77,7 @@ def _fmt_summary(s: Any) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.annotator import annotate
+    from vhd.annotate.api import annotate
 
     def event(message: str) -> None:
         print(f"vhd: {message}", file=sys.stderr)

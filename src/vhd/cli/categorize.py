@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     if args.discover:
         return _discover(args)
-    from vhd.taxonomy.assign import categorize
+    from vhd.categorize.assign import categorize
 
     if args.method not in (None, "embed", "llm"):
         raise ConfigError(f"--method {args.method} is for --discover; categorize takes embed or llm")
@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _discover(args: argparse.Namespace) -> int:
-    from vhd.taxonomy.cluster import DEFAULT_DISTANCE
-    from vhd.taxonomy.discovery import discover
+    from vhd.categorize.cluster import DEFAULT_DISTANCE
+    from vhd.categorize.discovery import discover
 
     if args.method not in (None, "cluster", "llm-only"):
         raise ConfigError(f"--method {args.method} is for categorizing; --discover takes cluster or llm-only")

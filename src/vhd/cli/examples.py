@@ -16,7 +16,7 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.examples import write_examples
+    from vhd.demo import write_examples
 
     paths = write_examples(Path(args.out))
     print(f"wrote {len(paths)} example file(s) to {args.out}")

@@ -7,8 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from vhd import __version__
 from vhd.errors import BackendError, MediaError, VhdError
+from vhd.version import version
 
 COMMANDS: dict[str, str] = {
     "annotate": "vhd.cli.annotate",
@@ -35,13 +35,24 @@ COMMANDS: dict[str, str] = {
 """Command name to the module holding its ``add_parser`` and ``run``."""
 
 
+class _Version(argparse.Action):
+    """``--version``: reads the package metadata only when asked (keeps ``vhd --help`` fast)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"vhd {version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (every command's module is imported; they are light)."""
     parser = argparse.ArgumentParser(
         prog="vhd",
         description="Build, annotate and benchmark visual-harmfulness datasets.",
     )
-    parser.add_argument("--version", action="version", version=f"vhd {__version__}")
+    parser.add_argument("--version", action=_Version, help="show the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module in COMMANDS.items():
         importlib.import_module(module).add_parser(sub, name)

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from vhd import __version__
 from vhd.errors import ConfigError
+from vhd.version import version
 
 MIB: Final = 1 << 20
 GIB: Final = 1 << 30
@@ -87,7 +87,7 @@ class FetchSettings:
     allow_private: bool = False
     allow_networks: tuple[str, ...] = ()
     recheck: bool = False
-    user_agent: str = f"vhd/{__version__} (dataset fetcher)"
+    user_agent: str = f"vhd/{version()} (dataset fetcher)"
     verify_tls: bool = True
 
     def __post_init__(self) -> None:

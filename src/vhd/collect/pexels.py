@@ -21,10 +21,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from vhd import __version__
 from vhd.collect.crawl import CrawlError, CrawlHit, CrawlSource
 from vhd.errors import ConfigError, require
 from vhd.records import Kind
+from vhd.version import version
 
 DEFAULT_BASE_URL: Final = "https://api.pexels.com"
 API_KEY_ENV: Final = "PEXELS_API_KEY"
@@ -131,7 +131,7 @@ class PexelsSource(CrawlSource):
         self.backoff = float(s.get("backoff", 1.0))
         self._client = httpx.Client(
             base_url=str(s.get("base_url", DEFAULT_BASE_URL)).rstrip("/"),
-            headers={"Authorization": key, "User-Agent": f"vhd/{__version__}"},
+            headers={"Authorization": key, "User-Agent": f"vhd/{version()}"},
             timeout=float(s.get("timeout", 30.0)),
             follow_redirects=True,
         )

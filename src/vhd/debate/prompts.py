@@ -35,7 +35,7 @@ TEMPLATE_NAMES: tuple[str, ...] = (
 
 def default_templates() -> dict[str, str]:
     """Return the packaged templates, keyed by name."""
-    root = resources.files("vhd") / "prompts"
+    root = resources.files("vhd.debate") / "templates"
     return {name: (root / f"{name}.txt").read_text(encoding="utf-8").strip() for name in TEMPLATE_NAMES}
 
 

@@ -52,12 +52,13 @@ class DebateDetector(Detector):
 
     def __init__(self, label: str, model: str | None = None, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(label, model, options)
-        from vhd.annotator import build_backends, config_identity
+        from vhd.backends.registry import build_backends
         from vhd.config import load_config
         from vhd.debate.engine import Debate
         from vhd.debate.icl import load_examples
+        from vhd.debate.identity import config_identity
         from vhd.debate.prompts import Prompts
-        from vhd.runner import media_settings
+        from vhd.media.load import media_settings
         from vhd.taxonomy.taxonomy import default_taxonomy
 
         self.opts: DebateOptions = parse_options(label, self.options, DebateOptions)
@@ -76,7 +77,7 @@ class DebateDetector(Detector):
         prompts = Prompts(cfg.prompts, Path(cfg.base_dir) if cfg.base_dir else None)
         self.backends = build_backends(cfg)
         try:
-            examples = load_examples(cfg.resolve_path(cfg.icl), media_settings(cfg)) if cfg.icl else []
+            examples = load_examples(cfg.resolve_path(cfg.icl), media_settings(cfg.media)) if cfg.icl else []
         except ConfigError as exc:
             raise ConfigError(f"detector {label}: {exc}") from None
         self.debate = Debate(self.backends, cfg, prompts, examples)

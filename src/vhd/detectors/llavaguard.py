@@ -78,12 +78,12 @@ class LlavaGuardDetector(Detector):
 
     def identity(self) -> dict[str, Any]:
         """Backend, prompt text, decoding settings and the crosswalk's version; never keys."""
-        from vhd.detectors.vlm import _redacted
+        from vhd.redaction import redact
 
         return {
             "name": self.name,
             "backend": self.backend.identity(),
-            "backends": _redacted(self.opts.backends),
+            "backends": redact(self.opts.backends),
             "prompt_text": policy_prompt(),
             "temperature": self.opts.temperature,
             "max_tokens": self.opts.max_tokens,

@@ -28,6 +28,7 @@ from vhd.detectors.vlm_prompts import PromptName, harmful_probability, read_bina
 from vhd.errors import BackendError, ConfigError
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
+from vhd.redaction import redact
 from vhd.taxonomy.taxonomy import Taxonomy, load_taxonomy
 
 
@@ -53,12 +54,6 @@ def parse_options(label: str, options: Mapping[str, Any], model: type[BaseModel]
         key = ".".join(str(p) for p in err["loc"]) or "options"
         valid = ", ".join(model.model_fields)
         raise ConfigError(f"detector {label}: bad option {key}: {err['msg']} (valid options: {valid})") from None
-
-
-def _redacted(value: Any) -> Any:
-    from vhd.annotator import redact
-
-    return redact(value)
 
 
 class VLMDetector(Detector):
@@ -100,7 +95,7 @@ class VLMDetector(Detector):
         return {
             "name": self.name,
             "backend": self.backend.identity(),
-            "backends": _redacted(self.opts.backends),
+            "backends": redact(self.opts.backends),
             "prompt": self.opts.prompt,
             "prompt_text": texts,
             "temperature": self.opts.temperature,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vhd.config import MediaConfig
 from vhd.errors import ConfigError, MediaError
 from vhd.media.discover import MediaItem, display_path, frame_folder_frames
 from vhd.media.encoded import EncodedImage
@@ -73,6 +74,19 @@ class MediaSettings:
             "n_frames": self.n_frames,
             "first_frames": self.first_frames,
         }
+
+
+def media_settings(m: MediaConfig) -> MediaSettings:
+    """`MediaSettings` from the configuration's ``[media]`` table."""
+    limits = ImageLimits(max_pixels=m.max_pixels, max_bytes=int(m.max_file_mb * 1024 * 1024))
+    return MediaSettings(
+        max_side=m.max_side,
+        fmt=m.format,
+        quality=m.quality,
+        n_frames=m.frames,
+        first_frames=m.first_frames,
+        limits=limits,
+    )
 
 
 @dataclass

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from vhd.records import Annotation, Kind, Sample, Status, Turn, Usage, Verdict
-
-_SECRET_FLAG = re.compile(
-    r"(?<!\S)(--?(?:[\w-]*[-_])?(?:api[-_]?key|key|token|secret|password|passwd))(=|\s+)(\S+)", re.IGNORECASE
-)
-_SECRET_VALUE = re.compile(r"\b(sk|hf|ghp|xox[bp])[-_][A-Za-z0-9_-]{8,}")
 
 
 @dataclass(frozen=True)
@@ -60,19 +54,6 @@ class SkipInfo:
     path: str
     reason: str
     at: float
-
-
-def redact_command(command: str) -> str:
-    """Hide values of flags named like a key, token, secret or password, and API-key-like words.
-
-    Args:
-        command: A command line as one string.
-
-    Returns:
-        The command with such values replaced by ``***``.
-    """
-    command = _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", command)
-    return _SECRET_VALUE.sub(lambda m: f"{m.group(1)}-***", command)
 
 
 def dumps(value: Any) -> str:

@@ -28,16 +28,17 @@ from typing import Any
 
 from vhd.errors import ConfigError, VhdError
 from vhd.records import Annotation, Kind, Role, Sample, Status
+from vhd.redaction import redact_command
 from vhd.store.migrations import apply_migrations
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
 from vhd.store.rows import (
     RunInfo,
     SkipInfo,
     dumps,
-    redact_command,
     run_from_row,
     sample_from_row,
 )
+from vhd.version import version
 
 _SAMPLE_COLS = "s.id, " + SAMPLE_FIELDS
 
@@ -157,8 +158,6 @@ class Store(AnnotationReads):
         Returns:
             The new run's id (uuid4 hex).
         """
-        from vhd import __version__
-
         run_id = uuid.uuid4().hex
         with self._tx() as conn:
             conn.execute(
@@ -170,7 +169,7 @@ class Store(AnnotationReads):
                     config_hash,
                     dumps(models),
                     prompt_hash,
-                    __version__,
+                    version(),
                     redact_command(command),
                     time.time(),
                 ),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
-    from vhd.taxonomy.stats import Stats
+    from vhd.categorize.stats import Stats
 
 
 def category_table(stats: Stats) -> tuple[list[str], list[list[Any]]]:

@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 
 from vhd.backends.base import Backend, GenerateConfig, Message
+from vhd.categorize.cluster import Cluster
 from vhd.errors import BackendError, VhdError
-from vhd.taxonomy.cluster import Cluster
 
 NAMER_SYSTEM = "You organise the findings of content-moderation reviews into clear, distinct harm categories."
 _FIELD = re.compile(r"^\W*(name|category|definition|examples?)\W*\s*[:\-–]\s*(.*)$", re.IGNORECASE)

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tests.taxonomy.conftest import sample_id
+from tests.categorize.conftest import sample_id
+from vhd.categorize import compute_stats, write_stats
+from vhd.categorize.stats_plot import read_drawn_counts
 from vhd.cli.main import main
 from vhd.store import Store
 from vhd.store.categories import Assignment, Categorization, harmful_annotations, save_categorization
-from vhd.taxonomy import compute_stats, load_taxonomy, write_stats
-from vhd.taxonomy.stats_plot import read_drawn_counts
+from vhd.taxonomy import load_taxonomy
 
 ASSIGNED = {"nude": "F", "blood": "AE", "drugs": "B", "nazi": "GA", "refusal": "F"}  # dog: none
 

@@ -9,10 +9,10 @@ import pytest
 from PIL import Image
 
 import vhd
+from vhd.categorize import categorize
 from vhd.errors import ConfigError
 from vhd.store import Store
 from vhd.store.categories import Categorization, load_categorizations
-from vhd.taxonomy import categorize
 
 JUDGE_SAYS_YES = {"rules": [{"when": {"tag": "judge"}, "reply": "Yes, violence."}], "default": "1. An argument."}
 

@@ -7,14 +7,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.taxonomy.conftest import LABELLED, sample_id
+from tests.categorize.conftest import LABELLED, sample_id
+from vhd.categorize import categorize
+from vhd.categorize.calibration import read_calibration
+from vhd.categorize.embed import EmbedCategorizer, EmbedText
+from vhd.categorize.embedding import resolve_model
 from vhd.cli.main import main
 from vhd.store import Store
 from vhd.store.categories import load_categorizations
-from vhd.taxonomy import categorize, load_taxonomy
-from vhd.taxonomy.calibration import read_calibration
-from vhd.taxonomy.categorize_embed import EmbedCategorizer, EmbedText
-from vhd.taxonomy.embedding import resolve_model
+from vhd.taxonomy import load_taxonomy
 
 pytestmark = pytest.mark.slow  # loads the real all-MiniLM-L6-v2 (once per session)
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vhd.categorize.embedding import Embedder
 from vhd.errors import ConfigError
-from vhd.taxonomy.embedding import Embedder
 from vhd.taxonomy.taxonomy import Taxonomy
 
 DEFAULT_THRESHOLD = 0.45

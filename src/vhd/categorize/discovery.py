@@ -1,7 +1,7 @@
 """`discover`: draft a taxonomy from the free-text harm reasons of a store.
 
 Two ways. ``cluster`` (default) embeds the distinct reasons, clusters them without a preset
-count (`vhd.taxonomy.cluster`), shows each cluster's most typical reasons, and asks a model to
+count (`vhd.categorize.cluster`), shows each cluster's most typical reasons, and asks a model to
 name and define each cluster (without a model, the most typical reason names it).
 ``llm-only`` is the paper's way: one prompt over a sample of the reasons asks a model for the
 categories. Either way the result is a draft taxonomy file a person edits and then passes with
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vhd.categorize.cluster import DEFAULT_DISTANCE, Cluster
+from vhd.categorize.naming import fallback_names, name_with_model, propose_with_model
 from vhd.errors import ConfigError
 from vhd.store import categories as cstore
 from vhd.store.sqlite import Store
-from vhd.taxonomy.cluster import DEFAULT_DISTANCE, Cluster
-from vhd.taxonomy.naming import fallback_names, name_with_model, propose_with_model
 from vhd.taxonomy.taxonomy import Category, Taxonomy, parse_taxonomy
 
 DISCOVER_METHODS = ("cluster", "llm-only")
@@ -123,7 +123,7 @@ def discover(
         raise ConfigError(f"max categories must be between 1 and {MAX_CATEGORIES} (one letter each)")
     emit = on_event or (lambda _m: None)
     if reasons is None:
-        from vhd.taxonomy.assign import _open
+        from vhd.categorize.assign import _open
 
         if store is None:
             raise ConfigError("discover needs a store or reason counts")
@@ -145,8 +145,8 @@ def discover(
         proposed = asyncio.run(_with(backend, propose_with_model(backend, shown)))
         cats = proposed[:max_categories]
     else:
-        from vhd.taxonomy.cluster import REASON_TEMPLATE, cluster_reasons
-        from vhd.taxonomy.embedding import load_embedder
+        from vhd.categorize.cluster import REASON_TEMPLATE, cluster_reasons
+        from vhd.categorize.embedding import load_embedder
 
         texts = list(reasons)
         emit(f"embedding {len(texts)} distinct reason(s)")
@@ -172,8 +172,8 @@ def discover(
         result.clusters, result.left_out = clusters, noise
     result.taxonomy = build_draft(cats, name=name, version=version, source=str(out) if out else name)
     if out is not None:
+        from vhd.categorize.draft import render_draft
         from vhd.fileio import atomic_write
-        from vhd.taxonomy.draft import render_draft
 
         result.out = atomic_write(out, render_draft(result, method=method, model=backend.spec if backend else None))
     return result

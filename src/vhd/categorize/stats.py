@@ -121,7 +121,7 @@ def compute_stats(
         config_hash: Only annotations under this configuration (default: each sample's latest).
         top_reasons: How many reasons to list.
     """
-    from vhd.taxonomy.assign import _open
+    from vhd.categorize.assign import _open
 
     tax = load_taxonomy(taxonomy)
     db, owned = _open(store) if not isinstance(store, Store) else (store, False)
@@ -206,18 +206,18 @@ def write_stats(stats: Stats, out_dir: str | os.PathLike[str], *, plot: bool = T
     Raises:
         MissingDependencyError: ``plot`` without matplotlib installed (nothing is written).
     """
-    from vhd.taxonomy.stats_files import write_tables
+    from vhd.categorize.stats_files import write_tables
 
     out = Path(out_dir)
     figure = None
     if plot:
-        from vhd.taxonomy.stats_plot import require_matplotlib
+        from vhd.categorize.stats_plot import require_matplotlib
 
         require_matplotlib()
         figure = out / "categories.png"
     written = write_tables(stats, out, figure=figure.name if figure else None)
     if figure is not None:
-        from vhd.taxonomy.stats_plot import plot_categories
+        from vhd.categorize.stats_plot import plot_categories
 
         plot_categories(stats, figure)
         written.insert(0, figure)

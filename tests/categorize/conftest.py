@@ -117,6 +117,6 @@ def store(store_path: Path) -> Iterator[Store]:
 @pytest.fixture(scope="session")
 def embedder() -> Any:
     """The packaged all-MiniLM-L6-v2, loaded once, strictly offline."""
-    from vhd.taxonomy.embedding import load_embedder
+    from vhd.categorize.embedding import load_embedder
 
     return load_embedder()

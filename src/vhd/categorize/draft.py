@@ -6,7 +6,7 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vhd.taxonomy.discovery import DiscoverResult
+    from vhd.categorize.discovery import DiscoverResult
 
 
 def _indent(text: str, prefix: str) -> str:

@@ -7,7 +7,7 @@ case the debate is meant to settle.
 
 Example:
     >>> from pathlib import Path
-    >>> from vhd.examples import write_examples
+    >>> from vhd.demo import write_examples
     >>> paths = write_examples(Path("examples"))  # doctest: +SKIP
 """
 

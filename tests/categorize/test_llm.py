@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.taxonomy.conftest import SPECS, sample_id
+from tests.categorize.conftest import SPECS, sample_id
+from vhd.categorize import categorize
+from vhd.categorize.llm import build_prompt, code_confidences, findings_text
 from vhd.cli.main import main
 from vhd.errors import ConfigError
 from vhd.store import Store, export
 from vhd.store.categories import load_categorizations
-from vhd.taxonomy import categorize, load_taxonomy
-from vhd.taxonomy.categorize_llm import build_prompt, code_confidences, findings_text
+from vhd.taxonomy import load_taxonomy
 
 HARMFUL = [s.name for s in SPECS if s.harmful]  # the refusal counts as harmful too
 
@@ -112,7 +113,7 @@ def test_categories_reach_the_vhd11k_export(store_path: Path, tmp_path: Path) ->
 
 
 def test_reannotating_drops_old_categories(store_path: Path, tmp_path: Path) -> None:
-    from tests.taxonomy.conftest import make_annotation
+    from tests.categorize.conftest import make_annotation
 
     categorize(store_path, method="llm", model=script(tmp_path))
     with Store(store_path) as db:

@@ -11,14 +11,17 @@ import asyncio
 import signal
 import time
 from collections.abc import Callable, Sequence
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from vhd.annotator import RunSummary, build_backends, config_identity, count_status, digest, redact
+from vhd.annotate.summary import RunSummary, count_status
+from vhd.backends.registry import build_backends
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError
+from vhd.progress import ProgressFn, bar, no_progress
 from vhd.records import Annotation, Status
+from vhd.redaction import redact
 
 if TYPE_CHECKING:
     from vhd.debate.engine import Debate
@@ -28,75 +31,6 @@ if TYPE_CHECKING:
 
 NON_RETRYABLE_LIMIT = 8
 """Consecutive samples failing with non-retryable errors after which the run stops."""
-
-
-def media_settings(config: AnnotateConfig) -> MediaSettings:
-    """`vhd.media.load.MediaSettings` from the ``[media]`` config."""
-    from vhd.media.image import ImageLimits
-    from vhd.media.load import MediaSettings
-
-    m = config.media
-    limits = ImageLimits(max_pixels=m.max_pixels, max_bytes=int(m.max_file_mb * 1024 * 1024))
-    return MediaSettings(
-        max_side=m.max_side,
-        fmt=m.format,
-        quality=m.quality,
-        n_frames=m.frames,
-        first_frames=m.first_frames,
-        limits=limits,
-    )
-
-
-class _Progress:
-    """A rich progress bar, or nothing."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.bar: Any = None
-        if not enabled:
-            return
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        console = Console(stderr=True)
-        if not console.is_terminal:
-            return
-        self.bar = Progress(
-            TextColumn("annotating"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=console,
-            transient=False,
-        )
-        self.task = self.bar.add_task("annotate", total=total, rate="", info="")
-        self.start = time.perf_counter()
-        self.bar.start()
-
-    def update(self, summary: RunSummary, advance: int = 1) -> None:
-        if self.bar is None:
-            return
-        done = summary.annotated + summary.errors
-        rate = done / max(time.perf_counter() - self.start, 1e-9)
-        info = (
-            f"tok {summary.usage.total_tokens:,}  refusals {summary.refused}  "
-            f"unparsed {summary.unparsed}  errors {summary.errors}"
-        )
-        self.bar.update(self.task, advance=advance, rate=f"{rate:.2f}/s", info=info)
-
-    def stop(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 async def run(
@@ -109,19 +43,21 @@ async def run(
     include_duplicates: bool,
     dry_run: bool,
     max_cost: float | None,
-    progress: bool,
+    progress: bool | ProgressFn,
     command: str,
     on_event: Callable[[str], None],
 ) -> RunSummary:
-    """Run (or estimate) one annotation job; see `vhd.annotator.annotate`."""
+    """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
     from vhd.debate.engine import Debate
     from vhd.debate.icl import load_examples
+    from vhd.debate.identity import config_identity, digest
     from vhd.debate.prompts import Prompts
     from vhd.media.discover import discover
+    from vhd.media.load import media_settings
 
     base = Path(config.base_dir) if config.base_dir else None
     prompts = Prompts(config.prompts, base)
-    settings = media_settings(config)
+    settings = media_settings(config.media)
     found = discover(list(inputs), frame_folders=frame_folders)
     summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run)
     summary.skip_reasons = [(str(s.path), s.reason) for s in found.skipped[:1000]]
@@ -135,7 +71,7 @@ async def run(
     from vhd.store.sqlite import Store
 
     if dry_run:
-        from vhd.estimate import estimate
+        from vhd.annotate.estimate import estimate
 
         summary.estimate = await estimate(found.items, config, prompts, examples, store, config_hash)
         summary.found = summary.estimate["samples"]
@@ -161,7 +97,10 @@ async def run(
         job = _Job(db, debate, settings, summary, config_hash, run_id, max_cost, on_event)
         job.done = db.final_ids(config_hash, retry_unparsed=retry_unparsed)
         job.excluded = excluded_samples(db, duplicates=not include_duplicates)
-        await job.run(found.items, config.concurrency, progress)
+        drawn = nullcontext(progress) if callable(progress) else bar("annotating", progress, unit="samples")
+        with drawn as on_progress:
+            job.on_progress = on_progress
+            await job.run(found.items, config.concurrency)
         db.finish_run(run_id, summary.to_dict())
     finally:
         db.close()
@@ -198,18 +137,25 @@ class _Job:
         self.seen: set[str] = set()
         self.stopping = False
         self.fatal_streak = 0
-        self.bar: _Progress | None = None
+        self.on_progress: ProgressFn = no_progress
+        self.total = 0
 
     def stop(self, message: str) -> None:
         if not self.stopping:
             self.stopping = True
             self.on_event(message)
 
-    async def run(self, items: Sequence[MediaItem], concurrency: int, progress: bool) -> None:
+    def report(self) -> None:
+        """Send the run's counts to the progress callback."""
+        s = self.summary
+        info = f"tok {s.usage.total_tokens:,}  refusals {s.refused}  unparsed {s.unparsed}  errors {s.errors}"
+        self.on_progress(s.already_done + s.annotated + s.errors, self.total, info=info)
+
+    async def run(self, items: Sequence[MediaItem], concurrency: int) -> None:
         queue: asyncio.Queue[MediaItem] = asyncio.Queue()
         for item in items:
             queue.put_nowait(item)
-        self.bar = _Progress(progress, len(items))
+        self.total = len(items)
         workers = [asyncio.create_task(self.worker(queue)) for _ in range(min(concurrency, max(len(items), 1)))]
         loop = asyncio.get_running_loop()
         interrupts = 0
@@ -234,7 +180,6 @@ class _Job:
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
-            self.bar.stop()
         self.summary.remaining = queue.qsize() + sum(1 for w in workers if w.cancelled())
         failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)]
         if failures:  # a bug, not a sample's error: finished samples are stored; surface it
@@ -263,8 +208,7 @@ class _Job:
                 if sid in self.done:
                     self.summary.found += 1
                     self.summary.already_done += 1
-                    if self.bar:
-                        self.bar.update(self.summary)
+                    self.report()
                     continue
                 loaded = await asyncio.to_thread(load_sample, item, self.settings)
                 self.summary.found += 1
@@ -293,8 +237,7 @@ class _Job:
         self.db.save_annotation(ann, sample)
         self.summary.usage.add(result.usage)
         count_status(self.summary, result.verdict.status, result.verdict.harmful)
-        if self.bar:
-            self.bar.update(self.summary)
+        self.report()
         if result.verdict.status is Status.ERROR and not result.retryable:
             self.fatal_streak += 1
             if self.fatal_streak >= NON_RETRYABLE_LIMIT:

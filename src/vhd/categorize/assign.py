@@ -203,7 +203,7 @@ def categorize(
 
 def embed_text(item: cstore.HarmfulAnnotation) -> Any:
     """What the ``embed`` method reads of an annotation: the reason and the affirmative arguments."""
-    from vhd.taxonomy.categorize_embed import EmbedText
+    from vhd.categorize.embed import EmbedText
 
     ann = item.annotation
     refused = ann.verdict.status is Status.REFUSED or ann.verdict.refused
@@ -229,9 +229,9 @@ def _run_embed(
     record: Callable[[cstore.Categorization], None],
     emit: Callable[[str], None],
 ) -> str:
-    from vhd.taxonomy.calibration import read_calibration
-    from vhd.taxonomy.categorize_embed import DEFAULT_THRESHOLD, EmbedCategorizer
-    from vhd.taxonomy.embedding import load_embedder
+    from vhd.categorize.calibration import read_calibration
+    from vhd.categorize.embed import DEFAULT_THRESHOLD, EmbedCategorizer
+    from vhd.categorize.embedding import load_embedder
 
     if not todo and calibrate is None:
         return model or "all-MiniLM-L6-v2"
@@ -279,9 +279,9 @@ def _run_llm(
     emit: Callable[[str], None],
 ) -> str:
     from vhd.backends.registry import create_backend
+    from vhd.categorize.llm import categorize_with_llm
     from vhd.config import MODEL_ENV, load_config
-    from vhd.runner import media_settings
-    from vhd.taxonomy.categorize_llm import categorize_with_llm
+    from vhd.media.load import media_settings
 
     cfg = load_config(None if config is None else Path(config))
     spec = model or cfg.model or os.environ.get(MODEL_ENV)
@@ -298,7 +298,7 @@ def _run_llm(
     async def main() -> None:
         try:
             await backend.check()
-            media = media_settings(cfg) if with_media else None
+            media = media_settings(cfg.media) if with_media else None
             await categorize_with_llm(todo, backend, tax, save=save, concurrency=concurrency, media=media)
         finally:
             await backend.aclose()

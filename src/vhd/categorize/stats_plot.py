@@ -16,7 +16,7 @@ from vhd.errors import MissingDependencyError
 from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
-    from vhd.taxonomy.stats import Stats
+    from vhd.categorize.stats import Stats
 
 _COLORS = {"real": "#3b75af", "synthetic": "#ef8636", "unknown": "#9e9e9e"}
 METADATA_KEY = "vhd:counts"

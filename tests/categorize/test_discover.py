@@ -7,14 +7,15 @@ from typing import Any
 
 import pytest
 
-from tests.taxonomy.conftest import Spec, fill_store
-from tests.taxonomy.planted import PLANTED
+from tests.categorize.conftest import Spec, fill_store
+from tests.categorize.planted import PLANTED
+from vhd.categorize import discover
+from vhd.categorize.cluster import REASON_TEMPLATE, cluster_reasons
+from vhd.categorize.naming import parse_blocks
 from vhd.cli.main import main
 from vhd.errors import ConfigError
 from vhd.store import Store
-from vhd.taxonomy import discover, load_taxonomy
-from vhd.taxonomy.cluster import REASON_TEMPLATE, cluster_reasons
-from vhd.taxonomy.naming import parse_blocks
+from vhd.taxonomy import load_taxonomy
 
 TRUTH = {r: g for g, rs in PLANTED.items() for r in rs}
 

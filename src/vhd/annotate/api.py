@@ -1,0 +1,105 @@
+"""`vhd.annotate`: annotate images and videos by debate, resumably, into a store.
+
+The library call behind ``vhd annotate``. Every finished sample is committed to the store at
+once; running the same call again makes no model call for samples that already have a final
+verdict under the same configuration, and retries those that errored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from vhd.annotate.summary import RunSummary
+from vhd.config import AnnotateConfig, load_config
+from vhd.progress import ProgressFn
+
+
+def annotate(
+    inputs: Sequence[str | Path],
+    *,
+    model: str | None = None,
+    affirmative: str | None = None,
+    negative: str | None = None,
+    debaters: str | None = None,
+    judge: str | None = None,
+    store: str | Path = "vhd.db",
+    config: AnnotateConfig | str | Path | None = None,
+    concurrency: int | None = None,
+    icl: str | Path | None = None,
+    rounds: int | None = None,
+    retry_unparsed: bool = False,
+    frame_folders: bool = False,
+    include_duplicates: bool = False,
+    dry_run: bool = False,
+    max_cost: float | None = None,
+    progress: bool | ProgressFn = False,
+    command: str = "",
+    on_event: Callable[[str], None] | None = None,
+) -> RunSummary:
+    """Annotate images, videos, frame folders and manifests by model debate.
+
+    Args:
+        inputs: Files, folders (recursive) and manifests (CSV/JSONL with a ``path`` column).
+        model: ``BACKEND:MODEL`` for every role (e.g. ``openai:gpt-4o``).
+        affirmative: Model spec for the affirmative debater only.
+        negative: Model spec for the negative debater only.
+        debaters: Model spec for both debaters.
+        judge: Model spec for the judge.
+        store: SQLite store path (created if missing; reused to resume).
+        config: An `AnnotateConfig`, or a TOML/YAML config file path.
+        concurrency: Samples in flight at once (default 16).
+        icl: In-context examples file or folder for the judge.
+        rounds: Debate rounds (default 2).
+        retry_unparsed: Ask again for samples whose judge reply could not be read.
+        frame_folders: Treat folders of numbered frames (``<stem>_0000.png`` ...) as videos.
+        include_duplicates: Annotate samples that ``vhd dedup --apply`` marked as duplicates of a
+            kept sample (removed and quarantined samples are never annotated).
+        dry_run: Count samples and estimate calls, tokens and cost; send nothing.
+        max_cost: Stop cleanly once this many dollars are spent (needs prices in the config).
+        progress: True shows a live progress bar on stderr (on a terminal); a `vhd.progress.ProgressFn`
+            receives the counts instead.
+        command: The command line, recorded with the run.
+        on_event: Called with one-line messages (interruption notices and the like).
+
+    Returns:
+        The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
+
+    Raises:
+        vhd.errors.ConfigError: Bad configuration or inputs (nothing was run).
+        vhd.errors.BackendUnavailableError: A backend cannot work at all (nothing was run).
+    """
+    from vhd.annotate.loop import run
+
+    cfg = config if isinstance(config, AnnotateConfig) else load_config(config)
+    debate = cfg.debate.model_copy(update={"rounds": rounds}) if rounds is not None else cfg.debate
+    cfg = cfg.with_overrides(
+        model=model,
+        affirmative=affirmative,
+        negative=negative,
+        debaters=debaters,
+        judge=judge,
+        concurrency=concurrency,
+        icl=str(icl) if icl is not None else None,
+        debate=debate.model_dump(),
+    )
+    start = time.perf_counter()
+    summary = asyncio.run(
+        run(
+            inputs,
+            cfg,
+            store=Path(store),
+            retry_unparsed=retry_unparsed,
+            frame_folders=frame_folders,
+            include_duplicates=include_duplicates,
+            dry_run=dry_run,
+            max_cost=max_cost,
+            progress=progress,
+            command=command,
+            on_event=on_event or (lambda _msg: None),
+        )
+    )
+    summary.elapsed_s = time.perf_counter() - start
+    return summary

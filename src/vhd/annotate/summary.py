@@ -1,0 +1,91 @@
+"""The summary of an annotation run: counts, never per-sample lists that grow with the run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from vhd.records import Status, Usage
+
+
+@dataclass
+class RunSummary:
+    """What an annotation run did.
+
+    Attributes:
+        run_id: The store's run id (None for a dry run).
+        store: Path of the store.
+        found: Readable samples found in the inputs (after de-duplication by content).
+        already_done: Samples that already had a final verdict and were not asked again.
+        annotated: Samples that got a final verdict in this run.
+        harmful: Of those, harmful (refusals included).
+        unharmful: Of those, unharmful.
+        refused: Of those, decided by a refusal.
+        unparsed: Of those, whose judge reply could not be read.
+        errors: Samples whose model calls failed (retried on the next run).
+        skipped: Input files that could not be used, with reasons in the store.
+        duplicates: Inputs whose content was already among the samples.
+        excluded: Samples left out because the store marks them removed, quarantined, or a
+            duplicate of a kept sample (reasons in ``skip_reasons``).
+        remaining: Samples not attempted (interrupted or stopped at the budget).
+        usage: Calls, tokens and cost of this run.
+        elapsed_s: Wall time.
+        interrupted: Stopped by Ctrl-C.
+        budget_reached: Stopped by ``max_cost``.
+        dry_run: Nothing was sent; see ``estimate``.
+        estimate: For a dry run, the expected calls, tokens and cost.
+        skip_reasons: ``(path, reason)`` for each skipped input (first 1000).
+    """
+
+    run_id: str | None
+    store: str
+    found: int = 0
+    already_done: int = 0
+    annotated: int = 0
+    harmful: int = 0
+    unharmful: int = 0
+    refused: int = 0
+    unparsed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    excluded: int = 0
+    remaining: int = 0
+    usage: Usage = field(default_factory=Usage)
+    elapsed_s: float = 0.0
+    interrupted: bool = False
+    budget_reached: bool = False
+    dry_run: bool = False
+    estimate: dict[str, Any] | None = None
+    skip_reasons: list[tuple[str, str]] = field(default_factory=list)
+
+    def exit_code(self, strict: bool = False) -> int:
+        """0 when every readable sample has a final verdict, 1 when work remains, 130 after Ctrl-C."""
+        if self.interrupted:
+            return 130
+        if self.errors or self.remaining or (strict and self.skipped):
+            return 1
+        return 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (stored with the run)."""
+        d = asdict(self)
+        d["skip_reasons"] = d["skip_reasons"][:50]
+        return d
+
+
+def count_status(summary: RunSummary, status: Status, harmful: bool | None) -> None:
+    """Add one finished sample to a summary."""
+    if status is Status.ERROR:
+        summary.errors += 1
+        return
+    summary.annotated += 1
+    if status is Status.UNPARSED:
+        summary.unparsed += 1
+        return
+    if status is Status.REFUSED:
+        summary.refused += 1
+    if harmful is True:
+        summary.harmful += 1
+    elif harmful is False:
+        summary.unharmful += 1

@@ -1,0 +1,40 @@
+"""A debate configuration's identity: everything that changes its messages or decoding, hashed.
+
+Two runs with the same identity ask the models the same questions in the same way, so a store
+keeps one annotation per sample and configuration hash, and a resumed run skips what is final.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from vhd.backends.base import Backend
+from vhd.config import AnnotateConfig
+from vhd.debate.icl import ICLExample, examples_identity
+from vhd.debate.prompts import Prompts
+from vhd.records import Role
+
+
+def config_identity(
+    config: AnnotateConfig, backends: dict[Role, Backend], prompts: Prompts, examples: Sequence[ICLExample]
+) -> dict[str, Any]:
+    """Everything that changes a debate's messages or decoding, as plain data."""
+    roles = {}
+    for role in Role:
+        temperature, max_tokens = config.role_settings(role.value)
+        roles[role.value] = {"backend": backends[role].identity(), "temperature": temperature, "max_tokens": max_tokens}
+    return {
+        "roles": roles,
+        "debate": config.debate.model_dump(),
+        "media": config.media.model_dump(),
+        "prompts": prompts.templates,
+        "icl": examples_identity(examples),
+    }
+
+
+def digest(data: Any) -> str:
+    """sha256 of canonical JSON."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()

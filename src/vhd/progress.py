@@ -1,0 +1,91 @@
+"""Progress: the library reports through a callback; `bar` draws those reports with rich.
+
+Every long-running library call takes ``on_progress``, a `ProgressFn` called as
+``on_progress(done, total, stage=..., info=...)``. The library never draws anything itself;
+the CLI (or a notebook) passes `bar`'s callback, which shows a rich bar on stderr when it is a
+terminal and nothing otherwise.
+
+Example:
+    >>> with bar("hashing") as on_progress:  # doctest: +SKIP
+    ...     for i in range(10):
+    ...         on_progress(i + 1, 10)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+
+class ProgressFn(Protocol):
+    """A progress callback: ``done`` of ``total`` units (total None when unknown)."""
+
+    def __call__(self, done: int, total: int | None, *, stage: str = "", info: str = "") -> None:
+        """Report progress; ``stage`` names a phase of the work, ``info`` is a short status text."""
+
+
+def no_progress(done: int, total: int | None, *, stage: str = "", info: str = "") -> None:
+    """A `ProgressFn` that does nothing."""
+
+
+@contextmanager
+def bar(label: str, enabled: bool = True, *, unit: str = "", console: Any = None) -> Iterator[ProgressFn]:
+    """Yield a `ProgressFn` that draws a rich progress bar, one line per stage.
+
+    Nothing is drawn when ``enabled`` is false or the console (stderr by default) is not a
+    terminal, so piped output stays clean. The bar is taken down when the block ends, also after
+    an error or Ctrl-C.
+
+    Args:
+        label: Text before the bar (``annotating``, ``dedup``...).
+        enabled: False draws nothing whatever the terminal.
+        unit: Unit for the rate column (``samples`` gives ``12.3 samples/s``); empty hides it.
+        console: A rich console to draw on (default: stderr); for tests.
+    """
+    progress: Any = None
+    if enabled:
+        from rich.console import Console
+
+        console = console or Console(stderr=True)
+        if console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"),
+                console=console,
+            )
+    tasks: dict[str, tuple[Any, float]] = {}
+
+    def update(done: int, total: int | None, *, stage: str = "", info: str = "") -> None:
+        if progress is None:
+            return
+        if stage not in tasks:
+            description = f"{label}: {stage}" if stage else label
+            tasks[stage] = (progress.add_task(description, total=total, rate="", info=""), time.perf_counter())
+        task, start = tasks[stage]
+        rate = f"{done / max(time.perf_counter() - start, 1e-9):.1f} {unit}/s" if unit else ""
+        progress.update(task, completed=done, total=total, rate=rate, info=info)
+
+    if progress is not None:
+        progress.start()
+    try:
+        yield update
+    finally:
+        if progress is not None:
+            progress.stop()
