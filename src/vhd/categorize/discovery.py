@@ -123,11 +123,11 @@ def discover(
         raise ConfigError(f"max categories must be between 1 and {MAX_CATEGORIES} (one letter each)")
     emit = on_event or (lambda _m: None)
     if reasons is None:
-        from vhd.categorize.assign import _open
+        from vhd.categorize.assign import open_store
 
         if store is None:
             raise ConfigError("discover needs a store or reason counts")
-        db, owned = _open(store) if not isinstance(store, Store) else (store, False)
+        db, owned = open_store(store) if not isinstance(store, Store) else (store, False)
         try:
             reasons = collect_reasons(db, config_hash=config_hash)
         finally:
