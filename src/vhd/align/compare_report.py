@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
-    from vhd.align.compare import CompareResult, ConfigResult
+    from vhd.align.compare_result import CompareResult, ConfigResult
 
 CSV_COLUMNS = (
     "config",

@@ -25,7 +25,7 @@ from vhd.align.labels import LabelledItem
 from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
-    from vhd.align.icl_search import Scored, SearchResult
+    from vhd.align.icl_result import Scored, SearchResult
 
 
 def expected_answer(item: LabelledItem) -> str:

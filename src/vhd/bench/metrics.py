@@ -1,7 +1,8 @@
 """Binary and multi-class metrics with bootstrap confidence intervals.
 
 `BinaryMetrics` and `MulticlassMetrics` follow one pattern: `update()` with a batch, `compute()`
-to a result object with `to_rows()`, `to_pandas()` (when pandas is installed) and `plot()`.
+to a result object with `to_rows()` and `to_pandas()` (when pandas is installed); `vhd.bench.plots`
+draws one (``binary_figure``, ``multiclass_figure``).
 Every number has a 95% bootstrap confidence interval (percentile method, resampling samples
 with replacement, a fixed seed) and the number of samples it stands on. The point values equal
 scikit-learn's (``recall_score``, ``precision_score``, ``f1_score``, ``balanced_accuracy_score``,
@@ -232,12 +233,6 @@ class BinaryResult:
         """`to_rows` as a pandas DataFrame (needs pandas)."""
         return _pandas().DataFrame(self.to_rows())
 
-    def plot(self, path: str | None = None, *, title: str = "") -> Any:
-        """Draw the confusion matrix and, where scores exist, ROC and PR curves; save to ``path`` if given."""
-        from vhd.bench.plots import binary_figure
-
-        return binary_figure(self, path, title=title)
-
 
 class BinaryMetrics:
     """Accumulates (truth, decision, score) and computes `BinaryResult`.
@@ -341,12 +336,6 @@ class MulticlassResult:
     def to_pandas(self) -> Any:
         """`to_rows` as a pandas DataFrame (needs pandas)."""
         return _pandas().DataFrame(self.to_rows())
-
-    def plot(self, path: str | None = None, *, title: str = "") -> Any:
-        """Draw the confusion matrix; save to ``path`` if given."""
-        from vhd.bench.plots import multiclass_figure
-
-        return multiclass_figure(self, path, title=title)
 
 
 class MulticlassMetrics:

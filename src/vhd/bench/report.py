@@ -41,7 +41,14 @@ def _finite(obj: Any) -> Any:
 
 def write_plots(results: Sequence[DetectorResult], codes: Sequence[str], folder: Path) -> list[Path]:
     """Every plot of the report as PNG files in ``folder``."""
-    from vhd.bench import plots
+    from vhd.bench.plots import (
+        binary_figure,
+        breakdown_figure,
+        category_recall_figure,
+        curves_figure,
+        multiclass_figure,
+        reliability_figure,
+    )
 
     written: list[Path] = []
     for r in results:
@@ -49,17 +56,17 @@ def write_plots(results: Sequence[DetectorResult], codes: Sequence[str], folder:
             continue
         g = r.groups["all"]
         path = folder / f"binary_{_slug(r.label)}.png"
-        plots.binary_figure(g.binary, path, title=r.label)
+        binary_figure(g.binary, path, title=r.label)
         written.append(path)
         if g.multiclass is not None:
             p = folder / f"multiclass_{_slug(r.label)}.png"
-            plots.multiclass_figure(g.multiclass, p, title=f"{r.label}: multi-class")
+            multiclass_figure(g.multiclass, p, title=f"{r.label}: multi-class")
             written.append(p)
     for drawn in (
-        plots.curves_figure(results, folder / "roc_pr.png"),
-        plots.reliability_figure(results, folder / "reliability.png"),
-        plots.category_recall_figure(results, codes, folder / "category_recall.png"),
-        plots.breakdown_figure(results, folder / "breakdown.png"),
+        curves_figure(results, folder / "roc_pr.png"),
+        reliability_figure(results, folder / "reliability.png"),
+        category_recall_figure(results, codes, folder / "category_recall.png"),
+        breakdown_figure(results, folder / "breakdown.png"),
     ):
         if drawn is not None:
             written.append(drawn)

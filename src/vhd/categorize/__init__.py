@@ -18,7 +18,8 @@ from vhd.lazy import lazy_exports
 if TYPE_CHECKING:
     from vhd.categorize.assign import CategorizeSummary, categorize
     from vhd.categorize.discovery import DiscoverResult, discover
-    from vhd.categorize.stats import Stats, compute_stats, write_stats
+    from vhd.categorize.stats import Stats, compute_stats
+    from vhd.categorize.stats_files import write_stats
 
 _LAZY = {
     "CategorizeSummary": "vhd.categorize.assign",
@@ -27,7 +28,7 @@ _LAZY = {
     "discover": "vhd.categorize.discovery",
     "Stats": "vhd.categorize.stats",
     "compute_stats": "vhd.categorize.stats",
-    "write_stats": "vhd.categorize.stats",
+    "write_stats": "vhd.categorize.stats_files",
 }
 
 __all__ = ["CategorizeSummary", "DiscoverResult", "Stats", "categorize", "compute_stats", "discover", "write_stats"]

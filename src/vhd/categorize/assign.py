@@ -98,7 +98,12 @@ class CategorizeSummary:
         return out
 
 
-def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
+def open_store(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
+    """The store, and whether the caller opened it (and so closes it).
+
+    Raises:
+        ConfigError: A path where no store file is.
+    """
     if isinstance(store, Store):
         return store, False
     if not Path(store).is_file():
@@ -158,7 +163,7 @@ def categorize(
         raise ConfigError("--with-media needs --method llm (with a vision-language model)")
     started = time.perf_counter()
     tax = load_taxonomy(taxonomy)
-    db, owned = _open(store)
+    db, owned = open_store(store)
     emit = on_event or (lambda _m: None)
     try:
         items = cstore.harmful_annotations(db, config_hash=config_hash)

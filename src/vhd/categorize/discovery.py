@@ -5,12 +5,13 @@ count (`vhd.categorize.cluster`), shows each cluster's most typical reasons, and
 name and define each cluster (without a model, the most typical reason names it).
 ``llm-only`` is the paper's way: one prompt over a sample of the reasons asks a model for the
 categories. Either way the result is a draft taxonomy file a person edits and then passes with
-``--taxonomy``.
+``--taxonomy``: `render_draft` writes it as YAML with comments (cluster sizes, left-out reasons).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -123,11 +124,11 @@ def discover(
         raise ConfigError(f"max categories must be between 1 and {MAX_CATEGORIES} (one letter each)")
     emit = on_event or (lambda _m: None)
     if reasons is None:
-        from vhd.categorize.assign import _open
+        from vhd.categorize.assign import open_store
 
         if store is None:
             raise ConfigError("discover needs a store or reason counts")
-        db, owned = _open(store) if not isinstance(store, Store) else (store, False)
+        db, owned = open_store(store) if not isinstance(store, Store) else (store, False)
         try:
             reasons = collect_reasons(db, config_hash=config_hash)
         finally:
@@ -172,7 +173,6 @@ def discover(
         result.clusters, result.left_out = clusters, noise
     result.taxonomy = build_draft(cats, name=name, version=version, source=str(out) if out else name)
     if out is not None:
-        from vhd.categorize.draft import render_draft
         from vhd.fileio import atomic_write
 
         result.out = atomic_write(out, render_draft(result, method=method, model=backend.spec if backend else None))
@@ -209,6 +209,45 @@ def build_draft(
             }
         )
     return parse_taxonomy({"name": name, "version": version, "categories": entries}, source)
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "".join(prefix + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+def render_draft(result: DiscoverResult, *, method: str, model: str | None, max_left_out: int = 40) -> str:
+    """The draft as YAML that `vhd.taxonomy.load_taxonomy` reads back.
+
+    Comments say how it was made, how many annotations each cluster holds, and which reasons
+    joined no category, so a reviewer can merge, split, rename and redefine before using it.
+    """
+    import yaml
+
+    tax = result.taxonomy
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        f"# Draft taxonomy written by `vhd categorize --discover --method {method}` on {when}",
+        f"# from {result.reasons} distinct harm reason(s) of {result.annotations} harmful annotation(s)"
+        + (f"; named by {model}" if model else "; names are the most typical reasons (pass --model to name them)"),
+        "# Review it: rename, merge or split categories, rewrite definitions, then bump `version` and",
+        "# use it with `vhd categorize --taxonomy THIS_FILE`.",
+    ]
+    head = {"name": tax.name, "version": tax.version, "description": tax.description or "Draft from discovered reasons"}
+    lines.append(yaml.safe_dump(head, sort_keys=False, allow_unicode=True, width=100).rstrip())
+    lines.append("categories:")
+    for i, cat in enumerate(tax.categories):
+        if i < len(result.clusters):
+            c = result.clusters[i]
+            lines.append(f"  # {c.size} annotation(s), {len(c.reasons)} distinct reason(s)")
+        entry = {"code": cat.code, "name": cat.name, "definition": cat.definition, "examples": list(cat.examples)}
+        dumped = yaml.safe_dump([entry], sort_keys=False, allow_unicode=True, width=100)
+        lines.append(_indent(dumped, "  ").rstrip())
+    if result.left_out:
+        lines.append(f"# {len(result.left_out)} reason(s) joined no category (rare, or unlike every group):")
+        lines.extend(f"#   - {r}" for r in result.left_out[:max_left_out])
+        if len(result.left_out) > max_left_out:
+            lines.append(f"#   ... and {len(result.left_out) - max_left_out} more")
+    return "\n".join(lines) + "\n"
 
 
 def _placeholder() -> Taxonomy:

@@ -1,9 +1,10 @@
-"""`compute_stats` / `write_stats`: the category distribution (the paper's figure 3) and other counts.
+"""`compute_stats`: the category distribution (the paper's figure 3) and other counts.
 
 Everything is recomputed from the store: the harmful samples per category, real against
 synthetic, for images and videos; the harmful share per keyword and per source; the reasons
-given most often; and how many verdicts were refusals, unparsed or errors. `write_stats` writes
-the figure (PNG, needs matplotlib), CSV and Markdown tables, and a JSON summary.
+given most often; and how many verdicts were refusals, unparsed or errors.
+`vhd.categorize.stats_files.write_stats` writes the figure (PNG, needs matplotlib), CSV and
+Markdown tables, and a JSON summary.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from vhd.records import Kind, Status
@@ -121,10 +121,10 @@ def compute_stats(
         config_hash: Only annotations under this configuration (default: each sample's latest).
         top_reasons: How many reasons to list.
     """
-    from vhd.categorize.assign import _open
+    from vhd.categorize.assign import open_store
 
     tax = load_taxonomy(taxonomy)
-    db, owned = _open(store) if not isinstance(store, Store) else (store, False)
+    db, owned = open_store(store) if not isinstance(store, Store) else (store, False)
     try:
         return _compute(db, tax, method, config_hash, top_reasons)
     finally:
@@ -193,32 +193,3 @@ def _method_names(db: Store, tax: Taxonomy, method: str, config_hash: str | None
         if cats:
             out[(item.sample.id, item.annotation.config_hash)] = cats[0].names
     return out
-
-
-def write_stats(stats: Stats, out_dir: str | os.PathLike[str], *, plot: bool = True) -> list[Path]:
-    """Write the figure, tables and summary into a folder.
-
-    Files: ``categories.png`` (unless ``plot`` is False), ``categories.csv``/``.md``,
-    ``keywords.csv``/``.md``, ``sources.csv``/``.md``, ``reasons.csv``/``.md``,
-    ``summary.json`` and ``report.md`` (every table in one page). Each file is written
-    atomically.
-
-    Raises:
-        MissingDependencyError: ``plot`` without matplotlib installed (nothing is written).
-    """
-    from vhd.categorize.stats_files import write_tables
-
-    out = Path(out_dir)
-    figure = None
-    if plot:
-        from vhd.categorize.stats_plot import require_matplotlib
-
-        require_matplotlib()
-        figure = out / "categories.png"
-    written = write_tables(stats, out, figure=figure.name if figure else None)
-    if figure is not None:
-        from vhd.categorize.stats_plot import plot_categories
-
-        plot_categories(stats, figure)
-        written.insert(0, figure)
-    return written

@@ -1,14 +1,16 @@
-"""Write `Stats` as CSV and Markdown tables, a JSON summary and a one-page report."""
+"""`write_stats`: `Stats` as the category figure, CSV and Markdown tables, a JSON summary and a one-page report."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vhd.categorize.stats_plot import plot_categories, require_matplotlib
 from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
@@ -93,4 +95,27 @@ def write_tables(stats: Stats, out: Path, *, figure: str | None = None) -> list[
         header, rows = all_tables[stem]
         parts.append(f"## {title}\n\n{to_markdown(header, rows)}")
     written.append(atomic_write(out / "report.md", "\n".join(parts)))
+    return written
+
+
+def write_stats(stats: Stats, out_dir: str | os.PathLike[str], *, plot: bool = True) -> list[Path]:
+    """Write the figure, tables and summary into a folder.
+
+    Files: ``categories.png`` (unless ``plot`` is False), ``categories.csv``/``.md``,
+    ``keywords.csv``/``.md``, ``sources.csv``/``.md``, ``reasons.csv``/``.md``,
+    ``summary.json`` and ``report.md`` (every table in one page). Each file is written
+    atomically.
+
+    Raises:
+        MissingDependencyError: ``plot`` without matplotlib installed (nothing is written).
+    """
+    out = Path(out_dir)
+    figure = None
+    if plot:
+        require_matplotlib()
+        figure = out / "categories.png"
+    written = write_tables(stats, out, figure=figure.name if figure else None)
+    if figure is not None:
+        plot_categories(stats, figure)
+        written.insert(0, figure)
     return written

@@ -34,8 +34,8 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.categorize.stats import compute_stats, write_stats
-    from vhd.categorize.stats_files import category_table, to_markdown
+    from vhd.categorize.stats import compute_stats
+    from vhd.categorize.stats_files import category_table, to_markdown, write_stats
 
     stats = compute_stats(
         args.store, taxonomy=args.taxonomy, method=args.method, config_hash=args.config_hash, top_reasons=args.top

@@ -24,18 +24,14 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vhd.media.video import (
-    SEEKABLE_CODECS,
-    VideoFrames,
-    _duration_s,
-    _observed_total,
-    _tolerance,
-    _upright,
-    frame_indices,
-)
+from vhd.media.videoframes import REWIND, VideoFrames, duration_s, frame_indices, observed_total, tolerance, upright
 
 if TYPE_CHECKING:
     from PIL import Image
+
+SEEKABLE_CODECS = frozenset({"h264", "hevc", "vp9", "av1"})
+"""Codecs whose keyframe flags and one-frame-per-packet layout the keyframe plan trusts; other
+codecs (MPEG-4 Part 2 with packed B-frames, VP8 alt-ref frames, ...) are decoded forward."""
 
 REORDER_MARGIN = 64
 """Packets scanned past the window, so that frames reordered by B-frames are all seen."""
@@ -114,14 +110,14 @@ def _plan_total(container: Any, stream: Any, scan: PacketScan, first: int, fps: 
         if (scan.complete and count != reported) or (not scan.complete and reported < count):
             raise _Untrusted
         return reported, reported
-    duration = _duration_s(container, stream)
+    duration = duration_s(container, stream)
     estimate = round(duration * fps) if duration and fps else 0
     if scan.complete and stream.time_base is not None:
         span = float((scan.pts[-1] - scan.pts[0]) * stream.time_base) if scan.pts else 0.0
-        estimate = _observed_total(duration, span, count) or estimate
+        estimate = observed_total(duration, span, count) or estimate
     actual = count if scan.complete else first
     expected = min(estimate, first)
-    if estimate > 0 and expected - min(actual, first) > _tolerance(expected):
+    if estimate > 0 and expected - min(actual, first) > tolerance(expected):
         raise _Untrusted  # far fewer frames than the duration promises: cut short
     total = count if scan.complete else max(estimate, first)
     return min(actual, first), total
@@ -149,20 +145,18 @@ def try_plan(container: Any, n: int, first: int) -> tuple[VideoFrames | None, An
     Returns:
         ``(frames, None)`` when the plan found them: exactly those forward decoding gives.
         Otherwise ``(None, start)``, where ``start`` says how the container may be reused
-        for forward decoding: `vhd.media.video._REWIND` when nothing was read from it, the
+        for forward decoding: `vhd.media.videoframes.REWIND` when nothing was read from it, the
         first frame's timestamp to seek back to after a scan, or None when it should not be
         reused (open the file again).
     """
     import av
 
-    from vhd.media.video import _REWIND
-
     try:
         if not container.streams.video:
-            return None, _REWIND
+            return None, REWIND
         stream = container.streams.video[0]
         if stream.codec_context.codec.canonical_name not in SEEKABLE_CODECS:
-            return None, _REWIND
+            return None, REWIND
         stream.thread_type = "AUTO"
         scan = scan_packets(container, stream, first + REORDER_MARGIN)
         if not scan.pts:
@@ -231,6 +225,6 @@ def _decode_plan(
                 raise _Untrusted
             fresh = False
             if expected == target:
-                images[target] = _upright(frame.to_image(), int(frame.rotation or 0))
+                images[target] = upright(frame.to_image(), int(frame.rotation or 0))
             expected += 1
     return images, decoded, seeks

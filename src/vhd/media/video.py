@@ -19,95 +19,42 @@ rejected instead of being represented by fewer frames.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
+from vhd.media.keyframes import SEEKABLE_CODECS, try_plan
+from vhd.media.videoframes import (
+    DEFAULT_FIRST,
+    DEFAULT_FRAMES,
+    REWIND,
+    VideoFrames,
+    check_counts,
+    duration_s,
+    frame_indices,
+    observed_total,
+    tolerance,
+    upright,
+)
 
 if TYPE_CHECKING:
     from PIL import Image
 
-DEFAULT_FRAMES = 5
-"""Frames shown to the models per video."""
-
-DEFAULT_FIRST = 4000
-"""Only the first this-many frames of a video are considered."""
+__all__ = [
+    "DEFAULT_FIRST",
+    "DEFAULT_FRAMES",
+    "SEEKABLE_CODECS",
+    "STRATEGIES",
+    "VideoFrames",
+    "frame_indices",
+    "read_frames",
+    "write_frames",
+]
 
 STRATEGIES = ("auto", "decode")
 """How `read_frames` reaches the frames: ``auto`` (keyframe-aware plan) or ``decode`` (forward)."""
-
-SEEKABLE_CODECS = frozenset({"h264", "hevc", "vp9", "av1"})
-"""Codecs whose keyframe flags and one-frame-per-packet layout the keyframe plan trusts; other
-codecs (MPEG-4 Part 2 with packed B-frames, VP8 alt-ref frames, ...) are decoded forward."""
-
-
-@dataclass
-class VideoFrames:
-    """Frames chosen from one video.
-
-    Attributes:
-        images: The frames as upright RGB images, in chronological order.
-        indices: The 0-based frame index of each image (same order).
-        total_frames: The number of frames in the video as far as it is known: the count the
-            container stores, else the count found by decoding when decoding reached the end,
-            else an estimate from duration x frame rate.
-        fps: Average frame rate, when the container gives one.
-        frames_decoded: Frames decoded to get this result, over all passes (a cost measure;
-            never more than ``first`` per pass).
-        method: ``keyframes`` when the keyframe plan found the frames, ``decode`` when they
-            were decoded forward from the start.
-        seeks: Seeks made by the keyframe plan.
-    """
-
-    images: list[Image.Image]
-    indices: list[int]
-    total_frames: int
-    fps: float | None
-    frames_decoded: int = 0
-    method: str = "decode"
-    seeks: int = 0
-
-
-def _check_counts(n: int, first: int) -> None:
-    if n < 1:
-        raise ConfigError(f"the number of frames per video must be at least 1, got {n}")
-    if first < 1:
-        raise ConfigError(f"the frame window (first frames) must be at least 1, got {first}")
-
-
-def frame_indices(total: int, n: int = DEFAULT_FRAMES, first: int = DEFAULT_FIRST) -> list[int]:
-    """Return the indices of ``n`` evenly spaced frames among the first ``first`` frames.
-
-    The result is ``round(linspace(0, T - 1, n))`` with ``T = min(total, first)``, computed as
-    NumPy does (same floating-point steps, halves rounded to even). When ``T < n`` there are
-    fewer frames than wanted and every frame is used once: the result is ``[0, ..., T - 1]``
-    (the distinct values of the formula), so callers may get fewer than ``n`` indices.
-
-    Args:
-        total: Frames in the video; 0 or less gives an empty list.
-        n: Frames wanted.
-        first: Only frames ``0 .. first - 1`` are considered.
-
-    Returns:
-        Sorted, distinct indices in ``[0, min(total, first) - 1]``.
-
-    Raises:
-        ConfigError: ``n`` or ``first`` is below 1.
-    """
-    _check_counts(n, first)
-    count = min(total, first)
-    if count <= 0:
-        return []
-    if count <= n:
-        return list(range(count))
-    if n == 1:
-        return [0]
-    step = (count - 1) / (n - 1)
-    values = [round(float(i) * step) for i in range(n - 1)]
-    return [*values, count - 1]
 
 
 def _import_av() -> Any:
@@ -121,45 +68,6 @@ def _import_av() -> Any:
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or "no details"
     return f"{type(exc).__name__}: {text}"
-
-
-def _parse_clock(text: str) -> float | None:
-    """Parse a Matroska ``DURATION`` tag such as ``00:01:02.500000000`` to seconds."""
-    try:
-        hours, minutes, seconds = text.strip().split(":")
-        return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
-    except ValueError:
-        return None
-
-
-def _duration_s(container: Any, stream: Any) -> float | None:
-    if stream.duration is not None and stream.time_base is not None:
-        return float(stream.duration * stream.time_base)
-    tag = stream.metadata.get("DURATION") or stream.metadata.get("duration")
-    if tag:
-        parsed = _parse_clock(tag)
-        if parsed is not None:
-            return parsed
-    if container.duration is not None:
-        return float(container.duration) / 1_000_000
-    return None
-
-
-def _upright(image: Image.Image, rotation: int) -> Image.Image:
-    """Rotate a frame by its display-matrix rotation (degrees counter-clockwise)."""
-    from PIL import Image
-
-    angle = rotation % 360
-    if angle == 0:
-        return image
-    transpose = {
-        90: Image.Transpose.ROTATE_90,
-        180: Image.Transpose.ROTATE_180,
-        270: Image.Transpose.ROTATE_270,
-    }.get(angle)
-    if transpose is not None:
-        return image.transpose(transpose)
-    return image.rotate(angle, expand=True, fillcolor=(0, 0, 0))
 
 
 @dataclass
@@ -182,10 +90,6 @@ class _Rewound(Exception):
     """A reused container did not restart at its first frame: open the file afresh."""
 
 
-_REWIND = object()
-"""``start_pts`` value meaning: the container is reused untouched (nothing to rewind)."""
-
-
 def _decode_pass(
     av: Any,
     path: Path,
@@ -203,13 +107,13 @@ def _decode_pass(
 
     An already open ``container`` may be passed to save opening the file again: with
     ``start_pts`` the timestamp of its first frame, it is rewound there first (and `_Rewound`
-    is raised when the first frame decoded is another one); with ``_REWIND`` it is used as is.
+    is raised when the first frame decoded is another one); with ``REWIND`` it is used as is.
     """
     try:
         if container is not None:
             return _decode_container(container, n, first, known_total, start_pts)
         with av.open(str(path)) as opened:
-            return _decode_container(opened, n, first, known_total, _REWIND)
+            return _decode_container(opened, n, first, known_total, REWIND)
     except (MediaError, _Rewound):
         raise
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
@@ -225,7 +129,7 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
     fps = float(rate) if rate else None
     reported = int(stream.frames or 0)
     estimated = False
-    duration = _duration_s(container, stream)
+    duration = duration_s(container, stream)
     if known_total is not None:
         total = known_total
     elif reported > 0:
@@ -240,36 +144,20 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
     decoded = 0
     reached_end = True
     start_s = end_s = 0.0
-    if start_pts is not _REWIND:
+    if start_pts is not REWIND:
         container.seek(start_pts, stream=stream, backward=True, any_frame=False)
     for index, frame in enumerate(container.decode(stream)):
-        if index == 0 and start_pts is not _REWIND and frame.pts != start_pts:
+        if index == 0 and start_pts is not REWIND and frame.pts != start_pts:
             raise _Rewound
         decoded = index + 1
         if frame.time is not None:
             start_s, end_s = (frame.time, frame.time) if index == 0 else (start_s, frame.time)
         if index in wanted:
-            images[index] = _upright(frame.to_image(), int(frame.rotation or 0))
+            images[index] = upright(frame.to_image(), int(frame.rotation or 0))
         if index >= stop:
             reached_end = False
             break
     return _Pass(reported, estimated, fps, total, plan, images, decoded, reached_end, duration, end_s - start_s)
-
-
-def _observed_total(duration_s: float | None, span_s: float, count: int) -> int | None:
-    """Estimate a stream's frame count from its duration and the frame rate seen in ``count`` frames.
-
-    Containers without a frame count often give a nominal rate that is wrong for variable
-    frame rate video; the frames' own timestamps are not.
-    """
-    if not duration_s or count < 2 or span_s <= 0:
-        return None
-    return round(duration_s * (count - 1) / span_s)
-
-
-def _tolerance(total: int) -> int:
-    """How many frames short of the expected count still count as an estimate error."""
-    return max(2, math.ceil(total * 0.02))
 
 
 def _ended_early(got: int, missing: int, expected: int, how: str) -> MediaError:
@@ -308,7 +196,7 @@ def read_frames(
         MissingDependencyError: PyAV is not installed.
         ConfigError: ``n`` or ``first`` is below 1, or ``strategy`` is unknown.
     """
-    _check_counts(n, first)
+    check_counts(n, first)
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown frame strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
     av = _import_av()
@@ -338,8 +226,8 @@ def read_frames(
         return _result(scan.plan, scan.images, scan, actual, scan.decoded)
     promised = scan.planned_total
     if scan.estimated and scan.reached_end:
-        promised = _observed_total(scan.duration_s, scan.span_s, scan.decoded) or promised
-    if promised > 0 and min(promised, first) - actual > _tolerance(min(promised, first)):
+        promised = observed_total(scan.duration_s, scan.span_s, scan.decoded) or promised
+    if promised > 0 and min(promised, first) - actual > tolerance(min(promised, first)):
         at = missing[0] if missing else actual
         raise _ended_early(scan.decoded, at, promised, how)
 
@@ -360,8 +248,6 @@ def _first_pass(av: Any, path: Path, n: int, first: int) -> VideoFrames | _Pass 
         The frames when the plan found them, else the forward pass made in the container the
         plan opened (saving a second open), else None (the caller decodes afresh).
     """
-    from vhd.media.keyframes import try_plan
-
     try:
         container = av.open(str(path))
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError):

@@ -1,0 +1,155 @@
+"""The frames that represent a video: which to pick, what a reader returns, and stream facts.
+
+`frame_indices` says which frames represent a video and `VideoFrames` holds them. The helpers
+below read what both frame readers need from a PyAV stream (its duration, a frame's rotation,
+how far a frame count may be off): forward decoding (`vhd.media.video`) and the keyframe plan
+(`vhd.media.keyframes`) share them here, below both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vhd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+DEFAULT_FRAMES = 5
+"""Frames shown to the models per video."""
+
+DEFAULT_FIRST = 4000
+"""Only the first this-many frames of a video are considered."""
+
+
+@dataclass
+class VideoFrames:
+    """Frames chosen from one video.
+
+    Attributes:
+        images: The frames as upright RGB images, in chronological order.
+        indices: The 0-based frame index of each image (same order).
+        total_frames: The number of frames in the video as far as it is known: the count the
+            container stores, else the count found by decoding when decoding reached the end,
+            else an estimate from duration x frame rate.
+        fps: Average frame rate, when the container gives one.
+        frames_decoded: Frames decoded to get this result, over all passes (a cost measure;
+            never more than ``first`` per pass).
+        method: ``keyframes`` when the keyframe plan found the frames, ``decode`` when they
+            were decoded forward from the start.
+        seeks: Seeks made by the keyframe plan.
+    """
+
+    images: list[Image.Image]
+    indices: list[int]
+    total_frames: int
+    fps: float | None
+    frames_decoded: int = 0
+    method: str = "decode"
+    seeks: int = 0
+
+
+def check_counts(n: int, first: int) -> None:
+    """Check the frames wanted and the frame window.
+
+    Raises:
+        ConfigError: ``n`` or ``first`` is below 1.
+    """
+    if n < 1:
+        raise ConfigError(f"the number of frames per video must be at least 1, got {n}")
+    if first < 1:
+        raise ConfigError(f"the frame window (first frames) must be at least 1, got {first}")
+
+
+def frame_indices(total: int, n: int = DEFAULT_FRAMES, first: int = DEFAULT_FIRST) -> list[int]:
+    """Return the indices of ``n`` evenly spaced frames among the first ``first`` frames.
+
+    The result is ``round(linspace(0, T - 1, n))`` with ``T = min(total, first)``, computed as
+    NumPy does (same floating-point steps, halves rounded to even). When ``T < n`` there are
+    fewer frames than wanted and every frame is used once: the result is ``[0, ..., T - 1]``
+    (the distinct values of the formula), so callers may get fewer than ``n`` indices.
+
+    Args:
+        total: Frames in the video; 0 or less gives an empty list.
+        n: Frames wanted.
+        first: Only frames ``0 .. first - 1`` are considered.
+
+    Returns:
+        Sorted, distinct indices in ``[0, min(total, first) - 1]``.
+
+    Raises:
+        ConfigError: ``n`` or ``first`` is below 1.
+    """
+    check_counts(n, first)
+    count = min(total, first)
+    if count <= 0:
+        return []
+    if count <= n:
+        return list(range(count))
+    if n == 1:
+        return [0]
+    step = (count - 1) / (n - 1)
+    values = [round(float(i) * step) for i in range(n - 1)]
+    return [*values, count - 1]
+
+
+def _parse_clock(text: str) -> float | None:
+    """Parse a Matroska ``DURATION`` tag such as ``00:01:02.500000000`` to seconds."""
+    try:
+        hours, minutes, seconds = text.strip().split(":")
+        return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+    except ValueError:
+        return None
+
+
+def duration_s(container: Any, stream: Any) -> float | None:
+    """A video stream's duration in seconds: the stream's, a ``DURATION`` tag, else the container's."""
+    if stream.duration is not None and stream.time_base is not None:
+        return float(stream.duration * stream.time_base)
+    tag = stream.metadata.get("DURATION") or stream.metadata.get("duration")
+    if tag:
+        parsed = _parse_clock(tag)
+        if parsed is not None:
+            return parsed
+    if container.duration is not None:
+        return float(container.duration) / 1_000_000
+    return None
+
+
+def upright(image: Image.Image, rotation: int) -> Image.Image:
+    """Rotate a frame by its display-matrix rotation (degrees counter-clockwise)."""
+    from PIL import Image
+
+    angle = rotation % 360
+    if angle == 0:
+        return image
+    transpose = {
+        90: Image.Transpose.ROTATE_90,
+        180: Image.Transpose.ROTATE_180,
+        270: Image.Transpose.ROTATE_270,
+    }.get(angle)
+    if transpose is not None:
+        return image.transpose(transpose)
+    return image.rotate(angle, expand=True, fillcolor=(0, 0, 0))
+
+
+def observed_total(duration_s: float | None, span_s: float, count: int) -> int | None:
+    """Estimate a stream's frame count from its duration and the frame rate seen in ``count`` frames.
+
+    Containers without a frame count often give a nominal rate that is wrong for variable
+    frame rate video; the frames' own timestamps are not.
+    """
+    if not duration_s or count < 2 or span_s <= 0:
+        return None
+    return round(duration_s * (count - 1) / span_s)
+
+
+def tolerance(total: int) -> int:
+    """How many frames short of the expected count still count as an estimate error."""
+    return max(2, math.ceil(total * 0.02))
+
+
+REWIND = object()
+"""``start_pts`` value meaning: the container is reused untouched (nothing to rewind)."""
