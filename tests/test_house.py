@@ -66,3 +66,7 @@ def test_the_measure_sees_circles_of_every_kind(house: ModuleType, tmp_path: Pat
     assert ["vhd.room.a", "vhd.room.b"] in figures["circles"]
     assert ["vhd.high", "vhd.low"] in figures["circles"]
     assert figures["room_cycles"] == [["vhd.high", "vhd.low"]]
+
+
+def test_no_private_names_cross_modules(figures: dict[str, object]) -> None:
+    assert figures["private_imports"] == []

@@ -4,7 +4,8 @@ A *room* is each module or folder directly under ``src/vhd/`` (a folder is one r
 ``src/vhd/__main__.py`` and each top-level folder of the repository other than ``tests/``.
 *Floors* is the longest chain of imports between rooms, counting both ends. *Circles* are import
 cycles between files (inside one room too), counting every import statement wherever it
-stands: at module level, inside functions, and under ``if TYPE_CHECKING:``. *Upward imports*
+stands: at module level, inside functions, and under ``if TYPE_CHECKING:``. *Private imports* are
+``_names`` taken from another module. *Upward imports*
 are imports from a room to a room above it in the layers contract of ``pyproject.toml``
 (``[tool.importlinter]``).
 
@@ -214,6 +215,20 @@ def upward_imports(house: House, layers: list[list[str]]) -> list[tuple[str, str
     return bad
 
 
+def private_imports(root: Path = ROOT) -> list[tuple[str, str]]:
+    """(importer, ``module._name``) for private names taken from another vhd module."""
+    modules, _ = _discover(root)
+    found = []
+    for name, path in sorted(modules.items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE + "."):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append((name, f"{node.module}.{alias.name}"))
+    return found
+
+
 def long_modules(house: House, limit: int = LONG_MODULE) -> list[tuple[str, int, bool]]:
     """Modules over ``limit`` lines: (module, lines, has a reason in its docstring)."""
     out = []
@@ -240,6 +255,7 @@ def report(root: Path = ROOT) -> dict[str, object]:
         "room_cycles": cycles(rooms),
         "circles": cycles(house.edges),
         "upward_imports": upward_imports(house, layers),
+        "private_imports": private_imports(root),
         "long_modules": long_modules(house),
     }
 
@@ -255,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"rooms {figures['rooms']}, modules {figures['modules']}, floors {figures['floors']}")
         print("longest chain: " + " -> ".join(figures["longest_chain"]))  # type: ignore[arg-type]
-        for key in ("room_cycles", "circles", "upward_imports", "long_modules"):
+        for key in ("room_cycles", "circles", "upward_imports", "private_imports", "long_modules"):
             items = figures[key]
             print(f"{key}: {len(items)}")  # type: ignore[arg-type]
             for item in items:  # type: ignore[attr-defined]

@@ -40,7 +40,7 @@ from vhd.errors import BackendUnavailableError, ConfigError, MissingDependencyEr
 
 log = logging.getLogger(__name__)
 
-_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
 def _offline_env() -> bool:
@@ -74,7 +74,7 @@ class HFOptions(BaseModel):
     @field_validator("device")
     @classmethod
     def _check_device(cls, value: str) -> str:
-        if not _DEVICE.match(value):
+        if not DEVICE_PATTERN.match(value):
             raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
         return value
 

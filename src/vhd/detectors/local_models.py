@@ -41,9 +41,9 @@ class LocalModelOptions(BaseModel):
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
-        from vhd.backends.hf import _DEVICE
+        from vhd.backends.hf import DEVICE_PATTERN
 
-        if not _DEVICE.match(value):
+        if not DEVICE_PATTERN.match(value):
             raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
         return value
 
