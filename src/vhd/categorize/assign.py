@@ -21,7 +21,7 @@ from typing import Any
 from vhd.errors import ConfigError
 from vhd.records import Role, Status
 from vhd.store import categories as cstore
-from vhd.store.sqlite import Store
+from vhd.store.sqlite import Store, open_store
 from vhd.taxonomy.taxonomy import Taxonomy, load_taxonomy
 
 METHODS = ("embed", "llm")
@@ -99,11 +99,10 @@ class CategorizeSummary:
 
 
 def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
+    """The store and whether this call opened it (and so must close it)."""
     if isinstance(store, Store):
         return store, False
-    if not Path(store).is_file():
-        raise ConfigError(f"no store at {store}: create one with `vhd annotate PATH --store {store}`")
-    return Store(store), True
+    return open_store(store), True
 
 
 def categorize(
