@@ -30,6 +30,23 @@ def no_progress(done: int, total: int | None, *, stage: str = "", info: str = ""
     """A `ProgressFn` that does nothing."""
 
 
+def staged(progress: bool | ProgressFn, stage: str) -> bool | ProgressFn:
+    """``progress`` with its reports filed under ``stage`` (one bar line per stage).
+
+    A library call that runs a job several times (each configuration of ``vhd compare``) gives
+    each run its own stage this way. A stage the job reports itself is kept after it
+    (``stage: inner``). A bool, meaning "draw a bar or not", is returned unchanged.
+    """
+    if isinstance(progress, bool):
+        return progress
+    outer, prefix = progress, stage
+
+    def report(done: int, total: int | None, *, stage: str = "", info: str = "") -> None:
+        outer(done, total, stage=f"{prefix}: {stage}" if stage else prefix, info=info)
+
+    return report
+
+
 @contextmanager
 def bar(label: str, enabled: bool = True, *, unit: str = "", console: Any = None) -> Iterator[ProgressFn]:
     """Yield a `ProgressFn` that draws a rich progress bar, one line per stage.

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from vhd.bench.cache import CACHE_FILE, cached_count
 from vhd.bench.pipeline import benchmark, build_detectors
-from vhd.bench.progress import BenchProgress
+from vhd.progress import bar
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,31 +21,18 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_progress_bar_on_a_terminal(tmp_path: Path, labelled: tuple[Path, Path]) -> None:
     labels, media = labelled
     buf = io.StringIO()
-    bar = BenchProgress(console=Console(file=buf, force_terminal=True, width=120))
-    calls: list[tuple[int, int]] = []
+    calls: list[tuple[int, int | None]] = []
+    console = Console(file=buf, force_terminal=True, width=120)
+    with bar("benchmarking", unit="samples", console=console) as on_bar:
 
-    def on_progress(done: int, total: int) -> None:
-        calls.append((done, total))
-        bar(done, total)
+        def on_progress(done: int, total: int | None, *, stage: str = "", info: str = "") -> None:
+            calls.append((done, total))
+            on_bar(done, total, stage=stage, info=info)
 
-    try:
         benchmark(labels, build_detectors(["red"]), tmp_path / "r", media=media, plots=False, on_progress=on_progress)
-    finally:
-        bar.stop()
     assert calls[-1] == (10, 10) and len(calls) == 10
     text = buf.getvalue()
     assert "benchmarking" in text and "10/10" in text and "samples/s" in text
-
-
-def test_no_progress_bar_when_piped() -> None:
-    buf = io.StringIO()
-    bar = BenchProgress(console=Console(file=buf, force_terminal=False))
-    bar(1, 2)
-    bar.stop()
-    assert bar.bar is None and buf.getvalue() == ""
-    off = BenchProgress(enabled=False)
-    off(1, 2)
-    off.stop()
 
 
 CHILD = """

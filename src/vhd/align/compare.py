@@ -31,6 +31,7 @@ from vhd.align.labels import LabelledItem
 from vhd.bench.metrics import BOOTSTRAP
 from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError
+from vhd.progress import ProgressFn, staged
 
 METRIC_KEYS = ("accuracy", "f1", "kappa", "tpr", "tnr")
 
@@ -149,7 +150,7 @@ def compare(
     store: str | os.PathLike[str] | None = None,
     config: AnnotateConfig | str | os.PathLike[str] | None = None,
     resamples: int = BOOTSTRAP,
-    progress: bool = False,
+    progress: bool | ProgressFn = False,
     on_event: Callable[[str], None] | None = None,
 ) -> CompareResult:
     """Compare single calls, self-consistency and the debate on the same human-labelled samples.
@@ -170,7 +171,8 @@ def compare(
         store: The debate's store (default ``<out>/compare.db``).
         config: An `AnnotateConfig` or a config file (prices, backends, temperatures).
         resamples: Bootstrap resamples per interval.
-        progress: Show the debate's progress bars.
+        progress: True shows the debate's progress bars on stderr (on a terminal); a
+            `vhd.progress.ProgressFn` is called instead, each debate run under its own stage.
         on_event: Called with one-line progress messages.
 
     Returns:
@@ -278,7 +280,7 @@ def _run_debate(
     icl: Path | None,
     repeats: int,
     store: Path,
-    progress: bool,
+    progress: bool | ProgressFn,
     say: Callable[[str], None],
 ) -> ConfigResult:
     from vhd.annotate.api import annotate
@@ -290,7 +292,9 @@ def _run_debate(
     for rep in range(repeats):
         seed = base_seed if rep == 0 else (base_seed or 0) + rep
         c = cfg.model_copy(update={"debate": cfg.debate.model_copy(update={"rounds": rounds, "seed": seed})})
-        summary = annotate([i.path for i in items], store=store, config=c, icl=icl, progress=progress, on_event=say)
+        stage = name if repeats == 1 else f"{name} repeat {rep + 1}"
+        paths = [i.path for i in items]
+        summary = annotate(paths, store=store, config=c, icl=icl, progress=staged(progress, stage), on_event=say)
         say(f"{name} repeat {rep + 1}: {summary.annotated} annotated, {summary.already_done} already done")
         with Store(store) as db:
             config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)

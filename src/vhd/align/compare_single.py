@@ -10,20 +10,21 @@ digest, sample id, repeat), so a re-run asks the model only for what is missing.
 from __future__ import annotations
 
 import asyncio
-import json
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.backends.base import Backend, GenerateConfig, Message, Output
-from vhd.errors import BackendError, ConfigError
+from vhd.errors import BackendError
+from vhd.store.cache import CacheTable, JsonCache
 
 if TYPE_CHECKING:
     from vhd.config import AnnotateConfig
     from vhd.debate.icl import ICLExample
     from vhd.media.load import LoadedSample
+
+_ANSWERS = CacheTable("answers", (("config", "TEXT"), ("sample_id", "TEXT"), ("repeat", "INTEGER")), "outcome")
 
 
 @dataclass(frozen=True)
@@ -68,36 +69,26 @@ class SampleOutcome:
 
 
 class AnswerCache:
-    """(configuration digest, sample id, repeat) -> `SampleOutcome`, in SQLite; each answer committed at once."""
+    """(configuration digest, sample id, repeat) -> `SampleOutcome`, in SQLite; each answer committed at once.
+
+    The file is a `vhd.store.cache.JsonCache` with one table, ``answers``.
+    """
 
     def __init__(self, path: Path) -> None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(path, isolation_level=None)
-            self.conn.execute(
-                "CREATE TABLE IF NOT EXISTS answers (config TEXT, sample_id TEXT, repeat INTEGER, outcome TEXT, "
-                "PRIMARY KEY (config, sample_id, repeat))"
-            )
-        except sqlite3.Error as exc:
-            raise ConfigError(f"cannot open the answer cache {path}: {exc}; choose another --out") from None
+        self._cache = JsonCache(path, [_ANSWERS], what="the answer cache")
 
     def get(self, config: str, sample_id: str, repeat: int) -> SampleOutcome | None:
         """A cached answer, or None."""
-        row = self.conn.execute(
-            "SELECT outcome FROM answers WHERE config = ? AND sample_id = ? AND repeat = ?", (config, sample_id, repeat)
-        ).fetchone()
-        return None if row is None else SampleOutcome(**json.loads(row[0]))
+        data = self._cache.get(_ANSWERS.name, (config, sample_id, repeat))
+        return None if data is None else SampleOutcome(**data)
 
     def put(self, config: str, sample_id: str, repeat: int, outcome: SampleOutcome) -> None:
-        """Store an answer (one statement: atomic)."""
-        self.conn.execute(
-            "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?)",
-            (config, sample_id, repeat, json.dumps(outcome.to_dict())),
-        )
+        """Store an answer (one transaction: atomic)."""
+        self._cache.put(_ANSWERS.name, (config, sample_id, repeat), outcome.to_dict())
 
     def close(self) -> None:
         """Close the file."""
-        self.conn.close()
+        self._cache.close()
 
 
 @dataclass(frozen=True)

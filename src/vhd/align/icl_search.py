@@ -25,6 +25,7 @@ from vhd.align.icl_result import METRICS, Round, SearchResult, score
 from vhd.align.labels import LabelledItem
 from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError
+from vhd.progress import ProgressFn, staged
 from vhd.records import Verdict
 
 
@@ -101,13 +102,14 @@ class _Annotator:
         store: Path,
         max_calls: int | None,
         max_cost: float | None,
-        progress: bool,
+        progress: bool | ProgressFn,
         on_event: Callable[[str], None],
     ) -> None:
         self.config, self.store = config, store
         self.max_calls, self.max_cost = max_calls, max_cost
         self.progress, self.on_event = progress, on_event
         self.calls, self.cost = 0, 0.0
+        self.runs = 0
 
     def __call__(self, items: Sequence[LabelledItem], icl: Path | None) -> tuple[str, dict[str, Verdict]]:
         from vhd.annotate.api import annotate
@@ -123,7 +125,9 @@ class _Annotator:
         left = None if self.max_cost is None else max(self.max_cost - self.cost, 0.0)
         if left is not None and left <= 0:
             raise _Stop("budget", f"budget: ${self.cost:.4f} of ${self.max_cost:.4f} spent")
-        summary = annotate(paths, max_cost=left, progress=self.progress, on_event=self.on_event, **kwargs)
+        self.runs += 1
+        progress = staged(self.progress, f"run {self.runs}")
+        summary = annotate(paths, max_cost=left, progress=progress, on_event=self.on_event, **kwargs)
         self.calls += summary.usage.calls
         self.cost += summary.usage.cost
         if summary.budget_reached or summary.remaining or summary.interrupted:
@@ -155,7 +159,7 @@ def search_icl(
     seed: int = 0,
     max_calls: int | None = None,
     max_cost: float | None = None,
-    progress: bool = False,
+    progress: bool | ProgressFn = False,
     on_event: Callable[[str], None] | None = None,
 ) -> SearchResult:
     """Search for the judge's in-context examples on a human-labelled validation set.
@@ -174,7 +178,8 @@ def search_icl(
         seed: Seed of the holdout split and of tie-breaking.
         max_calls: Stop cleanly before a round that would exceed this many model calls.
         max_cost: Stop cleanly once this many dollars are spent (needs prices in the config).
-        progress: Show annotation progress bars.
+        progress: True shows annotation progress bars on stderr (on a terminal); a
+            `vhd.progress.ProgressFn` is called instead, each annotation run under its own stage.
         on_event: Called with one-line progress messages.
 
     Returns:

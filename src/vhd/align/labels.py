@@ -14,10 +14,8 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,22 +83,12 @@ def save_labelled_set(store: Store, name: str, items: Sequence[LabelledItem], so
     Returns:
         The number of rows written.
     """
-    check_set_name(name)
-    now = time.time()
-    with store._tx() as conn:  # one transaction: a reader sees all of the import or none
-        for item in items:
-            conn.execute(
-                "INSERT OR REPLACE INTO labelled_sets (name, sample_id, harmful, reason, categories_json, "
-                "source_file, imported_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (name, item.sample_id, int(item.harmful), item.reason, json.dumps(list(item.categories)), source, now),
-            )
-    return len(items)
+    return store.save_labelled_set(check_set_name(name), items, source)
 
 
 def labelled_set_names(store: Store) -> dict[str, int]:
     """Every labelled set in a store with its size, by name."""
-    rows = store.conn.execute("SELECT name, COUNT(*) FROM labelled_sets GROUP BY name ORDER BY name").fetchall()
-    return {str(r[0]): int(r[1]) for r in rows}
+    return store.labelled_sets()
 
 
 def read_labelled_set(store: Store, name: str) -> list[LabelledItem]:
@@ -109,15 +97,7 @@ def read_labelled_set(store: Store, name: str) -> list[LabelledItem]:
     Raises:
         ConfigError: No set of that name (the message lists the sets there are).
     """
-    rows = store.conn.execute(
-        "SELECT l.sample_id, s.path, l.harmful, l.reason, l.categories_json FROM labelled_sets l "
-        "JOIN samples s ON s.id = l.sample_id WHERE l.name = ? AND s.removed_at IS NULL ORDER BY l.sample_id",
-        (name,),
-    ).fetchall()
-    if not rows and name not in labelled_set_names(store):
-        names = ", ".join(labelled_set_names(store)) or "none yet; import one with `vhd label LABELS.csv`"
-        raise ConfigError(f"no labelled set {name!r} in {store.path}; sets there: {names}")
-    return [LabelledItem(str(r[0]), str(r[1]), bool(r[2]), r[3], tuple(json.loads(r[4] or "[]"))) for r in rows]
+    return [LabelledItem(r.sample_id, r.path, r.harmful, r.reason, r.categories) for r in store.labelled_set(name)]
 
 
 def load_labelled_set(store: str | os.PathLike[str], name: str) -> list[LabelledItem]:

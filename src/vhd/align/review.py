@@ -155,21 +155,6 @@ class ReviewQueue:
         return atomic_write(path, self.to_csv())
 
 
-def resolve_config(db: Any, config_hash: str | None) -> str:
-    """The full configuration hash for a prefix, or the newest one when None.
-
-    Raises:
-        ConfigError: No annotation, no match, or an ambiguous prefix.
-    """
-    hashes: list[str] = db.config_hashes(config_hash or "")
-    if not hashes:
-        what = f"under a configuration starting {config_hash!r}" if config_hash else "at all"
-        raise ConfigError(f"store {db.path} has no annotation {what}: annotate first or check --config-hash")
-    if config_hash and len(hashes) > 1 and config_hash not in hashes:
-        raise ConfigError(f"--config-hash {config_hash!r} matches {len(hashes)} configurations: give more characters")
-    return config_hash if config_hash in hashes else hashes[0]
-
-
 def read_detector_report(folder: str | Path) -> dict[str, dict[str, tuple[bool, float | None]]]:
     """Decisions of every detector in a ``vhd bench`` report folder.
 
@@ -226,33 +211,26 @@ def build_queue(
     Raises:
         ConfigError: No such store or configuration, a bad report folder, or a bad margin/top.
     """
-    from vhd.store.sqlite import Store
+    from vhd.store.sqlite import open_store
 
     if not 0 <= margin <= 0.5:
         raise ConfigError(f"--margin must lie between 0 and 0.5, got {margin:g}")
     if top is not None and top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
-    if not Path(store).is_file():
-        raise ConfigError(f"store {store} does not exist: pass the --store of `vhd annotate`")
     detectors: dict[str, dict[str, tuple[bool, float | None]]] = {}
-    for folder in detector_reports:
-        for label, preds in read_detector_report(folder).items():
-            detectors[f"detector:{label}"] = preds
-    with Store(store) as db:
-        chosen = resolve_config(db, config_hash)
-        rows = db.conn.execute(
-            "SELECT a.sample_id, a.config_hash, a.status, a.harmful, a.score, a.reason, s.path, s.kind "
-            "FROM annotations a JOIN samples s ON s.id = a.sample_id "
-            "WHERE s.removed_at IS NULL AND a.status IN ('ok', 'refused', 'unparsed') ORDER BY s.path, a.id"
-        ).fetchall()
+    with open_store(store) as db:
+        for folder in detector_reports:
+            for label, preds in read_detector_report(folder).items():
+                detectors[f"detector:{label}"] = preds
+        chosen = db.resolve_config_hash(config_hash, latest=True)
+        rows = db.final_verdicts()
     items: dict[str, ReviewItem] = {}
     others: dict[str, dict[str, bool]] = {}
-    for sid, h, _status, harmful, score, reason, path, kind in rows:
-        if h == chosen:
-            decided = None if harmful is None else bool(harmful)
-            items[sid] = ReviewItem(sid, path, kind, decided, score, reason or "")
-        elif harmful is not None:
-            others.setdefault(sid, {})[f"config:{h[:12]}"] = bool(harmful)
+    for r in rows:
+        if r.config_hash == chosen:
+            items[r.sample_id] = ReviewItem(r.sample_id, r.path, r.kind, r.harmful, r.score, r.reason)
+        elif r.harmful is not None:
+            others.setdefault(r.sample_id, {})[f"config:{r.config_hash[:12]}"] = r.harmful
     queue = ReviewQueue(str(store), chosen, candidates=len(items))
     queue.other_configs = sorted({k for v in others.values() for k in v})
     queue.detectors = sorted(detectors)

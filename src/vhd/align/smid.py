@@ -23,6 +23,7 @@ from typing import Any
 
 from vhd.bench.metrics import BOOTSTRAP, Value
 from vhd.errors import ConfigError
+from vhd.progress import ProgressFn
 
 ID_COLUMN = "img_name"
 """The image-name column of SMID's published norms file."""
@@ -319,7 +320,7 @@ def align_ratings(
     concurrency: int | None = None,
     max_cost: float | None = None,
     resamples: int = BOOTSTRAP,
-    progress: bool = False,
+    progress: bool | ProgressFn = False,
     command: str = "",
 ) -> AlignResult:
     """Annotate the rated images that carry a human label and score the annotator against them.
@@ -343,7 +344,8 @@ def align_ratings(
         concurrency: Samples in flight.
         max_cost: Stop the annotation at this spend (dollars).
         resamples: Bootstrap resamples per interval (0: none).
-        progress: Show the annotation's progress bar.
+        progress: True shows the annotation's progress bar on stderr (on a terminal); a
+            `vhd.progress.ProgressFn` is called instead.
         command: The command line, recorded with the run.
 
     Raises:

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from vhd.bench.metrics import BinaryMetrics, MulticlassMetrics
     from vhd.bench.original import load_original, wants_original
     from vhd.bench.pipeline import BenchReport, benchmark, build_detectors
-    from vhd.bench.progress import BenchProgress
     from vhd.bench.report import write_report
     from vhd.bench.runner import BenchRun, run_bench
     from vhd.bench.store_source import load_bench_set_from_store
@@ -45,7 +44,6 @@ _LAZY = {
     "BenchReport": "vhd.bench.pipeline",
     "benchmark": "vhd.bench.pipeline",
     "build_detectors": "vhd.bench.pipeline",
-    "BenchProgress": "vhd.bench.progress",
     "load_original": "vhd.bench.original",
     "wants_original": "vhd.bench.original",
     "load_bench_set_from_store": "vhd.bench.store_source",
@@ -56,7 +54,6 @@ _LAZY = {
 
 __all__ = [
     "BenchItem",
-    "BenchProgress",
     "BenchReport",
     "BenchRun",
     "BenchSet",

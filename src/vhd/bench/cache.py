@@ -5,7 +5,7 @@ detector's `identity()` (name, model, options) and of the media settings, so cha
 option, or adding a detector, runs only what is new; re-running the same benchmark runs
 nothing. Failed predictions are not cached: a re-run retries them. The cache is its own file
 rather than a table of the annotation store so a benchmark needs no store and the report
-folder holds everything its numbers came from.
+folder holds everything its numbers came from. The file is a `vhd.store.cache.JsonCache`.
 """
 
 from __future__ import annotations
@@ -13,31 +13,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from vhd.detectors.base import Prediction
 from vhd.errors import ConfigError
+from vhd.store.cache import CacheError, CacheTable, JsonCache
 
 CACHE_FILE = "predictions.sqlite"
 """The cache's file name inside the output folder."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS predictions (
-    detector_key TEXT NOT NULL,
-    sample_id TEXT NOT NULL,
-    prediction_json TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (detector_key, sample_id)
-);
-CREATE TABLE IF NOT EXISTS detectors (
-    detector_key TEXT PRIMARY KEY,
-    identity_json TEXT NOT NULL
-);
-"""
+_PREDICTIONS = CacheTable(
+    "predictions",
+    (("detector_key", "TEXT"), ("sample_id", "TEXT")),
+    "prediction_json",
+    stamp="created_at",
+    required=True,
+)
+_DETECTORS = CacheTable("detectors", (("detector_key", "TEXT"),), "identity_json", required=True, sort_keys=True)
 
 
 def detector_key(identity: Mapping[str, Any], media: Mapping[str, Any] | None = None) -> str:
@@ -55,17 +49,11 @@ class PredictionCache:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise ConfigError(f"cannot open prediction cache {self.path}: {exc}; choose another --out") from exc
+        self._cache = JsonCache(self.path, [_PREDICTIONS, _DETECTORS], what="prediction cache", wal=True)
 
     def close(self) -> None:
         """Close the file."""
-        self._conn.close()
+        self._cache.close()
 
     def __enter__(self) -> PredictionCache:
         return self
@@ -75,40 +63,24 @@ class PredictionCache:
 
     def register(self, key: str, identity: Mapping[str, Any]) -> None:
         """Remember what a detector key stands for (shown in the report's JSON)."""
-        with self._conn:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO detectors (detector_key, identity_json) VALUES (?, ?)",
-                (key, json.dumps(identity, sort_keys=True, default=str)),
-            )
+        self._cache.put(_DETECTORS.name, (key,), identity)
 
     def get_many(self, key: str, sample_ids: Iterable[str] | None = None) -> dict[str, Prediction]:
         """Cached predictions of one detector, by sample id (all of them, or those asked for)."""
-        rows = self._conn.execute(
-            "SELECT sample_id, prediction_json FROM predictions WHERE detector_key = ?", (key,)
-        ).fetchall()
+        rows = self._cache.select(_PREDICTIONS.name, (key,))
         wanted = None if sample_ids is None else set(sample_ids)
-        return {sid: Prediction.from_dict(json.loads(blob)) for sid, blob in rows if wanted is None or sid in wanted}
+        return {str(sid): Prediction.from_dict(data) for (sid,), data in rows if wanted is None or sid in wanted}
 
     def put_many(self, key: str, predictions: Mapping[str, Prediction]) -> int:
         """Store successful predictions in one transaction; failed ones are skipped. Returns the count stored."""
-        now = time.time()
-        rows = [
-            (key, sid, json.dumps(p.to_dict(), default=str), now)
-            for sid, p in predictions.items()
-            if p.harmful is not None and p.error is None
+        entries = [
+            ((key, sid), p.to_dict()) for sid, p in predictions.items() if p.harmful is not None and p.error is None
         ]
-        with self._conn:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO predictions (detector_key, sample_id, prediction_json, created_at) "
-                "VALUES (?, ?, ?, ?)",
-                rows,
-            )
-        return len(rows)
+        return self._cache.put_many(_PREDICTIONS.name, entries)
 
-    def count(self, key: str) -> int:
-        """How many predictions a detector has cached."""
-        row = self._conn.execute("SELECT COUNT(*) FROM predictions WHERE detector_key = ?", (key,)).fetchone()
-        return int(row[0])
+    def count(self, key: str | None = None) -> int:
+        """How many predictions a detector has cached (every detector's together when ``key`` is None)."""
+        return self._cache.count(_PREDICTIONS.name, () if key is None else (key,))
 
 
 def cached_count(folder: str | os.PathLike[str]) -> int:
@@ -118,7 +90,6 @@ def cached_count(folder: str | os.PathLike[str]) -> int:
         return 0
     try:
         with PredictionCache(path) as cache:
-            row = cache._conn.execute("SELECT COUNT(*) FROM predictions").fetchone()
-    except (ConfigError, sqlite3.Error):
+            return cache.count()
+    except (ConfigError, CacheError):
         return 0
-    return int(row[0])

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError
+from vhd.progress import ProgressFn
 
 if TYPE_CHECKING:
     from vhd.bench.calibration import Calibration
@@ -160,7 +161,7 @@ def benchmark(
     resamples: int = 1000,
     plots: bool = True,
     unblurred: bool = False,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> BenchReport:
     """Benchmark detectors on a labelled set and write the report folder.
 

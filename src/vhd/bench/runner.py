@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from vhd.bench.cache import PredictionCache, detector_key
 from vhd.bench.original import load_original, original_identity, wants_original
 from vhd.detectors.base import Detector, Prediction
 from vhd.errors import ConfigError, VhdError
+from vhd.progress import ProgressFn
 from vhd.records import Kind
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class _Job:
         cache: PredictionCache | None,
         settings: MediaSettings | None,
         concurrency: int,
-        on_progress: Callable[[int, int], None] | None,
+        on_progress: ProgressFn | None,
     ) -> None:
         self.detectors = detectors
         self.runs = runs
@@ -224,7 +225,7 @@ async def arun_bench(
     cache: PredictionCache | None = None,
     settings: MediaSettings | None = None,
     concurrency: int = 4,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> BenchRun:
     """Run detectors over a labelled set (async form of `run_bench`)."""
     if concurrency < 1:
@@ -265,7 +266,7 @@ def run_bench(
     cache: PredictionCache | None = None,
     settings: MediaSettings | None = None,
     concurrency: int = 4,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> BenchRun:
     """Run detectors over a labelled set, taking what the cache holds and caching the rest.
 

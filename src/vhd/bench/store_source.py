@@ -52,15 +52,12 @@ def load_bench_set_from_store(
     from vhd.media.discover import MediaItem
     from vhd.media.load import sample_id
     from vhd.records import Status
-    from vhd.store.sqlite import Store
+    from vhd.store.sqlite import open_store
 
-    path = Path(store)
-    if not path.is_file():
-        raise ConfigError(f"store {store} not found: pass the file vhd annotate wrote (--store)")
     tax = taxonomy or default_taxonomy()
     items: list[BenchItem] = []
     problems: list[Problem] = []
-    with Store(path) as db:
+    with open_store(store) as db:
         pairs = list(db.iter_annotations(config_hash=config_hash, run_id=run_id))
     for line, (sample, ann) in enumerate(pairs, start=1):
         verdict, where = ann.verdict, sample.path
@@ -103,4 +100,4 @@ def load_bench_set_from_store(
     if not items:
         detail = f" (first problem: {problems[0]})" if problems else " (no annotation in it)"
         raise ConfigError(f"no usable sample in store {store}{detail}: annotate it first with vhd annotate")
-    return BenchSet(items=items, problems=problems, source=path, taxonomy=tax)
+    return BenchSet(items=items, problems=problems, source=Path(store), taxonomy=tax)

@@ -21,7 +21,7 @@ from typing import Any
 from vhd.errors import ConfigError
 from vhd.records import Role, Status
 from vhd.store import categories as cstore
-from vhd.store.sqlite import Store
+from vhd.store.sqlite import Store, open_store
 from vhd.taxonomy.taxonomy import Taxonomy, load_taxonomy
 
 METHODS = ("embed", "llm")
@@ -98,17 +98,15 @@ class CategorizeSummary:
         return out
 
 
-def open_store(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
-    """The store, and whether the caller opened it (and so closes it).
+def use_store(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
+    """The store, and whether this call opened it (and so the caller must close it).
 
     Raises:
         ConfigError: A path where no store file is.
     """
     if isinstance(store, Store):
         return store, False
-    if not Path(store).is_file():
-        raise ConfigError(f"no store at {store}: create one with `vhd annotate PATH --store {store}`")
-    return Store(store), True
+    return open_store(store), True
 
 
 def categorize(
@@ -163,7 +161,7 @@ def categorize(
         raise ConfigError("--with-media needs --method llm (with a vision-language model)")
     started = time.perf_counter()
     tax = load_taxonomy(taxonomy)
-    db, owned = open_store(store)
+    db, owned = use_store(store)
     emit = on_event or (lambda _m: None)
     try:
         items = cstore.harmful_annotations(db, config_hash=config_hash)

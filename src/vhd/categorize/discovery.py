@@ -124,11 +124,11 @@ def discover(
         raise ConfigError(f"max categories must be between 1 and {MAX_CATEGORIES} (one letter each)")
     emit = on_event or (lambda _m: None)
     if reasons is None:
-        from vhd.categorize.assign import open_store
+        from vhd.categorize.assign import use_store
 
         if store is None:
             raise ConfigError("discover needs a store or reason counts")
-        db, owned = open_store(store) if not isinstance(store, Store) else (store, False)
+        db, owned = use_store(store)
         try:
             reasons = collect_reasons(db, config_hash=config_hash)
         finally:

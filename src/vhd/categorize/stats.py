@@ -121,10 +121,10 @@ def compute_stats(
         config_hash: Only annotations under this configuration (default: each sample's latest).
         top_reasons: How many reasons to list.
     """
-    from vhd.categorize.assign import open_store
+    from vhd.categorize.assign import use_store
 
     tax = load_taxonomy(taxonomy)
-    db, owned = open_store(store) if not isinstance(store, Store) else (store, False)
+    db, owned = use_store(store)
     try:
         return _compute(db, tax, method, config_hash, top_reasons)
     finally:

@@ -49,26 +49,28 @@ def add_parser(sub: Any, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.align.smid import align_ratings
+    from vhd.progress import bar
 
-    result = align_ratings(
-        args.ratings,
-        args.media,
-        model=args.model,
-        debaters=args.debaters,
-        judge=args.judge,
-        store=args.store,
-        config=args.config,
-        icl=args.icl,
-        harmful_below=args.harmful_below,
-        unharmful_above=args.unharmful_above,
-        id_column=args.id_column,
-        rating_column=args.rating_column,
-        concurrency=args.concurrency,
-        max_cost=args.max_cost,
-        resamples=args.resamples,
-        progress=not args.no_progress and not args.json,
-        command=shlex.join(["vhd", "align", *sys.argv[2:]]),
-    )
+    with bar("annotating", not args.no_progress and not args.json, unit="samples") as on_progress:
+        result = align_ratings(
+            args.ratings,
+            args.media,
+            model=args.model,
+            debaters=args.debaters,
+            judge=args.judge,
+            store=args.store,
+            config=args.config,
+            icl=args.icl,
+            harmful_below=args.harmful_below,
+            unharmful_above=args.unharmful_above,
+            id_column=args.id_column,
+            rating_column=args.rating_column,
+            concurrency=args.concurrency,
+            max_cost=args.max_cost,
+            resamples=args.resamples,
+            progress=on_progress,
+            command=shlex.join(["vhd", "align", *sys.argv[2:]]),
+        )
     if args.out:
         result.write_json(args.out)
     if args.json:

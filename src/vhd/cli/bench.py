@@ -56,32 +56,31 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.bench.cache import CACHE_FILE, cached_count
     from vhd.bench.pipeline import benchmark, build_detectors
-    from vhd.bench.progress import BenchProgress
     from vhd.bench.tables import table1, to_markdown
     from vhd.media.load import MediaSettings
+    from vhd.progress import bar
 
     detectors = build_detectors(args.detector, sets=args.set, config=args.config)
-    bar = BenchProgress(not args.no_progress)
     try:
-        report = benchmark(
-            args.labels or args.store,
-            detectors,
-            args.out,
-            media=args.media,
-            taxonomy=args.taxonomy,
-            crosswalk=args.crosswalk,
-            settings=MediaSettings(n_frames=args.frames, max_side=args.max_side),
-            concurrency=args.concurrency,
-            calibrate_split=args.calibrate,
-            calibration_method=args.calibration_method,
-            calibration_file=args.calibration,
-            resamples=args.bootstrap,
-            plots=not args.no_plots,
-            unblurred=args.unblurred_previews,
-            on_progress=bar,
-        )
-    except KeyboardInterrupt:
-        bar.stop()
+        with bar("benchmarking", not args.no_progress, unit="samples") as on_progress:
+            report = benchmark(
+                args.labels or args.store,
+                detectors,
+                args.out,
+                media=args.media,
+                taxonomy=args.taxonomy,
+                crosswalk=args.crosswalk,
+                settings=MediaSettings(n_frames=args.frames, max_side=args.max_side),
+                concurrency=args.concurrency,
+                calibrate_split=args.calibrate,
+                calibration_method=args.calibration_method,
+                calibration_file=args.calibration,
+                resamples=args.bootstrap,
+                plots=not args.no_plots,
+                unblurred=args.unblurred_previews,
+                on_progress=on_progress,
+            )
+    except KeyboardInterrupt:  # the bar is down by now
         cached = cached_count(Path(args.out))
         print(
             f"vhd: interrupted: {cached} prediction(s) are cached in {args.out}/{CACHE_FILE}; "
@@ -89,8 +88,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    finally:
-        bar.stop()
     bench = report.run.bench
     print(f"{len(bench.items)} sample(s); {len(bench.problems)} row(s) with problems (see index.html)")
     for d in report.run.detectors:

@@ -43,23 +43,25 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.align.compare import compare
     from vhd.align.compare_report import matched_lines
+    from vhd.progress import bar
 
-    result = compare(
-        args.labels,
-        out=args.out,
-        model=args.model,
-        judge=args.judge,
-        debaters=args.debaters,
-        icl=args.icl,
-        repeats=args.repeats,
-        k=args.k,
-        rounds=args.rounds,
-        sc_temperature=args.sc_temperature,
-        store=args.store,
-        config=args.config,
-        progress=not args.no_progress,
-        on_event=lambda m: print(m, file=sys.stderr),
-    )
+    with bar("annotating", not args.no_progress, unit="samples") as on_progress:
+        result = compare(
+            args.labels,
+            out=args.out,
+            model=args.model,
+            judge=args.judge,
+            debaters=args.debaters,
+            icl=args.icl,
+            repeats=args.repeats,
+            k=args.k,
+            rounds=args.rounds,
+            sc_temperature=args.sc_temperature,
+            store=args.store,
+            config=args.config,
+            progress=on_progress,
+            on_event=lambda m: print(m, file=sys.stderr),
+        )
     for c in result.configs:
         acc = c.metrics["accuracy"].value
         print(

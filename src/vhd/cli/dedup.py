@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
     from vhd.curate.dedup import apply_marks, describe, find_duplicates, is_store_file
-    from vhd.curate.progress import progress_bar
     from vhd.errors import ConfigError
+    from vhd.progress import bar
     from vhd.store.sqlite import Store
 
     store_path = args.store
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--apply needs a store: add --store run.db (or give the store as the input)")
     with ExitStack() as stack:
         store = stack.enter_context(Store(store_path)) if store_path else None
-        bar = stack.enter_context(progress_bar("dedup", not (args.no_progress or args.json)))
+        on_progress = stack.enter_context(bar("dedup", not (args.no_progress or args.json)))
         result = find_duplicates(
             args.inputs,
             threshold=args.threshold,
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             frame_folders=args.frame_folders,
             n_frames=args.n,
             first_frames=args.first,
-            on_progress=bar,
+            on_progress=on_progress,
         )
         marked = missing = 0
         if args.apply and store is not None:

@@ -24,15 +24,15 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.cli.show import open_store, resolve_config_hash
     from vhd.store.export import export
+    from vhd.store.sqlite import open_store
 
     with open_store(args.store) as db:
         result = export(
             db,
             args.format,
             Path(args.out),
-            config_hash=resolve_config_hash(db, args.config_hash),
+            config_hash=db.resolve_config_hash(args.config_hash),
             include_unparsed=args.include_unparsed,
             kind=args.kind,
             relative_to=args.relative_to,

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vhd.progress import ProgressFn
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -58,43 +61,19 @@ def add_parser(sub: Any, name: str) -> None:
     p.set_defaults(handler=run)
 
 
-class _Progress:
-    """A rich progress bar on a terminal, or nothing."""
+class _Counts:
+    """Outcomes so far, reported to a progress callback as one line (``ok 3  failed 1 ...``)."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.bar: Any = None
+    def __init__(self, on_progress: ProgressFn) -> None:
+        self.on_progress = on_progress
         self.counts = {"ok": 0, "failed": 0, "rejected": 0, "blocked": 0}
-        if not enabled:
-            return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        console = Console(stderr=True)
-        if not console.is_terminal:
-            return
-        self.bar = Progress(
-            TextColumn("fetching"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(),
-            console=console,
-        )
-        self.task = self.bar.add_task("fetch", total=None, info="")
         self.start = time.perf_counter()
-        self.bar.start()
 
     def update(self, outcome: Any) -> None:
         self.counts[outcome.status] = self.counts.get(outcome.status, 0) + 1
-        if self.bar is None:
-            return
         rate = self.counts["ok"] / max(time.perf_counter() - self.start, 1e-9)
         info = "  ".join(f"{k} {v}" for k, v in self.counts.items()) + f"  {rate:.1f} files/s"
-        self.bar.update(self.task, advance=1, info=info)
-
-    def stop(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+        self.on_progress(sum(self.counts.values()), None, info=info)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from vhd.collect.blocklist import BlockList
     from vhd.collect.fetch import fetch
     from vhd.collect.fetch_settings import FetchSettings, parse_size
+    from vhd.progress import bar
 
     options: dict[str, Any] = {
         "concurrency": args.concurrency,
@@ -121,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
         options["user_agent"] = args.user_agent
     settings = FetchSettings(**options)
     blocks = BlockList.load(args.block_hashes, pdq_distance=args.pdq_distance) if args.block_hashes else None
-    bar = _Progress(not args.no_progress and not args.json)
-    try:
+    with bar("fetching", not args.no_progress and not args.json) as on_progress:
         report = fetch(
             args.urls,
             args.out,
@@ -131,10 +110,8 @@ def run(args: argparse.Namespace) -> int:
             block_list=blocks,
             quarantine=args.quarantine,
             report=args.report,
-            on_outcome=bar.update,
+            on_outcome=_Counts(on_progress).update,
         )
-    finally:
-        bar.stop()
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -77,9 +77,9 @@ def _write_report(path: str, rows: list[dict[str, Any]]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.curate.frames import extract_frames
-    from vhd.curate.progress import progress_bar
+    from vhd.progress import bar
 
-    with progress_bar("frames", not (args.no_progress or args.json)) as bar:
+    with bar("frames", not (args.no_progress or args.json)) as on_progress:
         result = extract_frames(
             args.inputs,
             args.out,
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             layout=args.layout,
             jobs=args.jobs,
             strategy="decode" if args.decode_all else "auto",
-            on_progress=bar,
+            on_progress=on_progress,
         )
     rows = _rows(result)
     if args.report:

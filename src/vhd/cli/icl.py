@@ -40,24 +40,26 @@ def add_parser(sub: Any, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.align.icl_search import search_icl
+    from vhd.progress import bar
 
-    result = search_icl(
-        args.validation,
-        out=args.out,
-        model=args.model,
-        config=args.config,
-        store=args.store,
-        max_rounds=args.max_rounds,
-        per_round=args.per_round,
-        metric=args.metric,
-        patience=args.patience,
-        holdout=args.holdout,
-        seed=args.seed,
-        max_calls=args.max_calls,
-        max_cost=args.max_cost,
-        progress=not args.no_progress,
-        on_event=lambda m: print(m, file=sys.stderr),
-    )
+    with bar("annotating", not args.no_progress, unit="samples") as on_progress:
+        result = search_icl(
+            args.validation,
+            out=args.out,
+            model=args.model,
+            config=args.config,
+            store=args.store,
+            max_rounds=args.max_rounds,
+            per_round=args.per_round,
+            metric=args.metric,
+            patience=args.patience,
+            holdout=args.holdout,
+            seed=args.seed,
+            max_calls=args.max_calls,
+            max_cost=args.max_cost,
+            progress=on_progress,
+            on_event=lambda m: print(m, file=sys.stderr),
+        )
     if result.best_examples is not None:
         print(f"best: round {result.best_round} ({result.best_examples}); use it with --icl {result.best_examples}")
     print(f"report: {result.out / 'report.md'}; stopped: {result.stopped}")

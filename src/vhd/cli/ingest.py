@@ -44,7 +44,7 @@ def add_parser(sub: Any, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.curate.ingest import IngestDefaults, ingest
-    from vhd.curate.progress import progress_bar
+    from vhd.progress import bar
     from vhd.store.sqlite import Store
 
     defaults = IngestDefaults(
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         generator=args.generator,
         prompt=args.prompt,
     )
-    with Store(args.store) as store, progress_bar("ingesting", not (args.no_progress or args.json)) as bar:
+    with Store(args.store) as store, bar("ingesting", not (args.no_progress or args.json)) as on_progress:
         result = ingest(
             args.inputs,
             store,
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             quarantine_dir=args.quarantine,
             frame_folders=args.frame_folders,
             jobs=args.jobs,
-            on_progress=bar,
+            on_progress=on_progress,
         )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -30,8 +30,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from dataclasses import asdict
 
-    from vhd.cli.show import open_store
     from vhd.curate.remove import remove_samples
+    from vhd.store.sqlite import open_store
 
     with open_store(args.store) as store:
         result = remove_samples(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
@@ -20,32 +19,13 @@ def add_parser(sub: Any, name: str) -> None:
     p.set_defaults(handler=run)
 
 
-def open_store(path: str) -> Any:
-    """Open an existing store, or fail in one line."""
-    from vhd.store.sqlite import Store
-
-    if not Path(path).is_file():
-        raise ConfigError(f"no store at {path}: create one with `vhd annotate PATH --store {path}`")
-    return Store(path)
-
-
-def resolve_config_hash(db: Any, prefix: str | None) -> str | None:
-    """Expand a configuration-hash prefix to the full hash, or fail in one line."""
-    if not prefix:
-        return None
-    matches = db.config_hashes(prefix)
-    if len(matches) != 1:
-        known = ", ".join(h[:12] for h in db.config_hashes()) or "none"
-        what = "no" if not matches else f"{len(matches)}"
-        raise ConfigError(f"{what} configuration(s) match {prefix!r}; known: {known}")
-    return str(matches[0])
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from rich.console import Console
     from rich.panel import Panel
     from rich.text import Text
+
+    from vhd.store.sqlite import open_store
 
     with open_store(args.store) as db:
         samples = db.find_samples(args.sample)
@@ -54,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         if len(samples) > 1:
             raise ConfigError(f"{args.sample!r} matches {len(samples)} samples; give more of the id")
         sample = samples[0]
-        ann = db.get_annotation(sample.id, resolve_config_hash(db, args.config_hash))
+        ann = db.get_annotation(sample.id, db.resolve_config_hash(args.config_hash))
     if ann is None:
         raise ConfigError(f"sample {sample.id[:12]} ({sample.path}) has no annotation yet")
     v = ann.verdict

@@ -30,8 +30,8 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.cli.show import open_store
     from vhd.curate.split import split_store, write_split_csv
+    from vhd.store.sqlite import open_store
 
     with open_store(args.store) as store:
         result = split_store(store, test=args.test, seed=args.seed, labels=args.labels, dry_run=args.dry_run)

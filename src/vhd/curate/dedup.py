@@ -31,7 +31,7 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -40,6 +40,7 @@ from vhd.curate.clusters import DEFAULT_THRESHOLD, Member, cluster
 from vhd.curate.fingerprint import Fingerprint, Job, fingerprint_many
 from vhd.errors import ConfigError
 from vhd.fileio import atomic_write
+from vhd.progress import ProgressFn
 from vhd.store.sqlite import Store
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -172,7 +173,7 @@ def find_duplicates(
     n_frames: int = 5,
     first_frames: int = 4000,
     max_pixels: int = 64_000_000,
-    on_progress: Callable[[str, int, int], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> DedupResult:
     """Find duplicate clusters among files, folders and manifests, or among a store's samples.
 
@@ -189,8 +190,8 @@ def find_duplicates(
         n_frames: Frames sampled per video.
         first_frames: Window of frames sampled from.
         max_pixels: Images declaring more pixels are reported unreadable.
-        on_progress: Called with (stage, done, total) now and then; stages are ``hash`` and
-            ``link``.
+        on_progress: Called as ``on_progress(done, total, stage=...)`` now and then; stages
+            are ``hash`` and ``link``.
 
     Returns:
         The clusters, unreadable files, and clusters leaking across splits.
@@ -217,7 +218,7 @@ def find_duplicates(
 
     def hashed(done: int) -> None:
         if on_progress is not None:
-            on_progress("hash", done, total)
+            on_progress(done, total, stage="hash")
 
     fps = fingerprint_many(job_list, workers, hashed)
     result.unreadable.extend((fp.path, fp.error) for fp in fps if fp.error is not None)
@@ -226,7 +227,7 @@ def find_duplicates(
 
     def linked(done: int) -> None:
         if on_progress is not None:
-            on_progress("link", done, total)
+            on_progress(done, total, stage="link")
 
     result.members = cluster(fps, threshold=threshold, keep=keep, on_done=linked)
     result.leaks = find_leaks(result)

@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
 from vhd.media.discover import display_path
+from vhd.progress import ProgressFn
 
 LAYOUTS = ("folders", "flat")
 """Output layouts."""
@@ -158,7 +159,7 @@ def extract_frames(
     layout: str = "folders",
     jobs: int = 1,
     strategy: str = "auto",
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> FramesResult:
     """Write the sampled frames of every video under the inputs.
 

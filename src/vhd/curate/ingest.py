@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from typing import Any
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
 from vhd.media.discover import MediaItem, display_path
+from vhd.progress import ProgressFn
 from vhd.store.sqlite import Store
 
 SOURCES = ("real", "synthetic")
@@ -209,7 +210,7 @@ def ingest(
     frame_folders: bool = False,
     settings: Any = None,
     jobs: int = 2,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> IngestResult:
     """Register files, folders and manifests as samples of a store.
 

@@ -1,4 +1,8 @@
-"""Where results live: the SQLite store, exports, and human-label import.
+"""Where results live: the SQLite store, exports, human-label import, and side caches.
+
+Every SQL statement of vhd lives in this package: `Store` and the modules beside it
+(`vhd.store.categories`, `vhd.store.curation`) for the store, `vhd.store.cache` for the small
+SQLite caches kept next to a command's output.
 
 Example:
     >>> from vhd.store import Store, export, read_labels
@@ -9,6 +13,7 @@ Example:
 from __future__ import annotations
 
 from vhd.store.export import FORMATS, ExportResult, export
+from vhd.store.labelled_sets import StoredLabel
 from vhd.store.labels import (
     CATEGORIES,
     LabelError,
@@ -17,8 +22,8 @@ from vhd.store.labels import (
     normalize_category,
     read_labels,
 )
-from vhd.store.rows import RunInfo, SkipInfo
-from vhd.store.sqlite import Store
+from vhd.store.rows import RunInfo, SkipInfo, VerdictRow
+from vhd.store.sqlite import Store, open_store
 
 __all__ = [
     "CATEGORIES",
@@ -30,7 +35,10 @@ __all__ = [
     "RunInfo",
     "SkipInfo",
     "Store",
+    "StoredLabel",
+    "VerdictRow",
     "export",
     "normalize_category",
+    "open_store",
     "read_labels",
 ]

@@ -1,6 +1,6 @@
 """Reading annotations back from the store: resume sets, configuration hashes, iteration.
 
-`AnnotationReads` is mixed into `vhd.store.sqlite.Store`, which provides ``_query``.
+`AnnotationReads` is mixed into `vhd.store.sqlite.Store`, which provides ``_query`` and ``path``.
 """
 
 from __future__ import annotations
@@ -8,10 +8,12 @@ from __future__ import annotations
 import abc
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal, overload
 
+from vhd.errors import ConfigError
 from vhd.records import Annotation, Role, Sample, Status, Turn
-from vhd.store.rows import annotation_from_row, sample_from_row
+from vhd.store.rows import VerdictRow, annotation_from_row, sample_from_row
 
 _FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value)
 _CHUNK = 256
@@ -25,6 +27,8 @@ _ANN_COLS = (
 
 class AnnotationReads(abc.ABC):
     """Read-only queries over annotations and their turns."""
+
+    path: Path
 
     @abc.abstractmethod
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
@@ -56,6 +60,66 @@ class AnnotationReads(abc.ABC):
             (prefix.replace("%", "").replace("_", "") + "%",),
         )
         return [r["config_hash"] for r in rows]
+
+    @overload
+    def resolve_config_hash(self, prefix: str | None, *, latest: Literal[False] = False) -> str | None: ...
+
+    @overload
+    def resolve_config_hash(self, prefix: str | None, *, latest: Literal[True]) -> str: ...
+
+    def resolve_config_hash(self, prefix: str | None, *, latest: bool = False) -> str | None:
+        """Expand a configuration-hash prefix to the one full hash it names.
+
+        Args:
+            prefix: A configuration hash or its first characters; None or empty names none.
+            latest: Without a prefix, return the newest configuration (the one with the most
+                recently finished annotation) instead of None.
+
+        Returns:
+            The full hash; None when no prefix is given and ``latest`` is false.
+
+        Raises:
+            ConfigError: No configuration or several match the prefix (the message lists the
+                known ones), or ``latest`` is asked of a store without annotations.
+        """
+        if not prefix:
+            if not latest:
+                return None
+            hashes = self.config_hashes()
+            if not hashes:
+                raise ConfigError(f"store {self.path} has no annotation at all: annotate first or check --config-hash")
+            return hashes[0]
+        matches = self.config_hashes(prefix)
+        if len(matches) != 1:
+            known = ", ".join(h[:12] for h in self.config_hashes()) or "none"
+            what = "no" if not matches else f"{len(matches)}"
+            raise ConfigError(f"{what} configuration(s) match {prefix!r}; known: {known}")
+        return matches[0]
+
+    def final_verdicts(self) -> list[VerdictRow]:
+        """Every final (ok, refused or unparsed) annotation of every sample not removed.
+
+        Returns:
+            One row per annotation, ordered by sample path, then oldest annotation first.
+        """
+        rows = self._query(
+            "SELECT a.sample_id, a.config_hash, a.status, a.harmful, a.score, a.reason, s.path, s.kind "
+            "FROM annotations a JOIN samples s ON s.id = a.sample_id "
+            "WHERE s.removed_at IS NULL AND a.status IN ('ok', 'refused', 'unparsed') ORDER BY s.path, a.id"
+        )
+        return [
+            VerdictRow(
+                str(r[0]),
+                str(r[1]),
+                str(r[2]),
+                None if r[3] is None else bool(r[3]),
+                r[4],
+                r[5] or "",
+                str(r[6]),
+                str(r[7]),
+            )
+            for r in rows
+        ]
 
     def counts(self, config_hash: str) -> dict[str, int]:
         """Return how many annotations under this config have each status (all four keys)."""

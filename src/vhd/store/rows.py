@@ -56,6 +56,31 @@ class SkipInfo:
     at: float
 
 
+@dataclass(frozen=True)
+class VerdictRow:
+    """One annotation's decision with its sample's path and kind (see `Store.final_verdicts`).
+
+    Attributes:
+        sample_id: The sample.
+        config_hash: The configuration the annotation was made under.
+        status: ``ok``, ``refused`` or ``unparsed``.
+        harmful: The decision; None when the answer could not be read.
+        score: P(harmful), when known.
+        reason: The verdict's reason ("" when none).
+        path: The sample's file.
+        kind: The sample's kind (``image``, ``video``).
+    """
+
+    sample_id: str
+    config_hash: str
+    status: str
+    harmful: bool | None
+    score: float | None
+    reason: str
+    path: str
+    kind: str
+
+
 def dumps(value: Any) -> str:
     """JSON for a store column (UTF-8 kept, unknown types as strings)."""
     return json.dumps(value, ensure_ascii=False, default=str)

@@ -29,6 +29,7 @@ from typing import Any
 from vhd.errors import ConfigError, VhdError
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.redaction import redact_command
+from vhd.store.labelled_sets import LabelledSets
 from vhd.store.migrations import apply_migrations
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
 from vhd.store.rows import (
@@ -43,7 +44,18 @@ from vhd.version import version
 _SAMPLE_COLS = "s.id, " + SAMPLE_FIELDS
 
 
-class Store(AnnotationReads):
+def open_store(path: str | os.PathLike[str]) -> Store:
+    """Open an existing store, or fail in one line (a command reading a store never creates one).
+
+    Raises:
+        ConfigError: No file at ``path``, or it is not a vhd store.
+    """
+    if not Path(path).is_file():
+        raise ConfigError(f"no store at {path}: create one with `vhd annotate PATH --store {path}`")
+    return Store(path)
+
+
+class Store(AnnotationReads, LabelledSets):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
@@ -113,7 +125,7 @@ class Store(AnnotationReads):
 
     @property
     def conn(self) -> sqlite3.Connection:
-        """The open connection, for read-only queries the API does not cover."""
+        """The open connection, for tests and read-only checks; vhd's own code uses the methods."""
         if self._conn is None:
             raise VhdError(f"store {self.path} is closed: open it again with Store(path)")
         return self._conn
