@@ -44,6 +44,30 @@ class Kind(enum.StrEnum):
     VIDEO = "video"
 
 
+class Source(enum.StrEnum):
+    """Where a sample comes from: the one list of valid sources."""
+
+    REAL = "real"
+    SYNTHETIC = "synthetic"
+
+    @classmethod
+    def parse(cls, value: object) -> Source | None:
+        """Read a source as users write it (``"Real "``, ``"SYNTHETIC"``); None when empty.
+
+        Raises:
+            ValueError: Any other value (one line naming the valid sources).
+        """
+        if value is None or isinstance(value, Source):
+            return value
+        text = str(value).strip().lower()
+        if not text:
+            return None
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"source must be {' or '.join(cls)}, got {text!r}") from None
+
+
 class Status(enum.StrEnum):
     """Outcome of one annotation.
 

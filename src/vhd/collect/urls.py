@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from vhd.errors import ConfigError
 from vhd.fileio import atomic_write
-from vhd.records import Kind
+from vhd.records import Kind, Source
 
 URL_COLUMNS: Final = ("url", "link", "image_url", "video_url", "imageurl", "videourl", "media_url")
 """Column names read as the URL (case-insensitive), first non-empty one wins."""
@@ -34,7 +34,6 @@ BASE_COLUMNS: Final = ("url", "kind", "keyword", "source", "id")
 MAX_URL_LENGTH: Final = 8192
 """Longer URLs are rejected."""
 
-_SOURCES: Final = frozenset({"real", "synthetic"})
 _SCHEMES: Final = frozenset({"http", "https"})
 
 
@@ -48,7 +47,7 @@ class UrlRow:
             line, or JSON item number), for reports.
         kind: The kind the content must be, when the list says.
         keyword: The keyword it was found with.
-        source: ``real`` or ``synthetic``, when the list says.
+        source: Real or synthetic, when the list says.
         id: The list's id: a sha256 the content must have, or any identifier.
         extra: Other columns, verbatim.
     """
@@ -57,7 +56,7 @@ class UrlRow:
     line: int
     kind: Kind | None = None
     keyword: str | None = None
-    source: str | None = None
+    source: Source | None = None
     id: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -152,11 +151,10 @@ def parse_url_row(line: int, record: Mapping[Any, Any]) -> UrlRow | UrlProblem:
             kind = Kind(kind_text.lower())
         except ValueError:
             return UrlProblem(line, url, f"kind must be image or video, got {kind_text!r}")
-    source = _text(columns.get("source"))
-    if source is not None:
-        source = source.lower()
-        if source not in _SOURCES:
-            return UrlProblem(line, url, f"source must be real or synthetic, got {source!r}")
+    try:
+        source = Source.parse(_text(columns.get("source")))
+    except ValueError as exc:
+        return UrlProblem(line, url, str(exc))
     extra = {
         str(k).strip(): str(v).strip()
         for k, v in record.items()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Kind, parse_yes_no
+from vhd.records import Kind, Source, parse_yes_no
 
 PATH_COLUMNS = ("path", "imagepath", "videopath", "image_path", "video_path")
 """Column names that hold the media path, in order of preference (compared lower-case)."""
@@ -29,7 +29,6 @@ LABEL_COLUMNS = ("harmful", "label", "decision")
 """Column names that hold a yes/no label, in order of preference (compared lower-case)."""
 
 _KNOWN = frozenset({*PATH_COLUMNS, *LABEL_COLUMNS, "id", "source", "keyword", "generator", "split", "kind"})
-_SOURCES = frozenset({"real", "synthetic"})
 
 
 @dataclass
@@ -41,7 +40,7 @@ class ManifestRow:
         path: The media path as written in the manifest.
         id: The ``id`` column, if any.
         label: Parsed yes/no label, if any.
-        source: ``real`` or ``synthetic``, if given.
+        source: Real or synthetic, if given.
         keyword: Keyword, if given.
         generator: Generator, if given.
         split: Split, if given.
@@ -53,7 +52,7 @@ class ManifestRow:
     path: str
     id: str | None = None
     label: bool | None = None
-    source: str | None = None
+    source: Source | None = None
     keyword: str | None = None
     generator: str | None = None
     split: str | None = None
@@ -96,11 +95,10 @@ def parse_row(where: str, record: Mapping[str | None, Any]) -> ManifestRow | Row
         label = next((parse_yes_no(columns[c]) for c in LABEL_COLUMNS if _text(columns.get(c))), None)
     except ValueError as exc:
         return RowProblem(where, str(exc))
-    source = _text(columns.get("source"))
-    if source is not None:
-        source = source.lower()
-        if source not in _SOURCES:
-            return RowProblem(where, f"source must be real or synthetic, got {source!r}")
+    try:
+        source = Source.parse(_text(columns.get("source")))
+    except ValueError as exc:
+        return RowProblem(where, str(exc))
     kind_text = _text(columns.get("kind"))
     kind: Kind | None = None
     if kind_text is not None:

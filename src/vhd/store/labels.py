@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Kind, parse_yes_no
+from vhd.records import Kind, Source, parse_yes_no
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
 
 CATEGORIES: tuple[tuple[str, str], ...] = tuple((c.code, c.name) for c in default_taxonomy())
 """The paper's ten harm categories with their letter codes (appendix H), from `vhd.taxonomy`."""
 
-_SOURCES = {"real", "synthetic"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_FIELDS = ("path", "id", "harmful", "categories", "reason", "source", "kind", "keyword")
 _KNOWN = {*_LABEL_FIELDS, "split"}
@@ -50,7 +49,7 @@ class LabelRow:
         harmful: The human label.
         categories: Canonical category names (codes A-J are expanded; other names kept).
         reason: Why, when given (VHD11K: the judge's ``harmfulType``).
-        source: ``real`` or ``synthetic``, when given.
+        source: Real or synthetic, when given.
         kind: Image or video, when given.
         keyword: The keyword the sample came from, when given.
         split: Dataset split, when given.
@@ -64,7 +63,7 @@ class LabelRow:
     harmful: bool
     categories: list[str] = field(default_factory=list)
     reason: str | None = None
-    source: str | None = None
+    source: Source | None = None
     kind: Kind | None = None
     keyword: str | None = None
     split: str | None = None
@@ -292,11 +291,7 @@ def _row(entry: Mapping[str, Any], base: Path, line: int, taxonomy: Taxonomy | N
             kind = Kind(str(fields["kind"]).strip().lower())
         except ValueError:
             raise ValueError(f"kind {fields['kind']!r} is not image or video") from None
-    source = _text(fields.get("source"))
-    if source is not None:
-        source = source.lower()
-        if source not in _SOURCES:
-            raise ValueError(f"source {fields['source']!r} is not real or synthetic")
+    source = Source.parse(_text(fields.get("source")))
     return LabelRow(
         path=path,
         id=sample_id,
