@@ -210,7 +210,7 @@ def resolve_items(labels: str | os.PathLike[str], store: Path) -> list[LabelledI
             raise ConfigError(f"labels {labels} not found: give a labels CSV or a labelled set name")
         else:
             items = read_labelled_set(db, str(labels))
-    unique = list({i.sample_id: i for i in items}.values())
+    unique = list({i.id: i for i in items}.values())
     if not unique:
         raise ConfigError(f"no labelled samples in {labels}: give a labels CSV with path and harmful columns")
     return unique
@@ -374,14 +374,16 @@ def _run_debate(
     for rep in range(repeats):
         seed = base_seed if rep == 0 else (base_seed or 0) + rep
         c = cfg.model_copy(update={"debate": cfg.debate.model_copy(update={"rounds": rounds, "seed": seed})})
-        summary = annotate([i.path for i in items], store=store, config=c, icl=icl, progress=progress, on_event=say)
+        summary = annotate(
+            [str(i.path) for i in items], store=store, config=c, icl=icl, progress=progress, on_event=say
+        )
         say(f"{name} repeat {rep + 1}: {summary.annotated} annotated, {summary.already_done} already done")
         with Store(store) as db:
             config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)
             hashes.append(config_hash)
             run = []
             for item in items:
-                ann = db.get_annotation(item.sample_id, config_hash)
+                ann = db.get_annotation(item.id, config_hash)
                 if ann is None:
                     run.append(SampleOutcome(None, None, 0, 0, 0, error="not annotated; run again"))
                     continue

@@ -23,28 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhd.errors import ConfigError
+from vhd.records import Kind, LabelledSample
 from vhd.store.sqlite import Store
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-@dataclass(frozen=True)
-class LabelledItem:
-    """One human-labelled sample.
-
-    Attributes:
-        sample_id: The sample's content hash.
-        path: Where its media lies (from the store's sample record).
-        harmful: The human decision.
-        reason: Why, when given.
-        categories: Harm categories, when given.
-    """
-
-    sample_id: str
-    path: str
-    harmful: bool
-    reason: str | None = None
-    categories: tuple[str, ...] = ()
+LabelledItem = LabelledSample
+"""One human-labelled sample of a labelled set (`LabelledSample`; ``path`` from the store's sample record)."""
 
 
 @dataclass
@@ -92,7 +78,7 @@ def save_labelled_set(store: Store, name: str, items: Sequence[LabelledItem], so
             conn.execute(
                 "INSERT OR REPLACE INTO labelled_sets (name, sample_id, harmful, reason, categories_json, "
                 "source_file, imported_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (name, item.sample_id, int(item.harmful), item.reason, json.dumps(list(item.categories)), source, now),
+                (name, item.id, int(item.harmful), item.reason, json.dumps(list(item.categories)), source, now),
             )
     return len(items)
 
@@ -110,14 +96,24 @@ def read_labelled_set(store: Store, name: str) -> list[LabelledItem]:
         ConfigError: No set of that name (the message lists the sets there are).
     """
     rows = store.conn.execute(
-        "SELECT l.sample_id, s.path, l.harmful, l.reason, l.categories_json FROM labelled_sets l "
+        "SELECT l.sample_id, s.path, l.harmful, l.reason, l.categories_json, s.kind FROM labelled_sets l "
         "JOIN samples s ON s.id = l.sample_id WHERE l.name = ? AND s.removed_at IS NULL ORDER BY l.sample_id",
         (name,),
     ).fetchall()
     if not rows and name not in labelled_set_names(store):
         names = ", ".join(labelled_set_names(store)) or "none yet; import one with `vhd label LABELS.csv`"
         raise ConfigError(f"no labelled set {name!r} in {store.path}; sets there: {names}")
-    return [LabelledItem(str(r[0]), str(r[1]), bool(r[2]), r[3], tuple(json.loads(r[4] or "[]"))) for r in rows]
+    return [
+        LabelledSample(
+            id=str(r[0]),
+            path=Path(r[1]),
+            kind=Kind(r[5]),
+            harmful=bool(r[2]),
+            reason=r[3],
+            categories=list(json.loads(r[4] or "[]")),
+        )
+        for r in rows
+    ]
 
 
 def load_labelled_set(store: str | os.PathLike[str], name: str) -> list[LabelledItem]:
@@ -163,16 +159,20 @@ def resolve_labels(path: str | os.PathLike[str], store: Store) -> tuple[list[Lab
                 skipped.append((row.line, f"id {row.id[:12]} does not match the file's content ({sample.id[:12]})"))
                 continue
             store.upsert_sample(sample)
-            sid, where = sample.id, str(sample.path)
+            sid, where, kind = sample.id, Path(sample.path), sample.kind
         elif row.id is not None:
             stored = store.get_sample(row.id)
             if stored is None:
                 skipped.append((row.line, f"sample {row.id[:12]} is not in the store: give its path instead"))
                 continue
-            sid, where = stored.id, str(stored.path)
+            sid, where, kind = stored.id, Path(stored.path), stored.kind
         else:  # read_labels leaves out rows with neither
             continue
-        items.append(LabelledItem(sid, where, row.harmful, row.reason, tuple(row.categories)))
+        items.append(
+            LabelledSample(
+                id=sid, path=where, kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
+            )
+        )
     return items, skipped
 
 

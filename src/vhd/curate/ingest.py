@@ -28,8 +28,8 @@ from typing import Any
 
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
-from vhd.media.discover import MediaItem, display_path
-from vhd.records import Source
+from vhd.media.discover import display_path
+from vhd.records import MediaItem, Source
 from vhd.store.sqlite import Store
 
 
@@ -69,15 +69,15 @@ class IngestDefaults:
         keyword = item.keyword or self.keyword
         if keyword is None and self.keyword_from_folder:
             keyword = Path(item.path).parent.name or None
-        extra = dict(item.extra)
-        if self.prompt and "prompt" not in extra:
-            extra["prompt"] = self.prompt
+        meta = dict(item.meta)
+        if self.prompt and "prompt" not in meta:
+            meta["prompt"] = self.prompt
         return replace(
             item,
             source=item.source or self.source,
             keyword=keyword,
             generator=item.generator or self.generator,
-            extra=extra,
+            meta=meta,
         )
 
 

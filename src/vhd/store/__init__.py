@@ -8,11 +8,11 @@ Example:
 
 from __future__ import annotations
 
+from vhd.records import LabelRow
 from vhd.store.export import FORMATS, ExportResult, export
 from vhd.store.labels import (
     CATEGORIES,
     LabelError,
-    LabelRow,
     LabelSet,
     normalize_category,
     read_labels,

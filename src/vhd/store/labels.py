@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Kind, Source, parse_yes_no
+from vhd.records import Kind, LabelRow, Source, parse_yes_no
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
 
 CATEGORIES: tuple[tuple[str, str], ...] = tuple((c.code, c.name) for c in default_taxonomy())
@@ -37,38 +37,6 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_FIELDS = ("path", "id", "harmful", "categories", "reason", "source", "kind", "keyword")
 _KNOWN = {*_LABEL_FIELDS, "split"}
 _VHD11K_PATHS = {"imagepath": Kind.IMAGE, "videopath": Kind.VIDEO}
-
-
-@dataclass
-class LabelRow:
-    """One labelled sample.
-
-    Attributes:
-        path: The media file, resolved; None when the row gives only an id.
-        id: The sample's sha256, when given.
-        harmful: The human label.
-        categories: Canonical category names (codes A-J are expanded; other names kept).
-        reason: Why, when given (VHD11K: the judge's ``harmfulType``).
-        source: Real or synthetic, when given.
-        kind: Image or video, when given.
-        keyword: The keyword the sample came from, when given.
-        split: Dataset split, when given.
-        meta: Every other column, verbatim.
-        line: Row number as a spreadsheet shows it (the header is row 1); for JSON, the
-            1-based position of the entry.
-    """
-
-    path: Path | None
-    id: str | None
-    harmful: bool
-    categories: list[str] = field(default_factory=list)
-    reason: str | None = None
-    source: Source | None = None
-    kind: Kind | None = None
-    keyword: str | None = None
-    split: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    line: int = 0
 
 
 @dataclass(frozen=True)
