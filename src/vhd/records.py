@@ -2,12 +2,24 @@
 
 They are plain dataclasses (cheap to build, no heavy imports) with ``to_dict``/``from_dict``
 helpers for JSON storage.
+
+The sample family: `Record` holds what can be known about a sample, under one name per field
+(``id``, ``kind``, ``harmful``, ``source``, ``keyword``, ``generator``, ``split``,
+``categories``, ``reason``, ``meta``); each stage adds what it has:
+
+- `ManifestRow`, `UrlRow`, `LabelRow`: what one row of a media manifest, a URL list or a
+  labels file says;
+- `MediaItem`: media found on disk (or listed by a manifest), before hashing;
+- `Sample`: a sample with its content id, as the store keeps it;
+- `LabelledSample`: a human-labelled sample with its content id and media path (a benchmark
+  item, or an item of a labelled set).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 YES = frozenset({"yes", "y", "true", "1", "harmful"})
@@ -44,6 +56,30 @@ class Kind(enum.StrEnum):
     VIDEO = "video"
 
 
+class Source(enum.StrEnum):
+    """Where a sample comes from: the one list of valid sources."""
+
+    REAL = "real"
+    SYNTHETIC = "synthetic"
+
+    @classmethod
+    def parse(cls, value: object) -> Source | None:
+        """Read a source as users write it (``"Real "``, ``"SYNTHETIC"``); None when empty.
+
+        Raises:
+            ValueError: Any other value (one line naming the valid sources).
+        """
+        if value is None or isinstance(value, Source):
+            return value
+        text = str(value).strip().lower()
+        if not text:
+            return None
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"source must be {' or '.join(cls)}, got {text!r}") from None
+
+
 class Status(enum.StrEnum):
     """Outcome of one annotation.
 
@@ -70,46 +106,164 @@ class Role(enum.StrEnum):
     JUDGE = "judge"
 
 
-@dataclass
-class Sample:
-    """One image or video to annotate.
+@dataclass(kw_only=True)
+class Record:
+    """What is known about a sample; the fields every stage of the sample family shares.
+
+    Attributes:
+        id: The sample's sha256 (hex) when known; for rows and media items, the id the file
+            gives (a sha256 the content must have, or any identifier).
+        kind: Image or video.
+        harmful: The human (or manifest) label, ``True`` harmful; None when not given.
+        source: Real or synthetic, when known.
+        keyword: The search keyword or prompt keyword the sample came from, when known.
+        generator: The generative model that made a synthetic sample, when known.
+        split: Dataset split (``train``/``test``/...), when known.
+        categories: Harm categories of the label (names or codes), when given.
+        reason: Why the label was given, when given.
+        meta: Any other columns, kept verbatim.
+    """
+
+    id: str | None = None
+    kind: Kind | None = None
+    harmful: bool | None = None
+    source: Source | None = None
+    keyword: str | None = None
+    generator: str | None = None
+    split: str | None = None
+    categories: list[str] = field(default_factory=list)
+    reason: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.source = Source.parse(self.source)
+
+
+@dataclass(kw_only=True)
+class ManifestRow(Record):
+    """One usable entry of a media manifest (`vhd.media.manifest`).
+
+    Attributes:
+        where: Where it came from, e.g. ``line 4``, for messages.
+        path: The media path as written in the manifest.
+    """
+
+    where: str
+    path: str
+
+
+@dataclass(kw_only=True)
+class UrlRow(Record):
+    """One URL to fetch, from a URL list (`vhd.collect.urls`).
+
+    Attributes:
+        url: The URL, validated (http or https, with a host).
+        line: Where it is in the list (CSV line number counting the header as 1, JSONL/text
+            line, or JSON item number), for reports.
+        meta: Other columns, verbatim.
+    """
+
+    url: str
+    line: int
+    meta: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class LabelRow(Record):
+    """One row of a labels file (`vhd.store.labels`).
+
+    Attributes:
+        path: The media file, resolved; None when the row gives only an id.
+        harmful: The human label.
+        line: Row number as a spreadsheet shows it (the header is row 1); for JSON, the
+            1-based position of the entry.
+    """
+
+    path: Path | None
+    harmful: bool
+    line: int = 0
+
+
+@dataclass(kw_only=True)
+class MediaItem(Record):
+    """One sample to load: an image, a video file or a folder of video frames (`vhd.media`).
+
+    Attributes:
+        path: Absolute path (symbolic links not resolved).
+        kind: Image or video.
+        is_frame_folder: ``path`` is a folder of extracted frames (a video).
+    """
+
+    path: Path
+    kind: Kind
+    is_frame_folder: bool = False
+
+
+@dataclass(kw_only=True)
+class Sample(Record):
+    """One image or video to annotate, as the store keeps it.
 
     Attributes:
         id: sha256 (hex) of the file's bytes; for a folder of frames, of the frames' hashes.
         kind: image or video.
         path: Where the media was found (as given, made absolute).
-        source: ``real`` or ``synthetic`` when known.
-        keyword: The search keyword or prompt keyword the sample came from, when known.
-        generator: The generative model that made a synthetic sample, when known.
-        split: Dataset split (``train``/``test``/...), when known.
-        label: A human label carried by a manifest (``True`` harmful), when given.
         frames: For videos, the frame indices used (after sampling).
-        meta: Any other manifest columns, kept verbatim.
     """
 
     id: str
     kind: Kind
     path: str
-    source: str | None = None
-    keyword: str | None = None
-    generator: str | None = None
-    split: str | None = None
-    label: bool | None = None
     frames: list[int] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-serialisable dict."""
+        """Return a JSON-serialisable dict (the human label under ``label``)."""
         d = asdict(self)
-        d["kind"] = self.kind.value
-        return d
+        keys = ("id", "kind", "path", "source", "keyword", "generator", "split", "harmful", "frames", "meta")
+        out = {"label" if k == "harmful" else k: d[k] for k in keys}
+        out["kind"] = self.kind.value
+        out["source"] = None if self.source is None else self.source.value
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Sample:
         """Build a sample from `to_dict` output."""
         d = dict(d)
         d["kind"] = Kind(d["kind"])
+        if "label" in d:
+            d["harmful"] = d.pop("label")
         return cls(**d)
+
+
+@dataclass(kw_only=True)
+class LabelledSample(Record):
+    """A human-labelled sample with its content id and media (a benchmark item, a labelled set's item).
+
+    Attributes:
+        id: Content hash of the media (sha256; for a frame folder, of its frames' hashes).
+        path: The media file or frame folder.
+        kind: Image or video.
+        harmful: The human label.
+        line: Row number in the labels file it came from (0 when not from a file).
+    """
+
+    id: str
+    path: Path
+    kind: Kind
+    harmful: bool
+    line: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {
+            "id": self.id,
+            "path": str(self.path),
+            "kind": self.kind.value,
+            "harmful": self.harmful,
+            "categories": self.categories,
+            "source": None if self.source is None else self.source.value,
+            "split": self.split,
+            "line": self.line,
+        }
 
 
 @dataclass

@@ -155,7 +155,7 @@ def test_compare_numbers_by_hand(tmp_path: Path) -> None:
     rows = list(csv.DictReader((out / "compare.csv").open()))
     assert [r["config"] for r in rows] == list(c) and rows[1]["accuracy"] == "0.75" and rows[1]["unparsed"] == "1"
     data = json.loads((out / "compare.json").read_text())
-    assert data["configs"][0]["outcomes"][0][res.items[0].sample_id]["prompt_tokens"] == SHORT
+    assert data["configs"][0]["outcomes"][0][res.items[0].id]["prompt_tokens"] == SHORT
     md = (out / "compare.md").read_text()
     assert "| single-long | 4 | 0.750 [" in md and "## Matched token budgets" in md
     assert (out / "compare.png").stat().st_size > 1000

@@ -21,7 +21,7 @@ from vhd.align.icl_search import pick_mistakes, search_icl, split_holdout
 from vhd.align.labels import LabelledItem
 from vhd.cli.main import main
 from vhd.config import AnnotateConfig
-from vhd.records import Verdict
+from vhd.records import Kind, Verdict
 from vhd.store.sqlite import Store
 
 NAMES = [f"h{i}" for i in range(6)] + [f"u{i}" for i in range(6)]
@@ -158,19 +158,26 @@ def test_budget_stops_cleanly_and_resumes(tmp_path: Path) -> None:
 
 
 def test_holdout_split_is_stratified_deterministic_and_untouched(tmp_path: Path) -> None:
-    items = [LabelledItem(f"{i:064x}", f"/m/{i}.png", i % 3 == 0) for i in range(30)]
+    items = [
+        LabelledItem(id=f"{i:064x}", path=Path(f"/m/{i}.png"), kind=Kind.IMAGE, harmful=i % 3 == 0) for i in range(30)
+    ]
     search, held = split_holdout(items, 0.2, seed=7)
     assert (sum(i.harmful for i in held), len(held)) == (2, 6)
     assert split_holdout(items, 0.2, seed=7) == (search, held) and split_holdout(items, 0.2, seed=8) != (search, held)
-    assert not {i.sample_id for i in search} & {i.sample_id for i in held}
+    assert not {i.id for i in search} & {i.id for i in held}
     labels = make_validation(tmp_path / "val", {})
     cfg = config_for(labels, {"h0": 0.1, "u0": 0.9}, {})
     out = tmp_path / "out"
     res = search_icl(labels, out=out, model="scripted:x", config=cfg, max_rounds=1, per_round=2, holdout=0.34, seed=3)
     held_ids = {
-        i.sample_id
+        i.id
         for i in split_holdout(
-            [LabelledItem(e, "", n[0] == "h") for n, e in ids_by_name(out / "icl.db").items()], 0.34, 3
+            [
+                LabelledItem(id=e, path=Path(), kind=Kind.IMAGE, harmful=n[0] == "h")
+                for n, e in ids_by_name(out / "icl.db").items()
+            ],
+            0.34,
+            3,
         )[1]
     }
     assert len(held_ids) == 4 and set(res.holdout) == {"without", "with"} and res.holdout["with"].n == 4
@@ -179,7 +186,10 @@ def test_holdout_split_is_stratified_deterministic_and_untouched(tmp_path: Path)
 
 
 def test_pick_mistakes_alternates_and_orders_by_confidence() -> None:
-    items = [LabelledItem(f"{n}", "", n.startswith("h")) for n in ("h1", "h2", "h3", "u1", "u2")]
+    items = [
+        LabelledItem(id=f"{n}", path=Path(), kind=Kind.IMAGE, harmful=n.startswith("h"))
+        for n in ("h1", "h2", "h3", "u1", "u2")
+    ]
     preds = {
         "h1": Verdict(False, "", score=0.4),
         "h2": Verdict(False, "", score=0.1),
@@ -187,8 +197,8 @@ def test_pick_mistakes_alternates_and_orders_by_confidence() -> None:
         "u1": Verdict(True, "", score=0.6),
         "u2": Verdict(False, "", score=0.2),
     }
-    assert [i.sample_id for i in pick_mistakes(items, preds, set(), 4, 0, 1)] == ["h2", "u1", "h1", "h3"]
-    assert [i.sample_id for i in pick_mistakes(items, preds, {"h2"}, 2, 0, 1)] == ["h1", "u1"]
+    assert [i.id for i in pick_mistakes(items, preds, set(), 4, 0, 1)] == ["h2", "u1", "h1", "h3"]
+    assert [i.id for i in pick_mistakes(items, preds, {"h2"}, 2, 0, 1)] == ["h1", "u1"]
 
 
 def test_cli_icl_and_bad_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -49,8 +49,8 @@ def test_import_labels_registers_samples_and_reports_bad_rows(tmp_path: Path) ->
     assert sorted(line for line, _ in res.skipped) == [5, 6, 7]
     items = {Path(i.path).name: i for i in load_labelled_set(store, "val")}
     assert items["img 0.png"].harmful and items["img 0.png"].reason == "a raised fist"
-    assert items["img 0.png"].categories == ("Violence and Threats",)
-    assert not items["img 2.png"].harmful and items["img 2.png"].sample_id == known
+    assert items["img 0.png"].categories == ["Violence and Threats"]
+    assert not items["img 2.png"].harmful and items["img 2.png"].id == known
     assert labelled_set_names(Store(store)) == {"val": 3}
     with pytest.raises(ConfigError, match="sets there: val"):
         load_labelled_set(store, "other")
@@ -125,7 +125,7 @@ def test_labelstudio_round_trip(tmp_path: Path) -> None:
     assert n == 2 and [t for t, _ in skipped] == [2]
     got = {Path(i.path).name: i for i in load_labelled_set(store, "people")}
     first = Path(tasks[0]["data"]["path"]).name
-    assert got[first].harmful and got[first].reason == "a threat" and got[first].categories == ("Violence and Threats",)
+    assert got[first].harmful and got[first].reason == "a threat" and got[first].categories == ["Violence and Threats"]
     assert set(got) == {first, Path(tasks[2]["data"]["path"]).name}
 
 

@@ -41,11 +41,11 @@ def test_pexels_images_and_videos_in_the_url_list_format(pexels: PexelsServer, t
     assert len(images) == len(videos) == 10
     first = images[0]
     assert first.keyword == "knife in hand" and first.source == "real"
-    assert first.url.endswith(".jpeg") and first.extra["crawler"] == "pexels"
-    assert first.extra["page_url"].startswith("https://www.pexels.com/photo/knife-in-hand-")
-    assert first.extra["photographer"] == "Photographer 0"
+    assert first.url.endswith(".jpeg") and first.meta["crawler"] == "pexels"
+    assert first.meta["page_url"].startswith("https://www.pexels.com/photo/knife-in-hand-")
+    assert first.meta["photographer"] == "Photographer 0"
     assert all(r.url.endswith("-1080.mp4") for r in videos)
-    assert videos[0].extra["duration"] == "12" and videos[0].extra["width"] == "1920"
+    assert videos[0].meta["duration"] == "12" and videos[0].meta["width"] == "1920"
     pages = [p for path, p in pexels.requests if path == "/v1/search" and p["query"] == "toy"]
     assert [p["page"] for p in pages] == ["1", "2"] and pages[0]["per_page"] == "5"
 

@@ -252,7 +252,7 @@ def test_list_file_problems_and_json_report(server: MediaServer, tmp_path: Path)
 
 
 def test_interleave_by_host_round_robins() -> None:
-    rows = [(i, UrlRow(f"https://{h}/{i}", i)) for i, h in enumerate(["a", "a", "a", "b", "c", "c"])]
+    rows = [(i, UrlRow(url=f"https://{h}/{i}", line=i)) for i, h in enumerate(["a", "a", "a", "b", "c", "c"])]
     assert [i for i, _ in interleave_by_host(rows)] == [0, 3, 4, 1, 5, 2]
 
 

@@ -24,9 +24,11 @@ def test_store_registers_valid_media_and_rejects_broken_files(server: MediaServe
     img, clip = jpeg_bytes("teal", (64, 48)), mp4_bytes(tmp_path, frames=8)
     broken_jpeg = jpeg_bytes("red", (64, 48))[:-400]
     rows = [
-        UrlRow(server.add("/a.jpg", Route(body=img)), 2, keyword="toy", source="real", extra={"crawler": "pexels"}),
-        UrlRow(server.add("/v.mp4", Route(body=clip)), 3, keyword="gun", id="clip-7"),
-        UrlRow(server.add("/broken.jpg", Route(body=broken_jpeg)), 4),
+        UrlRow(
+            url=server.add("/a.jpg", Route(body=img)), line=2, keyword="toy", source="real", meta={"crawler": "pexels"}
+        ),
+        UrlRow(url=server.add("/v.mp4", Route(body=clip)), line=3, keyword="gun", id="clip-7"),
+        UrlRow(url=server.add("/broken.jpg", Route(body=broken_jpeg)), line=4),
     ]
     out, db = tmp_path / "m", tmp_path / "run.db"
     report = fetch(rows, out, settings=settings(), store=db)
@@ -46,7 +48,7 @@ def test_store_registers_valid_media_and_rejects_broken_files(server: MediaServe
 
 def test_files_fetched_without_a_store_are_registered_on_a_later_run(server: MediaServer, tmp_path: Path) -> None:
     img = png_bytes("pink", (40, 40))
-    rows = [UrlRow(server.add("/a.png", Route(body=img)), 2, keyword="toy")]
+    rows = [UrlRow(url=server.add("/a.png", Route(body=img)), line=2, keyword="toy")]
     out, db = tmp_path / "m", tmp_path / "run.db"
     fetch(rows, out, settings=settings())
     report = fetch(rows, out, settings=settings(), store=db)
@@ -69,10 +71,10 @@ def test_block_list_quarantines_by_exact_and_perceptual_hash(server: MediaServer
     ]
     listing.write_text("\n".join(entries) + "\n")
     rows = [
-        UrlRow(server.add("/1.png", Route(body=by_sha)), 2),
-        UrlRow(server.add("/2.jpg", Route(body=by_md5)), 3),
-        UrlRow(server.add("/3.jpg", Route(body=reencoded)), 4),
-        UrlRow(server.add("/4.jpg", Route(body=fine)), 5),
+        UrlRow(url=server.add("/1.png", Route(body=by_sha)), line=2),
+        UrlRow(url=server.add("/2.jpg", Route(body=by_md5)), line=3),
+        UrlRow(url=server.add("/3.jpg", Route(body=reencoded)), line=4),
+        UrlRow(url=server.add("/4.jpg", Route(body=fine)), line=5),
     ]
     out, db = tmp_path / "m", tmp_path / "run.db"
     report = fetch(rows, out, settings=settings(), store=db, block_list=BlockList.load(listing))
@@ -104,7 +106,11 @@ def test_block_list_quarantines_by_exact_and_perceptual_hash(server: MediaServer
 
 
 def test_a_trickling_download_hits_max_time(server: MediaServer, tmp_path: Path) -> None:
-    rows = [UrlRow(server.add("/slow.png", Route(body=png_bytes() + b"\0" * 2000, chunk_size=100, chunk_delay=0.1)), 2)]
+    rows = [
+        UrlRow(
+            url=server.add("/slow.png", Route(body=png_bytes() + b"\0" * 2000, chunk_size=100, chunk_delay=0.1)), line=2
+        )
+    ]
     out = tmp_path / "m"
     report = fetch(rows, out, settings=settings(max_time=0.5))
     assert (report.outcomes[0].status, report.outcomes[0].error) == ("failed", "timeout")

@@ -29,7 +29,7 @@ def test_csv_rows_problems_and_duplicates(tmp_path: Path) -> None:
     result = read_url_list(path)
     assert [r.url for r in result.rows] == ["https://example.com/a.jpg", "HTTP://Example.com:8080/f.webp"]
     first = result.rows[0]
-    assert (first.line, first.kind, first.keyword, first.source, first.extra) == (
+    assert (first.line, first.kind, first.keyword, first.source, first.meta) == (
         2,
         Kind.IMAGE,
         "toy",
@@ -79,22 +79,30 @@ def test_unusable_files_are_config_errors(tmp_path: Path, content: bytes, messag
 def test_write_then_read_round_trip(tmp_path: Path) -> None:
     rows = [
         UrlRow(
-            "https://a.org/1.jpg",
-            0,
-            Kind.IMAGE,
-            "toy",
-            "real",
-            None,
-            {"crawler": "pexels", "page_url": "https://a.org/p/1"},
+            url="https://a.org/1.jpg",
+            line=0,
+            kind=Kind.IMAGE,
+            keyword="toy",
+            source="real",
+            id=None,
+            meta={"crawler": "pexels", "page_url": "https://a.org/p/1"},
         ),
-        UrlRow("https://a.org/2.mp4", 0, Kind.VIDEO, "gun, animated", None, "x1", {"title": 'say "hi"'}),
+        UrlRow(
+            url="https://a.org/2.mp4",
+            line=0,
+            kind=Kind.VIDEO,
+            keyword="gun, animated",
+            source=None,
+            id="x1",
+            meta={"title": 'say "hi"'},
+        ),
     ]
     path = write_url_list(rows, tmp_path / "sub" / "out.csv")
     assert path.read_text().splitlines()[0] == "url,kind,keyword,source,id,crawler,page_url,title"
     back = read_url_list(path)
     assert not back.problems
-    assert [(r.url, r.kind, r.keyword, r.source, r.id, r.extra) for r in back.rows] == [
-        (r.url, r.kind, r.keyword, r.source, r.id, r.extra) for r in rows
+    assert [(r.url, r.kind, r.keyword, r.source, r.id, r.meta) for r in back.rows] == [
+        (r.url, r.kind, r.keyword, r.source, r.id, r.meta) for r in rows
     ]
     assert oct(path.stat().st_mode & 0o777) == "0o644"
     assert not list((tmp_path / "sub").glob(".*tmp"))

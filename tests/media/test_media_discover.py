@@ -184,21 +184,21 @@ def test_csv_manifest(tmp_path: Path) -> None:
     items = found.items
     assert [i.path.name for i in items] == ["a.png", "b.jpg", "c.mp4", "frames"]
     first, second, video, folder = items
-    assert (first.label, first.source, first.keyword, first.split) == (
+    assert (first.harmful, first.source, first.keyword, first.split) == (
         True,
         "real",
         "knife in kitchen",
         "test",
     )
-    assert first.extra == {"note": "first"}
-    assert (second.label, second.source, second.generator, second.split) == (
+    assert first.meta == {"note": "first"}
+    assert (second.harmful, second.source, second.generator, second.split) == (
         False,
         "synthetic",
         "sdxl",
         "train",
     )
-    assert video.label is True and video.kind is Kind.VIDEO
-    assert folder.is_frame_folder and folder.label is False
+    assert video.harmful is True and video.kind is Kind.VIDEO
+    assert folder.is_frame_folder and folder.harmful is False
     reasons = [s.reason for s in found.skipped]
     assert reasons[0] == "m.csv line 6: listed file not found"
     assert reasons[1].startswith("m.csv line 7: expected yes/no")
@@ -221,12 +221,12 @@ def test_vhd11k_style_columns(tmp_path: Path) -> None:
     videos = _write_csv(tmp_path / "vann.csv", "videoPath,decision\nvids/y.mp4,no\n")
     found = discover([images, videos])
     x, y = found.items
-    assert x.label is True and x.kind is Kind.IMAGE
-    assert x.extra == {
+    assert x.harmful is True and x.kind is Kind.IMAGE
+    assert x.meta == {
         "harmfulType": "violence",
         "affirmativeDebater_argument_0": "It shows, clearly, a fight",
     }
-    assert y.label is False and y.kind is Kind.VIDEO
+    assert y.harmful is False and y.kind is Kind.VIDEO
 
 
 def test_csv_without_path_column(tmp_path: Path) -> None:
@@ -249,8 +249,8 @@ def test_jsonl_manifest(tmp_path: Path) -> None:
     manifest.write_text("\n".join(lines) + "\n")
     found = discover([manifest])
     a, b = found.items
-    assert (a.label, a.id, a.extra) == (True, "img-1", {"score": 0.5})
-    assert b.label is False
+    assert (a.harmful, a.id, a.meta) == (True, "img-1", {"score": 0.5})
+    assert b.harmful is False
     assert [s.reason.split(":")[0] for s in found.skipped] == ["m.jsonl line 2", "m.jsonl line 3"]
 
 
@@ -262,8 +262,8 @@ def test_json_manifests(tmp_path: Path) -> None:
     keyed = tmp_path / "keyed.json"
     keyed.write_text(json.dumps({"b.png": {"decision": "yes", "harmfulType": "x"}}))
     found = discover([listed, keyed])
-    assert [(i.path.name, i.label) for i in found.items] == [("a.png", False), ("b.png", True)]
-    assert found.items[1].extra == {"harmfulType": "x"}
+    assert [(i.path.name, i.harmful) for i in found.items] == [("a.png", False), ("b.png", True)]
+    assert found.items[1].meta == {"harmfulType": "x"}
     assert [s.reason for s in found.skipped] == ["list.json entry 2: not a JSON object"]
     bad = tmp_path / "bad.json"
     bad.write_text('"just a string"')

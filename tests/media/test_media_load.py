@@ -31,7 +31,7 @@ def test_image_sample(tmp_path: Path) -> None:
     data = jpeg_bytes(photo((640, 480)))
     path = tmp_path / "p.jpg"
     path.write_bytes(data)
-    loaded = load_sample(MediaItem(path, Kind.IMAGE, keyword="kitchen knife", source="real"))
+    loaded = load_sample(MediaItem(path=path, kind=Kind.IMAGE, keyword="kitchen knife", source="real"))
     sample = loaded.sample
     assert sample.id == hashlib.sha256(data).hexdigest()
     assert (sample.kind, sample.path, sample.frames) == (Kind.IMAGE, str(path), [])
@@ -42,7 +42,7 @@ def test_image_sample(tmp_path: Path) -> None:
 
 def test_video_sample(tmp_path: Path) -> None:
     path = make_video(tmp_path / "v.mp4", 30)
-    loaded = load_sample(MediaItem(path, Kind.VIDEO), MediaSettings(max_side=32))
+    loaded = load_sample(MediaItem(path=path, kind=Kind.VIDEO), MediaSettings(max_side=32))
     assert loaded.sample.id == sha256_file(path)
     assert loaded.sample.frames == [0, 7, 14, 22, 29]
     assert len(loaded.images) == 5
@@ -85,7 +85,7 @@ def test_manifest_fields_and_ids(tmp_path: Path) -> None:
     loaded = load_sample(items[0])
     sample = loaded.sample
     assert sample.id == digest
-    assert (sample.label, sample.source, sample.keyword, sample.generator, sample.split) == (
+    assert (sample.harmful, sample.source, sample.keyword, sample.generator, sample.split) == (
         True,
         "synthetic",
         "toy sword",
@@ -100,7 +100,7 @@ def test_manifest_fields_and_ids(tmp_path: Path) -> None:
 def test_non_hash_manifest_id_is_kept_in_meta(tmp_path: Path) -> None:
     path = tmp_path / "a.png"
     Image.new("RGB", (10, 10)).save(path)
-    loaded = load_sample(MediaItem(path, Kind.IMAGE, id="img_0001"))
+    loaded = load_sample(MediaItem(path=path, kind=Kind.IMAGE, id="img_0001"))
     assert loaded.sample.meta == {"id": "img_0001"}
 
 
@@ -108,15 +108,15 @@ def test_bad_media_raises_media_error(tmp_path: Path) -> None:
     bad_image = tmp_path / "x.png"
     bad_image.write_bytes(b"not really a png")
     with pytest.raises(MediaError):
-        load_sample(MediaItem(bad_image, Kind.IMAGE))
+        load_sample(MediaItem(path=bad_image, kind=Kind.IMAGE))
     bad_video = tmp_path / "x.mp4"
     bad_video.write_bytes(b"not really a video" * 10)
     with pytest.raises(MediaError):
-        load_sample(MediaItem(bad_video, Kind.VIDEO))
+        load_sample(MediaItem(path=bad_video, kind=Kind.VIDEO))
     big = tmp_path / "big.jpg"
     big.write_bytes(jpeg_bytes(photo((300, 300))))
     with pytest.raises(MediaError, match="over the limit"):
-        load_sample(MediaItem(big, Kind.IMAGE), MediaSettings(limits=ImageLimits(max_pixels=1000)))
+        load_sample(MediaItem(path=big, kind=Kind.IMAGE), MediaSettings(limits=ImageLimits(max_pixels=1000)))
 
 
 def test_settings_identity_and_validation() -> None:
@@ -175,7 +175,7 @@ def test_sample_id_matches_load_sample(tmp_path: Path) -> None:
     for item in items:
         assert sample_id(item) == load_sample(item).sample.id
     with pytest.raises(MediaError, match="cannot read file"):
-        sample_id(MediaItem(tmp_path / "gone.png", Kind.IMAGE))
+        sample_id(MediaItem(path=tmp_path / "gone.png", kind=Kind.IMAGE))
     folder = next(i for i in items if i.is_frame_folder)
     (tmp_path / "frames" / "clip_0003.png").unlink()
     with pytest.raises(MediaError, match="frame folder"):

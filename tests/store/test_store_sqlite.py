@@ -58,7 +58,7 @@ def test_upsert_keeps_newest_path_and_fills_unknown_fields(store: Store, build: 
         path="/elsewhere/1.png",
         source="synthetic",
         keyword="gun",
-        label=True,
+        harmful=True,
         frames=[0, 4],
         meta={"a": 2, "b": 3},
     )
@@ -67,7 +67,7 @@ def test_upsert_keeps_newest_path_and_fills_unknown_fields(store: Store, build: 
     assert got is not None
     assert got.path == "/elsewhere/1.png"
     assert got.source == "real"  # known: kept
-    assert got.keyword == "gun" and got.label is True and got.frames == [0, 4]
+    assert got.keyword == "gun" and got.harmful is True and got.frames == [0, 4]
     assert got.meta == {"a": 1, "b": 3}
     assert got.kind is Kind.IMAGE
     assert store.get_sample("0" * 64) is None

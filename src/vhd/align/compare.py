@@ -129,7 +129,7 @@ def resolve_items(labels: str | os.PathLike[str], store: Path) -> list[LabelledI
             raise ConfigError(f"labels {labels} not found: give a labels CSV or a labelled set name")
         else:
             items = read_labelled_set(db, str(labels))
-    unique = list({i.sample_id: i for i in items}.values())
+    unique = list({i.id: i for i in items}.values())
     if not unique:
         raise ConfigError(f"no labelled samples in {labels}: give a labels CSV with path and harmful columns")
     return unique
@@ -293,7 +293,7 @@ def _run_debate(
         seed = base_seed if rep == 0 else (base_seed or 0) + rep
         c = cfg.model_copy(update={"debate": cfg.debate.model_copy(update={"rounds": rounds, "seed": seed})})
         stage = name if repeats == 1 else f"{name} repeat {rep + 1}"
-        paths = [i.path for i in items]
+        paths = [str(i.path) for i in items]
         summary = annotate(paths, store=store, config=c, icl=icl, progress=staged(progress, stage), on_event=say)
         say(f"{name} repeat {rep + 1}: {summary.annotated} annotated, {summary.already_done} already done")
         with Store(store) as db:
@@ -301,7 +301,7 @@ def _run_debate(
             hashes.append(config_hash)
             run = []
             for item in items:
-                ann = db.get_annotation(item.sample_id, config_hash)
+                ann = db.get_annotation(item.id, config_hash)
                 if ann is None:
                     run.append(SampleOutcome(None, None, 0, 0, 0, error="not annotated; run again"))
                     continue

@@ -124,9 +124,9 @@ def write_outputs(result: CompareResult) -> None:
     out = result.out
     if not _plot(result, out / "compare.png"):
         result.notes.append("compare.png not drawn: matplotlib is not installed (pip install matplotlib)")
-    ids = [i.sample_id for i in result.items]
+    ids = [i.id for i in result.items]
     data = {
-        "samples": [{"sample_id": i.sample_id, "path": i.path, "harmful": i.harmful} for i in result.items],
+        "samples": [{"sample_id": i.id, "path": str(i.path), "harmful": i.harmful} for i in result.items],
         "configs": [c.to_dict(ids) for c in result.configs],
         "matched": result.matched,
         "notes": result.notes,

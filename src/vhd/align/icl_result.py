@@ -64,7 +64,7 @@ def score(items: Sequence[LabelledItem], preds: dict[str, Verdict]) -> Scored:
     c = {"tp": 0, "fp": 0, "tn": 0, "fn": 0}
     unreadable = 0
     for item in items:
-        v = preds.get(item.sample_id)
+        v = preds.get(item.id)
         said = v.harmful if v is not None else None
         if said is None:
             unreadable += 1

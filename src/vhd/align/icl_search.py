@@ -49,12 +49,12 @@ def split_holdout(
     search: list[LabelledItem] = []
     held: list[LabelledItem] = []
     for label in (True, False):
-        group = sorted((i for i in items if i.harmful is label), key=lambda i: i.sample_id)
+        group = sorted((i for i in items if i.harmful is label), key=lambda i: i.id)
         rng.shuffle(group)
         k = round(share * len(group))
         held += group[:k]
         search += group[k:]
-    return sorted(search, key=lambda i: i.sample_id), sorted(held, key=lambda i: i.sample_id)
+    return sorted(search, key=lambda i: i.id), sorted(held, key=lambda i: i.id)
 
 
 def pick_mistakes(
@@ -66,23 +66,23 @@ def pick_mistakes(
     false alarm the highest; without scores (or on ties) a seeded shuffle decides.
     """
     rng = random.Random(f"{seed}:{round_no}")
-    order = {i.sample_id: rng.random() for i in sorted(items, key=lambda i: i.sample_id)}
+    order = {i.id: rng.random() for i in sorted(items, key=lambda i: i.id)}
 
     def confidence(item: LabelledItem) -> float:
-        v = preds.get(item.sample_id)
+        v = preds.get(item.id)
         s = v.score if v is not None and v.score is not None else 0.5
         return 1 - s if item.harmful else s
 
     fn: list[LabelledItem] = []
     fp: list[LabelledItem] = []
     for item in items:
-        if item.sample_id in exclude:
+        if item.id in exclude:
             continue
-        said = preds[item.sample_id].harmful if item.sample_id in preds else None
+        said = preds[item.id].harmful if item.id in preds else None
         if said is None or said != item.harmful:
             (fn if item.harmful else fp).append(item)
-    fn.sort(key=lambda i: (-confidence(i), order[i.sample_id]))
-    fp.sort(key=lambda i: (-confidence(i), order[i.sample_id]))
+    fn.sort(key=lambda i: (-confidence(i), order[i.id]))
+    fp.sort(key=lambda i: (-confidence(i), order[i.id]))
     picked: list[LabelledItem] = []
     queues = [fn, fp]
     turn = 0
@@ -115,7 +115,7 @@ class _Annotator:
         from vhd.annotate.api import annotate
         from vhd.store.sqlite import Store
 
-        paths = [i.path for i in items]
+        paths = [str(i.path) for i in items]
         kwargs: dict[str, Any] = {"store": self.store, "config": self.config, "icl": icl}
         if self.max_calls is not None:
             planned = annotate(paths, dry_run=True, **kwargs).estimate or {}
@@ -138,9 +138,9 @@ class _Annotator:
             config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)
             preds = {}
             for item in items:
-                ann = db.get_annotation(item.sample_id, config_hash)
+                ann = db.get_annotation(item.id, config_hash)
                 if ann is not None:
-                    preds[item.sample_id] = ann.verdict
+                    preds[item.id] = ann.verdict
         return config_hash, preds
 
 
@@ -242,7 +242,7 @@ def _search(
         _rounds(result, run, search, out_dir, max_rounds, per_round, metric, patience, seed, say, preds)
     finally:
         ids = {e["sample_id"] for e in result.rounds[result.best_round].examples}
-        result.baseline = score([i for i in search if i.sample_id not in ids], preds)
+        result.baseline = score([i for i in search if i.id not in ids], preds)
 
 
 def _rounds(
@@ -269,13 +269,13 @@ def _rounds(
             say(f"round {r}: no misclassified sample left to add; stopping")
             return
         examples = best.examples + [
-            {"sample_id": i.sample_id, "path": i.path, "answer": expected_answer(i)} for i in picked
+            {"sample_id": i.id, "path": str(i.path), "answer": expected_answer(i)} for i in picked
         ]
         folder = write_examples(out_dir / "rounds" / f"round_{r:02d}", examples)
         ids = {e["sample_id"] for e in examples}
-        rest = [i for i in search if i.sample_id not in ids]
+        rest = [i for i in search if i.id not in ids]
         config_hash, preds = run(rest, folder)
-        cand = Round(r, examples, [i.sample_id for i in picked], config_hash, score(rest, preds))
+        cand = Round(r, examples, [i.id for i in picked], config_hash, score(rest, preds))
         cand.best_before = score(rest, best_preds)
         cand.accepted = cand.scored.value(metric) > cand.best_before.value(metric) + 1e-12
         result.rounds.append(cand)
@@ -289,7 +289,7 @@ def _rounds(
             best, best_preds, stale = cand, {**best_preds, **preds}, 0
             result.best_round = r
         else:
-            rejected |= {i.sample_id for i in picked}
+            rejected |= {i.id for i in picked}
             stale += 1
             if patience is not None and stale >= patience:
                 result.stopped = "patience"

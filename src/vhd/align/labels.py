@@ -21,28 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhd.errors import ConfigError
+from vhd.records import LabelledSample
 from vhd.store.sqlite import Store
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-@dataclass(frozen=True)
-class LabelledItem:
-    """One human-labelled sample.
-
-    Attributes:
-        sample_id: The sample's content hash.
-        path: Where its media lies (from the store's sample record).
-        harmful: The human decision.
-        reason: Why, when given.
-        categories: Harm categories, when given.
-    """
-
-    sample_id: str
-    path: str
-    harmful: bool
-    reason: str | None = None
-    categories: tuple[str, ...] = ()
+LabelledItem = LabelledSample
+"""One human-labelled sample of a labelled set (`LabelledSample`; ``path`` from the store's sample record)."""
 
 
 @dataclass
@@ -97,7 +83,7 @@ def read_labelled_set(store: Store, name: str) -> list[LabelledItem]:
     Raises:
         ConfigError: No set of that name (the message lists the sets there are).
     """
-    return [LabelledItem(r.sample_id, r.path, r.harmful, r.reason, r.categories) for r in store.labelled_set(name)]
+    return store.labelled_set(name)
 
 
 def load_labelled_set(store: str | os.PathLike[str], name: str) -> list[LabelledItem]:
@@ -143,16 +129,20 @@ def resolve_labels(path: str | os.PathLike[str], store: Store) -> tuple[list[Lab
                 skipped.append((row.line, f"id {row.id[:12]} does not match the file's content ({sample.id[:12]})"))
                 continue
             store.upsert_sample(sample)
-            sid, where = sample.id, str(sample.path)
+            sid, where, kind = sample.id, Path(sample.path), sample.kind
         elif row.id is not None:
             stored = store.get_sample(row.id)
             if stored is None:
                 skipped.append((row.line, f"sample {row.id[:12]} is not in the store: give its path instead"))
                 continue
-            sid, where = stored.id, str(stored.path)
+            sid, where, kind = stored.id, Path(stored.path), stored.kind
         else:  # read_labels leaves out rows with neither
             continue
-        items.append(LabelledItem(sid, where, row.harmful, row.reason, tuple(row.categories)))
+        items.append(
+            LabelledSample(
+                id=sid, path=where, kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
+            )
+        )
     return items, skipped
 
 

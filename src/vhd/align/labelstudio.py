@@ -141,7 +141,7 @@ def export_labelstudio(
     with Store(store) as db:
         if name is not None:
             wanted: list[tuple[str, str, LabelledItem | None]] = [
-                (i.sample_id, i.path, i) for i in read_labelled_set(db, name)
+                (i.id, str(i.path), i) for i in read_labelled_set(db, name)
             ]
         else:
             seen = {s.id: s.path for s, _ in db.iter_annotations(config_hash=config_hash)}
@@ -255,7 +255,16 @@ def import_labelstudio(
                 skipped.append((number, "its sample is not in the store: import it with `vhd label` first"))
                 continue
             harmful, reason, categories = decision
-            items.append(LabelledItem(sample.id, str(sample.path), harmful, reason, categories))
+            items.append(
+                LabelledItem(
+                    id=sample.id,
+                    path=Path(sample.path),
+                    kind=sample.kind,
+                    harmful=harmful,
+                    reason=reason,
+                    categories=list(categories),
+                )
+            )
         save_labelled_set(db, name, items, source=os.path.abspath(path))
     return len(items), skipped
 

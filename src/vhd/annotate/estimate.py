@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError
-from vhd.records import Kind
+from vhd.records import Kind, MediaItem
 
 if TYPE_CHECKING:
     from vhd.debate.icl import ICLExample
     from vhd.debate.prompts import Prompts
-    from vhd.media.discover import MediaItem
 
 TOKENS_PER_WORD = 1.35
 """Rough English tokens per whitespace-separated word."""

@@ -20,12 +20,11 @@ from vhd.backends.registry import build_backends
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError
 from vhd.progress import ProgressFn, bar, no_progress
-from vhd.records import Annotation, Status
+from vhd.records import Annotation, MediaItem, Status
 from vhd.redaction import redact
 
 if TYPE_CHECKING:
     from vhd.debate.engine import Debate
-    from vhd.media.discover import MediaItem
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
 

@@ -10,55 +10,21 @@ its row number; the rest of the set is used.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from vhd.errors import ConfigError, MediaError
-from vhd.records import Kind
+from vhd.records import Kind, LabelledSample, MediaItem
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
 
 UNHARMFUL = "unharmful"
 """The multi-class label of an unharmful sample (and of an unharmful prediction)."""
 
 
-@dataclass
-class BenchItem:
-    """One labelled sample of the benchmark.
-
-    Attributes:
-        id: Content hash of the media (sha256; for a frame folder, of its frames' hashes); the
-            prediction cache's key.
-        path: The media file or frame folder.
-        kind: Image or video.
-        harmful: The ground-truth label.
-        categories: Ground-truth category codes of a harmful sample (may be empty).
-        source: ``real`` or ``synthetic`` when known.
-        split: Dataset split when known (``--calibrate`` fits on one split).
-        line: Row number in the labels file.
-    """
-
-    id: str
-    path: Path
-    kind: Kind
-    harmful: bool
-    categories: list[str] = field(default_factory=list)
-    source: str | None = None
-    split: str | None = None
-    line: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return {
-            "id": self.id,
-            "path": str(self.path),
-            "kind": self.kind.value,
-            "harmful": self.harmful,
-            "categories": self.categories,
-            "source": self.source,
-            "split": self.split,
-            "line": self.line,
-        }
+BenchItem = LabelledSample
+"""One labelled sample of the benchmark (`LabelledSample`: ``id`` is the prediction cache's key,
+``categories`` the ground-truth category codes of a harmful sample, ``split`` the split
+``--calibrate`` fits on)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +92,6 @@ def load_bench_set(
     Raises:
         ConfigError: The labels file cannot be read, or no row is usable.
     """
-    from vhd.media.discover import MediaItem
     from vhd.media.load import sample_id
     from vhd.store.labels import read_labels
 

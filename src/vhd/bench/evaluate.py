@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from vhd.bench.calibration import Reliability, reliability
 from vhd.bench.data import UNHARMFUL, BenchItem
 from vhd.bench.metrics import BinaryMetrics, BinaryResult, MulticlassMetrics, MulticlassResult, Value, mean_value
+from vhd.records import Source
 
 if TYPE_CHECKING:
     from vhd.bench.runner import BenchRun, DetectorRun
@@ -84,8 +85,8 @@ def group_items(items: list[BenchItem]) -> dict[str, list[BenchItem]]:
         "all": items,
         "image": [i for i in items if i.kind.value == "image"],
         "video": [i for i in items if i.kind.value == "video"],
-        "real": [i for i in items if i.source == "real"],
-        "synthetic": [i for i in items if i.source == "synthetic"],
+        "real": [i for i in items if i.source == Source.REAL],
+        "synthetic": [i for i in items if i.source == Source.SYNTHETIC],
     }
     return {k: v for k, v in groups.items() if v}
 

@@ -25,7 +25,7 @@ from vhd.bench.original import load_original, original_identity, wants_original
 from vhd.detectors.base import Detector, Prediction
 from vhd.errors import ConfigError, VhdError
 from vhd.progress import ProgressFn
-from vhd.records import Kind
+from vhd.records import Kind, MediaItem
 
 if TYPE_CHECKING:
     from vhd.bench.data import BenchItem, BenchSet
@@ -163,7 +163,6 @@ class _Job:
         self.record(index, item.id, pred, start, end)
 
     def _load(self, item: BenchItem, original: bool) -> list[Any]:
-        from vhd.media.discover import MediaItem
         from vhd.media.load import MediaSettings, load_sample
 
         if original:

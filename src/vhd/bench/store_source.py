@@ -49,9 +49,8 @@ def load_bench_set_from_store(
     Raises:
         ConfigError: The store is missing or unreadable, or no sample is usable.
     """
-    from vhd.media.discover import MediaItem
     from vhd.media.load import sample_id
-    from vhd.records import Status
+    from vhd.records import MediaItem, Status
     from vhd.store.sqlite import open_store
 
     tax = taxonomy or default_taxonomy()

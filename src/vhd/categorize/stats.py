@@ -14,12 +14,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vhd.records import Kind, Status
+from vhd.records import Kind, Source, Status
 from vhd.store import categories as cstore
 from vhd.store.sqlite import Store
 from vhd.taxonomy.taxonomy import Taxonomy, load_taxonomy
 
-SOURCES = ("real", "synthetic", "unknown")
+SOURCES = (*(s.value for s in Source), "unknown")
 """Source columns, in order (``unknown``: the sample's source was never given)."""
 
 KINDS = ("image", "video")

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from vhd.records import Source
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -20,7 +22,9 @@ def add_parser(sub: Any, name: str) -> None:
     )
     p.add_argument("inputs", nargs="+", metavar="PATH", help="image/video files, folders, manifests")
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
-    p.add_argument("--source", choices=("real", "synthetic"), help="source of samples whose manifest gives none")
+    p.add_argument(
+        "--source", choices=tuple(s.value for s in Source), help="source of samples whose manifest gives none"
+    )
     p.add_argument("--keyword", help="keyword of samples whose manifest gives none")
     p.add_argument(
         "--keyword-from-folder",

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from vhd.collect.fetch_settings import FetchReport, FetchSettings
     from vhd.collect.keywords import Keyword, load_keywords
     from vhd.collect.sniff import MediaType, sniff
-    from vhd.collect.urls import UrlList, UrlRow, read_url_list, write_url_list
+    from vhd.collect.urls import UrlList, read_url_list, write_url_list
+    from vhd.records import UrlRow
 
 _EXPORTS = {
     "BlockList": "vhd.collect.blocklist",
@@ -44,7 +45,7 @@ _EXPORTS = {
     "MediaType": "vhd.collect.sniff",
     "sniff": "vhd.collect.sniff",
     "UrlList": "vhd.collect.urls",
-    "UrlRow": "vhd.collect.urls",
+    "UrlRow": "vhd.records",
     "read_url_list": "vhd.collect.urls",
     "write_url_list": "vhd.collect.urls",
 }

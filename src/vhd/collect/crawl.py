@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from vhd.collect.keywords import Keyword, load_keywords
-from vhd.collect.urls import UrlRow, read_url_list, write_url_list
+from vhd.collect.urls import read_url_list, write_url_list
 from vhd.errors import ConfigError, VhdError
 from vhd.fileio import atomic_write
-from vhd.records import Kind
+from vhd.records import Kind, Source, UrlRow
 
 BUILTIN: Final[dict[str, str]] = {
     "pexels": "vhd.collect.pexels:PexelsSource",
@@ -297,7 +297,9 @@ def crawl(
                         if hit.page_url:
                             extra["page_url"] = hit.page_url
                         extra.update(hit.extra)
-                        rows.append(UrlRow(hit.url, 0, hit.kind, word, "real", None, extra))
+                        rows.append(
+                            UrlRow(url=hit.url, line=0, kind=hit.kind, keyword=word, source=Source.REAL, meta=extra)
+                        )
                         entry.added += 1
                     write_url_list(rows, out_path)
                     done[key] = {"requested": per_keyword, "found": entry.found, "at": round(time.time(), 3)}

@@ -21,9 +21,8 @@ from vhd.collect.blocklist import Digests
 from vhd.collect.fetch_settings import FetchFailure, FetchSettings, format_size
 from vhd.collect.netguard import blocked_reason, resolve_failed
 from vhd.collect.sniff import SNIFF_BYTES, MediaType, describe, sniff
-from vhd.collect.urls import UrlRow
 from vhd.errors import VhdError
-from vhd.records import Kind
+from vhd.records import Kind, UrlRow
 
 RETRY_STATUSES: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
 """HTTP statuses worth another attempt."""

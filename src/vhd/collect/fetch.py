@@ -38,10 +38,10 @@ from vhd.collect.fetchlog import (
     write_manifest,
     write_report,
 )
-from vhd.collect.urls import UrlList, UrlRow, read_url_list
+from vhd.collect.urls import UrlList, read_url_list
 from vhd.errors import VhdError
 from vhd.media.hashing import is_sha256_hex
-from vhd.records import Kind
+from vhd.records import Kind, UrlRow
 
 if TYPE_CHECKING:
     from vhd.collect.download import Downloaded
@@ -96,7 +96,7 @@ class _Job:
             keyword=row.keyword,
             source=row.source,
             id=row.id,
-            meta=dict(row.extra),
+            meta=dict(row.meta),
             fetched_at=time.time(),
             **fields,
         )

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from vhd.collect.fetch_settings import FetchOutcome, FetchSettings
-from vhd.collect.urls import UrlRow
 from vhd.errors import MediaError
-from vhd.records import Kind
+from vhd.records import Kind, MediaItem, UrlRow
 
 _DECODERS = 2
 
@@ -35,20 +34,19 @@ class Registrar:
         return self.store.get_sample(sample_id) is not None
 
     def _register(self, path: Path, row: UrlRow, outcome: FetchOutcome) -> str | None:
-        from vhd.media.discover import MediaItem
         from vhd.media.load import load_sample
 
-        extra: dict[str, Any] = dict(row.extra)
-        extra["url"] = row.url
+        meta: dict[str, Any] = dict(row.meta)
+        meta["url"] = row.url
         if outcome.final_url and outcome.final_url != row.url:
-            extra["final_url"] = outcome.final_url
+            meta["final_url"] = outcome.final_url
         item = MediaItem(
             path=path,
             kind=Kind(outcome.kind or "image"),
             source=row.source,
             keyword=row.keyword,
             id=row.id,
-            extra=extra,
+            meta=meta,
         )
         try:
             loaded = load_sample(item, self.media)

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from vhd.errors import ConfigError
 from vhd.fileio import atomic_write
-from vhd.records import Kind
+from vhd.records import Kind, Source, UrlRow
 
 URL_COLUMNS: Final = ("url", "link", "image_url", "video_url", "imageurl", "videourl", "media_url")
 """Column names read as the URL (case-insensitive), first non-empty one wins."""
@@ -34,32 +34,7 @@ BASE_COLUMNS: Final = ("url", "kind", "keyword", "source", "id")
 MAX_URL_LENGTH: Final = 8192
 """Longer URLs are rejected."""
 
-_SOURCES: Final = frozenset({"real", "synthetic"})
 _SCHEMES: Final = frozenset({"http", "https"})
-
-
-@dataclass
-class UrlRow:
-    """One URL to fetch.
-
-    Attributes:
-        url: The URL, validated (http or https, with a host).
-        line: Where it is in the list (CSV line number counting the header as 1, JSONL/text
-            line, or JSON item number), for reports.
-        kind: The kind the content must be, when the list says.
-        keyword: The keyword it was found with.
-        source: ``real`` or ``synthetic``, when the list says.
-        id: The list's id: a sha256 the content must have, or any identifier.
-        extra: Other columns, verbatim.
-    """
-
-    url: str
-    line: int
-    kind: Kind | None = None
-    keyword: str | None = None
-    source: str | None = None
-    id: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -152,12 +127,11 @@ def parse_url_row(line: int, record: Mapping[Any, Any]) -> UrlRow | UrlProblem:
             kind = Kind(kind_text.lower())
         except ValueError:
             return UrlProblem(line, url, f"kind must be image or video, got {kind_text!r}")
-    source = _text(columns.get("source"))
-    if source is not None:
-        source = source.lower()
-        if source not in _SOURCES:
-            return UrlProblem(line, url, f"source must be real or synthetic, got {source!r}")
-    extra = {
+    try:
+        source = Source.parse(_text(columns.get("source")))
+    except ValueError as exc:
+        return UrlProblem(line, url, str(exc))
+    meta = {
         str(k).strip(): str(v).strip()
         for k, v in record.items()
         if str(k).strip().lower() not in BASE_COLUMNS and str(k).strip().lower() not in URL_COLUMNS and _text(v)
@@ -169,7 +143,7 @@ def parse_url_row(line: int, record: Mapping[Any, Any]) -> UrlRow | UrlProblem:
         keyword=_text(columns.get("keyword")),
         source=source,
         id=_text(columns.get("id")),
-        extra=extra,
+        meta=meta,
     )
 
 
@@ -279,7 +253,7 @@ def row_record(row: UrlRow) -> dict[str, str]:
         "source": row.source or "",
         "id": row.id or "",
     }
-    record.update(row.extra)
+    record.update(row.meta)
     return record
 
 

@@ -28,12 +28,10 @@ from typing import Any
 
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
-from vhd.media.discover import MediaItem, display_path
+from vhd.media.discover import display_path
 from vhd.progress import ProgressFn
+from vhd.records import MediaItem, Source
 from vhd.store.sqlite import Store
-
-SOURCES = ("real", "synthetic")
-"""Accepted ``source`` values."""
 
 
 @dataclass(frozen=True)
@@ -41,43 +39,46 @@ class IngestDefaults:
     """Values given on the command line for fields a manifest row leaves empty.
 
     Attributes:
-        source: ``real`` or ``synthetic``.
+        source: ``real`` or ``synthetic`` (read leniently, like a manifest's column).
         keyword: Keyword for every sample.
         keyword_from_folder: Take the keyword from the name of each file's folder.
         generator: Generative model of synthetic samples.
         prompt: Prompt that made synthetic samples (kept in the sample's metadata).
     """
 
-    source: str | None = None
+    source: Source | None = None
     keyword: str | None = None
     keyword_from_folder: bool = False
     generator: str | None = None
     prompt: str | None = None
 
     def __post_init__(self) -> None:
-        if self.source is not None and self.source not in SOURCES:
-            raise ConfigError(f"unknown source {self.source!r}: choose real or synthetic")
-        if self.source == "real" and (self.generator or self.prompt):
+        try:
+            source = Source.parse(self.source)
+        except ValueError:
+            raise ConfigError(f"unknown source {self.source!r}: choose {' or '.join(Source)}") from None
+        if source is Source.REAL and (self.generator or self.prompt):
             raise ConfigError(
                 "--generator and --prompt describe synthetic samples: drop them or use --source synthetic"
             )
-        if self.source is None and (self.generator or self.prompt):
-            object.__setattr__(self, "source", "synthetic")
+        if source is None and (self.generator or self.prompt):
+            source = Source.SYNTHETIC
+        object.__setattr__(self, "source", source)
 
     def apply(self, item: MediaItem) -> MediaItem:
         """Fill the item's empty fields from these defaults."""
         keyword = item.keyword or self.keyword
         if keyword is None and self.keyword_from_folder:
             keyword = Path(item.path).parent.name or None
-        extra = dict(item.extra)
-        if self.prompt and "prompt" not in extra:
-            extra["prompt"] = self.prompt
+        meta = dict(item.meta)
+        if self.prompt and "prompt" not in meta:
+            meta["prompt"] = self.prompt
         return replace(
             item,
             source=item.source or self.source,
             keyword=keyword,
             generator=item.generator or self.generator,
-            extra=extra,
+            meta=meta,
         )
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from vhd.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from vhd.media.discover import Discovery, MediaItem, Skipped, discover, frame_folder_frames
+    from vhd.media.discover import Discovery, Skipped, discover, frame_folder_frames
     from vhd.media.encoded import EncodedImage
     from vhd.media.hashing import sha256_file
     from vhd.media.image import (
@@ -29,10 +29,11 @@ if TYPE_CHECKING:
     )
     from vhd.media.load import LoadedSample, MediaSettings, load_sample, sample_id
     from vhd.media.video import VideoFrames, frame_indices, read_frames, write_frames
+    from vhd.records import MediaItem
 
 _EXPORTS = {
     "Discovery": "vhd.media.discover",
-    "MediaItem": "vhd.media.discover",
+    "MediaItem": "vhd.records",
     "Skipped": "vhd.media.discover",
     "discover": "vhd.media.discover",
     "frame_folder_frames": "vhd.media.discover",

@@ -20,11 +20,10 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.media.manifest import ManifestRow, RowProblem, read_manifest
-from vhd.records import Kind
+from vhd.media.manifest import RowProblem, read_manifest
+from vhd.records import Kind, ManifestRow, MediaItem
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif"})
 """File extensions read as images (case-insensitive)."""
@@ -36,35 +35,6 @@ MANIFEST_EXTENSIONS = frozenset({".csv", ".jsonl", ".json"})
 """File extensions read as manifests when given as an input."""
 
 _FRAME_NAME = re.compile(r"^(?P<stem>.+)_(?P<k>\d{4,})\.(?:png|jpe?g|webp)$", re.IGNORECASE)
-
-
-@dataclass
-class MediaItem:
-    """One sample to load: an image, a video file or a folder of video frames.
-
-    Attributes:
-        path: Absolute path (symbolic links not resolved).
-        kind: Image or video.
-        is_frame_folder: ``path`` is a folder of extracted frames (a video).
-        source: ``real`` or ``synthetic``, from a manifest.
-        keyword: Keyword or prompt keyword, from a manifest.
-        generator: Generative model of a synthetic sample, from a manifest.
-        split: Dataset split, from a manifest.
-        label: Human label from a manifest (True harmful), when given.
-        id: The id a manifest gives; when it is a sha256 it must match the content hash.
-        extra: Other manifest columns, verbatim.
-    """
-
-    path: Path
-    kind: Kind
-    is_frame_folder: bool = False
-    source: str | None = None
-    keyword: str | None = None
-    generator: str | None = None
-    split: str | None = None
-    label: bool | None = None
-    id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -181,7 +151,7 @@ class _Collector:
             return
         if path.is_dir():
             if self.frame_folders and frame_folder_frames(path) is not None:
-                self.add(MediaItem(path, Kind.VIDEO, is_frame_folder=True))
+                self.add(MediaItem(path=path, kind=Kind.VIDEO, is_frame_folder=True))
             else:
                 self.scan(path, path)
             return
@@ -189,7 +159,7 @@ class _Collector:
         if kind is None:
             self.skip(path, f"unsupported file type {path.suffix.lower() or '(no extension)'}")
             return
-        self.add(MediaItem(path, kind))
+        self.add(MediaItem(path=path, kind=kind))
 
     def scan(self, root: Path, folder: Path) -> None:
         """Walk ``folder`` (inside ``root``) in sorted order."""
@@ -222,7 +192,7 @@ class _Collector:
                 is_dir = False
             if is_dir:
                 if self.frame_folders and frame_folder_frames(path) is not None:
-                    self.add(MediaItem(path, Kind.VIDEO, is_frame_folder=True))
+                    self.add(MediaItem(path=path, kind=Kind.VIDEO, is_frame_folder=True))
                 else:
                     self.scan(root, path)
                 continue
@@ -231,7 +201,7 @@ class _Collector:
                 ext = path.suffix.lower() or "(no extension)"
                 self.skip(path, f"unsupported file type {ext}")
                 continue
-            self.add(MediaItem(path, kind))
+            self.add(MediaItem(path=path, kind=kind))
 
     def add_manifest(self, manifest: Path) -> None:
         for row in read_manifest(manifest):
@@ -268,16 +238,16 @@ class _Collector:
             self.skip(path, f"{where}: unsupported file type {ext} (set a kind column)")
             return
         item = MediaItem(
-            path,
-            kind,
+            path=path,
+            kind=kind,
             is_frame_folder=is_frame_folder,
             source=row.source,
             keyword=row.keyword,
             generator=row.generator,
             split=row.split,
-            label=row.label,
+            harmful=row.harmful,
             id=row.id,
-            extra=row.extra,
+            meta=row.meta,
         )
         if not self.add(item):
             self.skip(path, f"{where}: listed more than once; kept the first entry")

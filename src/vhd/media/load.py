@@ -8,7 +8,7 @@ from typing import Any
 
 from vhd.config import MediaConfig
 from vhd.errors import ConfigError, MediaError
-from vhd.media.discover import MediaItem, display_path, frame_folder_frames
+from vhd.media.discover import display_path, frame_folder_frames
 from vhd.media.encoded import EncodedImage
 from vhd.media.hashing import combine_hashes, is_sha256_hex, sha256_bytes, sha256_file
 from vhd.media.image import (
@@ -19,7 +19,7 @@ from vhd.media.image import (
     read_image_bytes,
 )
 from vhd.media.video import DEFAULT_FIRST, DEFAULT_FRAMES, frame_indices, read_frames
-from vhd.records import Kind, Sample
+from vhd.records import Kind, MediaItem, Sample
 
 PIPELINE_VERSION = 1
 """Bumped whenever decoding or encoding changes what a model is shown for the same settings."""
@@ -217,7 +217,7 @@ def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> Loade
     else:
         digest, frames, images = _load_video_file(item, settings)
 
-    meta: dict[str, Any] = dict(item.extra)
+    meta: dict[str, Any] = dict(item.meta)
     if item.id is not None:
         if is_sha256_hex(item.id):
             if item.id.lower() != digest:
@@ -235,7 +235,7 @@ def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> Loade
         keyword=item.keyword,
         generator=item.generator,
         split=item.split,
-        label=item.label,
+        harmful=item.harmful,
         frames=frames,
         meta=meta,
     )

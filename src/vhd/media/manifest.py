@@ -7,7 +7,7 @@ Columns (case-insensitive): the file in ``path`` (or ``imagePath`` / ``videoPath
 VHD11K release), absolute or relative to the manifest's folder; optional ``id``, ``harmful``
 (or ``label``, or VHD11K's ``decision``: yes/no, 1/0, true/false), ``source``
 (real|synthetic), ``keyword``, ``generator``, ``split`` and ``kind`` (image|video). Other
-columns are kept verbatim in `ManifestRow.extra`.
+columns are kept verbatim in `ManifestRow.meta`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Kind, parse_yes_no
+from vhd.records import Kind, ManifestRow, Source, parse_yes_no
 
 PATH_COLUMNS = ("path", "imagepath", "videopath", "image_path", "video_path")
 """Column names that hold the media path, in order of preference (compared lower-case)."""
@@ -29,36 +29,6 @@ LABEL_COLUMNS = ("harmful", "label", "decision")
 """Column names that hold a yes/no label, in order of preference (compared lower-case)."""
 
 _KNOWN = frozenset({*PATH_COLUMNS, *LABEL_COLUMNS, "id", "source", "keyword", "generator", "split", "kind"})
-_SOURCES = frozenset({"real", "synthetic"})
-
-
-@dataclass
-class ManifestRow:
-    """One usable manifest entry.
-
-    Attributes:
-        where: Where it came from, e.g. ``line 4``, for messages.
-        path: The media path as written in the manifest.
-        id: The ``id`` column, if any.
-        label: Parsed yes/no label, if any.
-        source: ``real`` or ``synthetic``, if given.
-        keyword: Keyword, if given.
-        generator: Generator, if given.
-        split: Split, if given.
-        kind: Image or video, if given.
-        extra: Every other non-empty column.
-    """
-
-    where: str
-    path: str
-    id: str | None = None
-    label: bool | None = None
-    source: str | None = None
-    keyword: str | None = None
-    generator: str | None = None
-    split: str | None = None
-    kind: Kind | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -96,11 +66,10 @@ def parse_row(where: str, record: Mapping[str | None, Any]) -> ManifestRow | Row
         label = next((parse_yes_no(columns[c]) for c in LABEL_COLUMNS if _text(columns.get(c))), None)
     except ValueError as exc:
         return RowProblem(where, str(exc))
-    source = _text(columns.get("source"))
-    if source is not None:
-        source = source.lower()
-        if source not in _SOURCES:
-            return RowProblem(where, f"source must be real or synthetic, got {source!r}")
+    try:
+        source = Source.parse(_text(columns.get("source")))
+    except ValueError as exc:
+        return RowProblem(where, str(exc))
     kind_text = _text(columns.get("kind"))
     kind: Kind | None = None
     if kind_text is not None:
@@ -108,7 +77,7 @@ def parse_row(where: str, record: Mapping[str | None, Any]) -> ManifestRow | Row
             kind = Kind(kind_text.lower())
         except ValueError:
             return RowProblem(where, f"kind must be image or video, got {kind_text!r}")
-    extra = {
+    meta = {
         key: value
         for key, value in ((str(k).strip(), v) for k, v in record.items())
         if key.lower() not in _KNOWN and value not in (None, "")
@@ -117,13 +86,13 @@ def parse_row(where: str, record: Mapping[str | None, Any]) -> ManifestRow | Row
         where=where,
         path=path,
         id=_text(columns.get("id")),
-        label=label,
+        harmful=label,
         source=source,
         keyword=_text(columns.get("keyword")),
         generator=_text(columns.get("generator")),
         split=_text(columns.get("split")),
         kind=kind,
-        extra=extra,
+        meta=meta,
     )
 
 

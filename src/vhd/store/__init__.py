@@ -12,12 +12,11 @@ Example:
 
 from __future__ import annotations
 
+from vhd.records import LabelRow
 from vhd.store.export import FORMATS, ExportResult, export
-from vhd.store.labelled_sets import StoredLabel
 from vhd.store.labels import (
     CATEGORIES,
     LabelError,
-    LabelRow,
     LabelSet,
     normalize_category,
     read_labels,
@@ -35,7 +34,6 @@ __all__ = [
     "RunInfo",
     "SkipInfo",
     "Store",
-    "StoredLabel",
     "VerdictRow",
     "export",
     "normalize_category",

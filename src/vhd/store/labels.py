@@ -27,49 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Kind, parse_yes_no
+from vhd.records import Kind, LabelRow, Source, parse_yes_no
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
 
 CATEGORIES: tuple[tuple[str, str], ...] = tuple((c.code, c.name) for c in default_taxonomy())
 """The paper's ten harm categories with their letter codes (appendix H), from `vhd.taxonomy`."""
 
-_SOURCES = {"real", "synthetic"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_FIELDS = ("path", "id", "harmful", "categories", "reason", "source", "kind", "keyword")
 _KNOWN = {*_LABEL_FIELDS, "split"}
 _VHD11K_PATHS = {"imagepath": Kind.IMAGE, "videopath": Kind.VIDEO}
-
-
-@dataclass
-class LabelRow:
-    """One labelled sample.
-
-    Attributes:
-        path: The media file, resolved; None when the row gives only an id.
-        id: The sample's sha256, when given.
-        harmful: The human label.
-        categories: Canonical category names (codes A-J are expanded; other names kept).
-        reason: Why, when given (VHD11K: the judge's ``harmfulType``).
-        source: ``real`` or ``synthetic``, when given.
-        kind: Image or video, when given.
-        keyword: The keyword the sample came from, when given.
-        split: Dataset split, when given.
-        meta: Every other column, verbatim.
-        line: Row number as a spreadsheet shows it (the header is row 1); for JSON, the
-            1-based position of the entry.
-    """
-
-    path: Path | None
-    id: str | None
-    harmful: bool
-    categories: list[str] = field(default_factory=list)
-    reason: str | None = None
-    source: str | None = None
-    kind: Kind | None = None
-    keyword: str | None = None
-    split: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    line: int = 0
 
 
 @dataclass(frozen=True)
@@ -292,11 +259,7 @@ def _row(entry: Mapping[str, Any], base: Path, line: int, taxonomy: Taxonomy | N
             kind = Kind(str(fields["kind"]).strip().lower())
         except ValueError:
             raise ValueError(f"kind {fields['kind']!r} is not image or video") from None
-    source = _text(fields.get("source"))
-    if source is not None:
-        source = source.lower()
-        if source not in _SOURCES:
-            raise ValueError(f"source {fields['source']!r} is not real or synthetic")
+    source = Source.parse(_text(fields.get("source")))
     return LabelRow(
         path=path,
         id=sample_id,

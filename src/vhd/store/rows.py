@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from vhd.records import Annotation, Kind, Sample, Status, Turn, Usage, Verdict
+from vhd.records import Annotation, Kind, Sample, Source, Status, Turn, Usage, Verdict
 
 
 @dataclass(frozen=True)
@@ -87,16 +87,16 @@ def dumps(value: Any) -> str:
 
 
 def sample_from_row(r: sqlite3.Row, *, id_key: str = "id") -> Sample:
-    """Build a `Sample` from a row holding the sample columns."""
+    """Build a `Sample` from a row holding the sample columns (the ``label`` column is `Sample.harmful`)."""
     return Sample(
         id=r[id_key],
         kind=Kind(r["kind"]),
         path=r["path"],
-        source=r["source"],
+        source=Source.parse(r["source"]),
         keyword=r["keyword"],
         generator=r["generator"],
         split=r["split"],
-        label=None if r["label"] is None else bool(r["label"]),
+        harmful=None if r["label"] is None else bool(r["label"]),
         frames=json.loads(r["frames_json"]),
         meta=json.loads(r["meta_json"]),
     )

@@ -307,7 +307,7 @@ class Store(AnnotationReads, LabelledSets):
                     sample.keyword,
                     sample.generator,
                     sample.split,
-                    None if sample.label is None else int(sample.label),
+                    None if sample.harmful is None else int(sample.harmful),
                     dumps(list(sample.frames)),
                     dumps(sample.meta),
                 ),
@@ -316,8 +316,8 @@ class Store(AnnotationReads, LabelledSets):
         source, keyword, generator, split, label, frames_json, meta_json = row
         frames = json.loads(frames_json) or list(sample.frames)
         meta = {**sample.meta, **json.loads(meta_json)}
-        if label is None and sample.label is not None:
-            label = int(sample.label)
+        if label is None and sample.harmful is not None:
+            label = int(sample.harmful)
         conn.execute(
             "UPDATE samples SET path = ?, source = ?, keyword = ?, generator = ?, split = ?, "
             "label = ?, frames_json = ?, meta_json = ? WHERE id = ?",
