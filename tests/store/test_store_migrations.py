@@ -91,9 +91,11 @@ def test_split_statements_keeps_trigger_bodies_whole() -> None:
     assert parts[1].startswith("CREATE TRIGGER") and parts[1].rstrip().endswith("END;")
 
 
-def test_concurrent_first_opens_apply_each_migration_once(tmp_path: Path) -> None:
-    db = tmp_path / "race.db"
-    barrier = threading.Barrier(4)
+@pytest.mark.parametrize("attempt", range(5))
+def test_concurrent_first_opens_apply_each_migration_once(tmp_path: Path, attempt: int) -> None:
+    """Eight first opens of one brand-new file at once: none fails with "database is locked"."""
+    db = tmp_path / f"race{attempt}.db"
+    barrier = threading.Barrier(8)
     errors: list[BaseException] = []
 
     def open_it() -> None:
@@ -104,7 +106,7 @@ def test_concurrent_first_opens_apply_each_migration_once(tmp_path: Path) -> Non
         except BaseException as exc:  # collected and asserted below
             errors.append(exc)
 
-    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    threads = [threading.Thread(target=open_it) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
@@ -112,4 +114,4 @@ def test_concurrent_first_opens_apply_each_migration_once(tmp_path: Path) -> Non
     assert errors == []
     with Store(db) as store:
         assert mig.applied_migrations(store.conn) == [name for name, _ in mig.MIGRATIONS]
-        assert len(store.runs()) == 4
+        assert len(store.runs()) == 8

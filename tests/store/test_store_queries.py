@@ -3,23 +3,27 @@ labelled sets and the review queue's verdicts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.store.conftest import Builder
 from vhd.errors import ConfigError
-from vhd.records import Status
-from vhd.store import Store, StoredLabel, VerdictRow, open_store
+from vhd.records import LabelledSample, Sample, Status
+from vhd.store import Store, VerdictRow, open_store
 
 
-@dataclass(frozen=True)
-class _Label:
-    sample_id: str
-    harmful: bool
-    reason: str | None = None
-    categories: tuple[str, ...] = ()
+def _label(
+    sample: Sample, harmful: bool, reason: str | None = None, categories: tuple[str, ...] = ()
+) -> LabelledSample:
+    return LabelledSample(
+        id=sample.id,
+        path=Path(sample.path),
+        kind=sample.kind,
+        harmful=harmful,
+        reason=reason,
+        categories=list(categories),
+    )
 
 
 def test_open_store_needs_an_existing_file(tmp_path: Path) -> None:
@@ -54,22 +58,16 @@ def test_labelled_sets_round_trip(store: Store, build: Builder) -> None:
     assert store.labelled_sets() == {}
     with pytest.raises(ConfigError, match=r"no labelled set 'val'.*none yet"):
         store.labelled_set("val")
-    labels = [_Label(b.id, True, "knife", ("Violence",)), _Label(a.id, False)]
+    labels = [_label(b, True, "knife", ("Violence",)), _label(a, False)]
     assert store.save_labelled_set("val", labels, source="/x.csv") == 2
-    assert store.save_labelled_set("other", [_Label(c.id, True)]) == 1
-    assert store.save_labelled_set("val", [_Label(a.id, True, "changed")]) == 1  # replaces a's label
+    assert store.save_labelled_set("other", [_label(c, True)]) == 1
+    assert store.save_labelled_set("val", [_label(a, True, "changed")]) == 1  # replaces a's label
     assert store.labelled_sets() == {"other": 1, "val": 2}
     rows = store.labelled_set("val")
-    expected = sorted(
-        [
-            StoredLabel(a.id, str(a.path), True, "changed", ()),
-            StoredLabel(b.id, str(b.path), True, "knife", ("Violence",)),
-        ],
-        key=lambda r: r.sample_id,
-    )
+    expected = sorted([_label(a, True, "changed"), _label(b, True, "knife", ("Violence",))], key=lambda r: r.id)
     assert rows == expected
     store.remove_sample(a.id)
-    assert [r.sample_id for r in store.labelled_set("val")] == [b.id]
+    assert [r.id for r in store.labelled_set("val")] == [b.id]
     with pytest.raises(ConfigError, match="sets there: other, val"):
         store.labelled_set("nope")
 

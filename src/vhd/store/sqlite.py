@@ -55,6 +55,28 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     return Store(path)
 
 
+def _initialise(conn: sqlite3.Connection, label: str, timeout: float) -> None:
+    """Switch to WAL and bring the schema up to date, waiting out other first openers.
+
+    SQLite does not call its busy handler where waiting could deadlock (two connections both
+    upgrading a read lock on a fresh file), so several processes opening a brand-new store at
+    once can get "database is locked" at once; the whole step is retried until ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            apply_migrations(conn, label=label)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            time.sleep(0.02)
+
+
 class Store(AnnotationReads, LabelledSets):
     """A vhd store in one SQLite file.
 
@@ -92,9 +114,7 @@ class Store(AnnotationReads, LabelledSets):
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            apply_migrations(conn, label=label)
+            _initialise(conn, label, timeout)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise ConfigError(f"cannot use {label} as a vhd store ({exc}): pass another store path") from exc
