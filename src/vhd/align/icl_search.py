@@ -9,7 +9,8 @@ best set on exactly those samples; a ``holdout`` share is never looked at until 
 
 Every annotation goes through `vhd.annotate` into a store, so an interrupted search resumes
 without repeating model calls: the search's choices are deterministic given the seed and the
-stored answers, so running it again walks the same path.
+stored answers, so running it again walks the same path. The ranking metrics are registered by
+name in `vhd.align.icl_metrics.ICL_METRICS`.
 """
 
 from __future__ import annotations
@@ -22,29 +23,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vhd.align.icl_files import expected_answer, write_examples, write_json
+from vhd.align.icl_metrics import ICL_METRICS, rates
 from vhd.align.labels import LabelledItem
 from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError
 from vhd.records import Verdict
 
 Metric = Literal["f1", "balanced_accuracy", "tpr", "tnr"]
-METRICS: tuple[str, ...] = ("f1", "balanced_accuracy", "tpr", "tnr")
-
-
-def rates(tp: int, fp: int, tn: int, fn: int) -> dict[str, float | None]:
-    """TPR, TNR, F1, balanced accuracy and accuracy from confusion counts (None where undefined)."""
-
-    def div(a: int, b: int) -> float | None:
-        return a / b if b else None
-
-    tpr, tnr = div(tp, tp + fn), div(tn, tn + fp)
-    return {
-        "tpr": tpr,
-        "tnr": tnr,
-        "f1": div(2 * tp, 2 * tp + fp + fn) if tp + fn else None,
-        "balanced_accuracy": None if tpr is None or tnr is None else (tpr + tnr) / 2,
-        "accuracy": div(tp + tn, tp + fp + tn + fn),
-    }
+METRICS = ICL_METRICS
+"""Metrics the search can rank by (`vhd.align.icl_metrics`; the registry is also the collection of their names)."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +51,11 @@ class Scored:
     unreadable: int
 
     def value(self, metric: str) -> float:
-        """The metric, with -1 standing for undefined (so any defined value beats it)."""
-        v = self.metrics.get(metric)
+        """The metric (a plugin's computed from the confusion counts), with -1 standing for undefined.
+
+        (So any defined value beats an undefined one.)
+        """
+        v = self.metrics[metric] if metric in self.metrics else ICL_METRICS.load(metric)(**self.confusion)
         return -1.0 if v is None else v
 
     def to_dict(self) -> dict[str, Any]:
@@ -297,7 +287,7 @@ def search_icl(
         store: The store annotations go to (default ``<out>/icl.db``).
         max_rounds: Rounds after round 0.
         per_round: Examples added a round (2 to 4).
-        metric: ``f1``, ``balanced_accuracy``, ``tpr`` or ``tnr``.
+        metric: ``f1``, ``balanced_accuracy``, ``tpr``, ``tnr`` or a plugin's (`ICL_METRICS`).
         patience: Stop after this many rounds without improvement (None: never).
         holdout: Share of the samples (per label) kept for the final estimate only.
         seed: Seed of the holdout split and of tie-breaking.
@@ -311,8 +301,7 @@ def search_icl(
     """
     from vhd.align.icl_files import resolve_validation, write_report
 
-    if metric not in METRICS:
-        raise ConfigError(f"--metric {metric!r} is not one of: {', '.join(METRICS)}")
+    ICL_METRICS.load(metric)  # an unknown metric fails before any annotation
     if not 2 <= per_round <= 4:
         raise ConfigError(f"--per-round {per_round} must be 2, 3 or 4 (the paper adds 2 to 4 a round)")
     if max_rounds < 0 or (patience is not None and patience < 1):
