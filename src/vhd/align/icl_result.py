@@ -8,29 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from vhd.align.icl_metrics import ICL_METRICS, rates
 from vhd.align.labels import LabelledItem
 from vhd.records import Verdict
 
-Metric = Literal["f1", "balanced_accuracy", "tpr", "tnr"]
-METRICS: tuple[str, ...] = ("f1", "balanced_accuracy", "tpr", "tnr")
-
-
-def rates(tp: int, fp: int, tn: int, fn: int) -> dict[str, float | None]:
-    """TPR, TNR, F1, balanced accuracy and accuracy from confusion counts (None where undefined)."""
-
-    def div(a: int, b: int) -> float | None:
-        return a / b if b else None
-
-    tpr, tnr = div(tp, tp + fn), div(tn, tn + fp)
-    return {
-        "tpr": tpr,
-        "tnr": tnr,
-        "f1": div(2 * tp, 2 * tp + fp + fn) if tp + fn else None,
-        "balanced_accuracy": None if tpr is None or tnr is None else (tpr + tnr) / 2,
-        "accuracy": div(tp + tn, tp + fp + tn + fn),
-    }
+METRICS = ICL_METRICS
+"""Metrics the search can rank by (`vhd.align.icl_metrics`; the registry is also the collection of their names)."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +35,11 @@ class Scored:
     unreadable: int
 
     def value(self, metric: str) -> float:
-        """The metric, with -1 standing for undefined (so any defined value beats it)."""
-        v = self.metrics.get(metric)
+        """The metric (a plugin's is computed from the confusion counts), with -1 standing for undefined.
+
+        (So any defined value beats an undefined one.)
+        """
+        v = self.metrics[metric] if metric in self.metrics else ICL_METRICS.load(metric)(**self.confusion)
         return -1.0 if v is None else v
 
     def to_dict(self) -> dict[str, Any]:

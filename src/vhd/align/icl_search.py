@@ -9,7 +9,8 @@ best set on exactly those samples; a ``holdout`` share is never looked at until 
 
 Every annotation goes through `vhd.annotate` into a store, so an interrupted search resumes
 without repeating model calls: the search's choices are deterministic given the seed and the
-stored answers, so running it again walks the same path.
+stored answers, so running it again walks the same path. The ranking metrics are registered by
+name in `vhd.align.icl_metrics.ICL_METRICS`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from vhd.align.icl_files import expected_answer, resolve_validation, write_examples, write_json, write_report
-from vhd.align.icl_result import METRICS, Round, SearchResult, score
+from vhd.align.icl_metrics import ICL_METRICS
+from vhd.align.icl_result import Round, SearchResult, score
 from vhd.align.labels import LabelledItem
 from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError
@@ -172,7 +174,7 @@ def search_icl(
         store: The store annotations go to (default ``<out>/icl.db``).
         max_rounds: Rounds after round 0.
         per_round: Examples added a round (2 to 4).
-        metric: ``f1``, ``balanced_accuracy``, ``tpr`` or ``tnr``.
+        metric: ``f1``, ``balanced_accuracy``, ``tpr``, ``tnr`` or a plugin's (`ICL_METRICS`).
         patience: Stop after this many rounds without improvement (None: never).
         holdout: Share of the samples (per label) kept for the final estimate only.
         seed: Seed of the holdout split and of tie-breaking.
@@ -185,8 +187,7 @@ def search_icl(
     Returns:
         Every round, the best set and the holdout estimate; also written under ``out``.
     """
-    if metric not in METRICS:
-        raise ConfigError(f"--metric {metric!r} is not one of: {', '.join(METRICS)}")
+    ICL_METRICS.load(metric)  # an unknown metric fails before any annotation, listing the valid ones
     if not 2 <= per_round <= 4:
         raise ConfigError(f"--per-round {per_round} must be 2, 3 or 4 (the paper adds 2 to 4 a round)")
     if max_rounds < 0 or (patience is not None and patience < 1):

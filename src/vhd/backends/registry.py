@@ -1,30 +1,39 @@
 """Backend registry: ``BACKEND:MODEL`` specs resolved lazily to `Backend` instances.
 
-Built-in backends are named as ``"module:Class"`` strings so that importing vhd never imports
-torch or an HTTP SDK. Third-party packages add backends through the ``vhd.backends``
-entry-point group. A config file may also define aliases (``[backends.NAME] type = "openai"``)
-so two endpoints of the same kind can serve different roles.
+Built-in backends are `vhd.registry` entries (lazy ``"module:Class"`` strings) so that importing
+vhd never imports torch or an HTTP SDK. Third-party packages add backends through the
+``vhd.backends`` entry-point group. A config file may also define aliases
+(``[backends.NAME] type = "openai"``) so two endpoints of the same kind can serve different roles.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import Any
 
 from vhd.backends.base import Backend
 from vhd.config import AnnotateConfig
 from vhd.errors import ConfigError
 from vhd.records import Role
+from vhd.registry import BuiltinEntries, Registry
 
-BUILTIN: dict[str, str] = {
-    "openai": "vhd.backends.openai:OpenAIBackend",
-    "hf": "vhd.backends.hf:HFBackend",
-    "scripted": "vhd.backends.scripted:ScriptedBackend",
-}
+BACKENDS: Registry[type[Backend]] = Registry("backend", "vhd.backends", base=Backend)
+"""Every backend: built-ins below, plugins from the ``vhd.backends`` entry-point group."""
 
-ENTRY_POINT_GROUP = "vhd.backends"
+BACKENDS.add("openai", "vhd.backends.openai:OpenAIBackend", summary="any OpenAI-compatible Chat Completions endpoint")
+BACKENDS.add(
+    "hf",
+    "vhd.backends.hf:HFBackend",
+    extra="local",
+    needs=["torch", "transformers"],
+    summary="a local Hugging Face vision-language model",
+)
+BACKENDS.add("scripted", "vhd.backends.scripted:ScriptedBackend", summary="canned answers (tests and demos)")
+
+BUILTIN: BuiltinEntries = BACKENDS.builtin
+"""The built-in entries by name (assigning ``"module:Class"`` registers one)."""
+
+ENTRY_POINT_GROUP = BACKENDS.group
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -48,30 +57,21 @@ def split_spec(spec: str) -> tuple[str, str]:
     return backend.strip(), model.strip()
 
 
-def _entry_point_targets() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def available() -> list[str]:
     """Names of every registered backend (built-in and plugins), sorted."""
-    return sorted({*BUILTIN, *_entry_point_targets()})
+    return BACKENDS.names()
 
 
 def backend_class(name: str) -> type[Backend]:
     """Import and return the backend class registered as ``name``.
 
+    Its libraries are checked by `Backend.check` (before any call), not here: building a backend
+    stays possible without them.
+
     Raises:
         ConfigError: Unknown name (the message lists the valid ones).
     """
-    targets = {**_entry_point_targets(), **BUILTIN}
-    target = targets.get(name)
-    if target is None:
-        raise ConfigError(f"unknown backend {name!r}; valid backends: {', '.join(available())}")
-    module_name, _, attr = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), attr)
-    if not (isinstance(cls, type) and issubclass(cls, Backend)):
-        raise ConfigError(f"backend {name!r} ({target}) is not a vhd Backend subclass")
-    return cls
+    return BACKENDS.load(name, check_needs=False)
 
 
 def create_backend(spec: str, backend_options: Mapping[str, Mapping[str, Any]] | None = None) -> Backend:

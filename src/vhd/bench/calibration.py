@@ -3,8 +3,10 @@
 `fit_calibration` fits, on a labelled split, a map from a detector's score p to a calibrated
 one — temperature scaling ``sigmoid(logit(p) / T)`` or Platt scaling ``sigmoid(a * logit(p) + b)``,
 both by Newton's method on the log loss — and the decision threshold on the calibrated score
-that maximises balanced accuracy. `save_calibrations` writes them as JSON; `apply_calibration`
-re-decides predictions with a saved one.
+that maximises balanced accuracy. Methods are fitting functions registered by name in
+`CALIBRATION_METHODS` (third-party packages add more through the ``vhd.calibration_methods``
+entry-point group). `save_calibrations` writes them as JSON; `apply_calibration` re-decides
+predictions with a saved one.
 """
 
 from __future__ import annotations
@@ -12,18 +14,28 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.registry import Registry
 
 BINS = 10
 """Equal-width confidence bins for ECE and reliability diagrams."""
 
-METHODS = ("temperature", "platt")
-"""Calibration methods."""
+Fitter = Callable[[list[float], list[int]], tuple[float, float]]
+"""A calibration method: ``(logits of the scores, 0/1 labels) -> (a, b)`` of ``sigmoid(a * logit + b)``."""
+
+CALIBRATION_METHODS: Registry[Fitter] = Registry("calibration method", "vhd.calibration_methods")
+"""Every calibration method: built-ins below, plugins from the ``vhd.calibration_methods`` entry-point group."""
+
+CALIBRATION_METHODS.add("temperature", "vhd.bench.calibration:fit_temperature", summary="sigmoid(logit(p) / T)")
+CALIBRATION_METHODS.add("platt", "vhd.bench.calibration:fit_platt", summary="sigmoid(a * logit(p) + b)")
+
+METHODS = CALIBRATION_METHODS
+"""Calibration methods (the registry is also the collection of their names)."""
 
 _EPS = 1e-6
 
@@ -133,6 +145,16 @@ def _newton(x: list[float], y: list[int], fit_b: bool) -> tuple[float, float]:
     return a, b
 
 
+def fit_temperature(logits: list[float], labels: list[int]) -> tuple[float, float]:
+    """Temperature scaling: the slope ``a = 1 / T`` on the logit, no intercept."""
+    return _newton(logits, labels, fit_b=False)
+
+
+def fit_platt(logits: list[float], labels: list[int]) -> tuple[float, float]:
+    """Platt scaling: slope and intercept on the logit."""
+    return _newton(logits, labels, fit_b=True)
+
+
 def best_threshold(y_true: Sequence[bool | int], scores: Sequence[float]) -> float:
     """The score threshold (harmful when score >= it) with the highest balanced accuracy on the data."""
     pos = sum(1 for y in y_true if y)
@@ -154,18 +176,17 @@ def best_threshold(y_true: Sequence[bool | int], scores: Sequence[float]) -> flo
 def fit_calibration(
     y_true: Sequence[bool | int], scores: Sequence[float], *, method: str = "temperature", detector_key: str = ""
 ) -> Calibration:
-    """Fit temperature or Platt scaling and a threshold on labelled scores.
+    """Fit temperature or Platt scaling (or a plugin's method) and a threshold on labelled scores.
 
     Raises:
         ConfigError: Unknown method, or the split lacks harmful or unharmful samples.
     """
-    if method not in METHODS:
-        raise ConfigError(f"unknown calibration method {method!r}; choose {' or '.join(METHODS)}")
+    fit = CALIBRATION_METHODS.load(method)
     ys = [int(bool(y)) for y in y_true]
     if not ys or all(ys) or not any(ys):
         raise ConfigError("the calibration split needs both harmful and unharmful samples with scores")
     x = [_logit(float(s)) for s in scores]
-    a, b = _newton(x, ys, fit_b=method == "platt")
+    a, b = fit(x, ys)
     cal = Calibration(method, a, b, 0.5, detector_key, len(ys))
     return replace(cal, threshold=best_threshold(ys, [cal(float(s)) for s in scores]))
 

@@ -4,7 +4,9 @@ The library call behind ``vhd categorize``. Results are stored per annotation, m
 taxonomy version (see `vhd.store.categories`); running the same call again does no work for
 annotations that already have a result (``unparsed`` ones too, unless ``retry_unparsed``), and
 retries those that errored. At the end the verdicts' categories are set from this method's
-results, so `vhd show` and the exports carry them.
+results, so `vhd show` and the exports carry them. Methods are functions registered by name in
+`CATEGORIZE_METHODS`; third-party packages add more through the ``vhd.categorize_methods``
+entry-point group.
 """
 
 from __future__ import annotations
@@ -20,14 +22,71 @@ from typing import Any
 
 from vhd.errors import ConfigError
 from vhd.records import Role, Status
+from vhd.registry import Registry
 from vhd.store import categories as cstore
 from vhd.store.sqlite import Store, open_store
 from vhd.taxonomy.taxonomy import Taxonomy, load_taxonomy
 
-METHODS = ("embed", "llm")
-"""Categorisation methods."""
-
 _BATCH = 256
+
+
+@dataclass
+class CategorizeJob:
+    """What a categorisation method gets: the annotations to categorise and the user's options.
+
+    A method saves one `vhd.store.categories.Categorization` per annotation (``method`` set to
+    ``job.method``), passes each to `record`, and returns the model it used.
+
+    Attributes:
+        method: The method's registered name (stored with every result).
+        store: The store.
+        todo: The harmful annotations to categorise now.
+        taxonomy: The taxonomy.
+        model: The ``--model`` given, if any.
+        config: The config file given, if any.
+        concurrency: Model requests in flight at once.
+        calibrate: A labels CSV to calibrate on, if given.
+        threshold: A default threshold, if given.
+        with_media: Show the model the sample itself.
+        record: Call with every result (counts it in the summary).
+        emit: Call with one-line progress messages.
+        calibration: Set by a method that calibrated (reported in the summary).
+    """
+
+    method: str
+    store: Store
+    todo: list[cstore.HarmfulAnnotation]
+    taxonomy: Taxonomy
+    model: str | None
+    config: str | os.PathLike[str] | None
+    concurrency: int
+    calibrate: str | os.PathLike[str] | None
+    threshold: float | None
+    with_media: bool
+    record: Callable[[cstore.Categorization], None]
+    emit: Callable[[str], None]
+    calibration: dict[str, Any] | None = None
+
+
+CategorizeMethod = Callable[[CategorizeJob], str]
+"""A categorisation method: categorises ``job.todo`` and returns the model it used."""
+
+CATEGORIZE_METHODS: Registry[CategorizeMethod] = Registry(
+    "categorisation method", "vhd.categorize_methods", plural="categorisation methods"
+)
+"""Every categorisation method: built-ins below, plugins from the ``vhd.categorize_methods`` entry-point group."""
+
+CATEGORIZE_METHODS.add(
+    "embed",
+    "vhd.categorize.assign:run_embed",
+    extra="embed",
+    needs={"sentence_transformers": "sentence-transformers"},
+    summary="sentence embeddings, offline",
+)
+CATEGORIZE_METHODS.add("llm", "vhd.categorize.assign:run_llm", summary="ask any model backend")
+
+METHODS = CATEGORIZE_METHODS
+"""Categorisation methods (the registry is also the collection of their names)."""
 
 
 @dataclass
@@ -130,7 +189,8 @@ def categorize(
 
     Args:
         store: A `Store` or the path of an existing store.
-        method: ``embed`` (sentence embeddings, offline) or ``llm`` (any model backend).
+        method: ``embed`` (sentence embeddings, offline), ``llm`` (any model backend) or a
+            plugin's method (`CATEGORIZE_METHODS`).
         model: ``embed``: a sentence-transformers model name or folder (default
             all-MiniLM-L6-v2); ``llm``: a ``BACKEND:MODEL`` spec (default: the config file's
             ``model``, then ``$VHD_MODEL``).
@@ -153,10 +213,9 @@ def categorize(
 
     Raises:
         ConfigError: Unknown method, missing model, bad taxonomy or labels file.
-        MissingDependencyError: ``embed`` without ``vhd[embed]`` installed.
+        MissingDependencyError: ``embed`` without ``vhd[embed]`` installed (before any work).
     """
-    if method not in METHODS:
-        raise ConfigError(f"unknown categorisation method {method!r}: choose one of {', '.join(METHODS)}")
+    run = CATEGORIZE_METHODS.load(method)
     if with_media and method != "llm":
         raise ConfigError("--with-media needs --method llm (with a vision-language model)")
     started = time.perf_counter()
@@ -191,10 +250,11 @@ def categorize(
             else:
                 summary.errors += 1
 
-        if method == "embed":
-            summary.model = _run_embed(db, todo, tax, model, calibrate, threshold, summary, record, emit)
-        else:
-            summary.model = _run_llm(db, todo, tax, model, config, concurrency, with_media, record, emit)
+        job = CategorizeJob(
+            method, db, todo, tax, model, config, concurrency, calibrate, threshold, with_media, record, emit
+        )
+        summary.model = run(job)
+        summary.calibration = job.calibration
         summary.counts = dict(counts)
         summary.applied = cstore.apply_to_verdicts(db, method, tax.name, tax.version, tax.codes)
     finally:
@@ -221,21 +281,14 @@ def _declined(text: str) -> bool:
     return is_refusal(text)
 
 
-def _run_embed(
-    db: Store,
-    todo: list[cstore.HarmfulAnnotation],
-    tax: Taxonomy,
-    model: str | None,
-    calibrate: str | os.PathLike[str] | None,
-    threshold: float | None,
-    summary: CategorizeSummary,
-    record: Callable[[cstore.Categorization], None],
-    emit: Callable[[str], None],
-) -> str:
+def run_embed(job: CategorizeJob) -> str:
+    """The ``embed`` method: sentence embeddings against each category's prototypes (offline)."""
     from vhd.categorize.calibration import read_calibration
     from vhd.categorize.embed import DEFAULT_THRESHOLD, EmbedCategorizer
     from vhd.categorize.embedding import load_embedder
 
+    db, todo, tax, model, record, emit = job.store, job.todo, job.taxonomy, job.model, job.record, job.emit
+    calibrate, threshold = job.calibrate, job.threshold
     if not todo and calibrate is None:
         return model or "all-MiniLM-L6-v2"
     embedder = load_embedder(model)
@@ -243,7 +296,7 @@ def _run_embed(
     if calibrate is not None:
         reasons, labels, skipped = read_calibration(calibrate, tax, store=db)
         cal = scorer.calibrate(reasons, labels)
-        summary.calibration = cal.to_dict()
+        job.calibration = cal.to_dict()
         emit(f"calibrated on {len(reasons)} labelled reason(s) from {calibrate} ({skipped} row(s) without one)")
     params = scorer.params()
     for start in range(0, len(todo), _BATCH):
@@ -253,7 +306,7 @@ def _run_embed(
         for item, chosen in zip(chunk, decided, strict=True):
             cat = cstore.Categorization(
                 annotation_id=item.annotation_id,
-                method="embed",
+                method=job.method,
                 taxonomy=tax.name,
                 taxonomy_version=tax.version,
                 taxonomy_digest=tax.digest,
@@ -270,22 +323,15 @@ def _run_embed(
     return embedder.name
 
 
-def _run_llm(
-    db: Store,
-    todo: list[cstore.HarmfulAnnotation],
-    tax: Taxonomy,
-    model: str | None,
-    config: str | os.PathLike[str] | None,
-    concurrency: int,
-    with_media: bool,
-    record: Callable[[cstore.Categorization], None],
-    emit: Callable[[str], None],
-) -> str:
+def run_llm(job: CategorizeJob) -> str:
+    """The ``llm`` method: ask a model backend which categories each annotation belongs to."""
     from vhd.backends.registry import create_backend
     from vhd.categorize.llm import categorize_with_llm
     from vhd.config import MODEL_ENV, load_config
     from vhd.media.load import media_settings
 
+    db, todo, tax, model, config, record = job.store, job.todo, job.taxonomy, job.model, job.config, job.record
+    concurrency, with_media, emit = job.concurrency, job.with_media, job.emit
     cfg = load_config(None if config is None else Path(config))
     spec = model or cfg.model or os.environ.get(MODEL_ENV)
     if not spec:

@@ -5,19 +5,45 @@ poorly), the vectors are centred on their mean (so distances measure what sets r
 not what all harm reasons share) and grouped by agglomerative clustering with a cosine-distance
 threshold (default) or by HDBSCAN; both find the number of groups themselves. Groups whose reasons occur
 fewer than ``min_size`` times in all are left out as noise. Each cluster lists its most typical
-reasons: those closest to its frequency-weighted centroid.
+reasons: those closest to its frequency-weighted centroid. Clustering algorithms are registered
+by name in `CLUSTERERS` (third-party packages add more through the ``vhd.clusterers``
+entry-point group).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from vhd.errors import ConfigError, MissingDependencyError
+from vhd.registry import Registry
 
-CLUSTERERS = ("agglomerative", "hdbscan")
-"""Clustering methods `cluster_reasons` accepts."""
+
+class Clusterer(Protocol):
+    """A clustering algorithm: a precomputed cosine-distance matrix in, one label per row out (-1: noise)."""
+
+    def __call__(self, distances: Any, *, distance_threshold: float, min_size: int) -> Any:
+        """Cluster the rows of the square ``distances`` matrix (at least two rows)."""
+
+
+CLUSTERERS: Registry[Clusterer] = Registry("clusterer", "vhd.clusterers")
+"""Clustering methods `cluster_reasons` accepts: built-ins below, plugins from ``vhd.clusterers``."""
+
+CLUSTERERS.add(
+    "agglomerative",
+    "vhd.categorize.cluster:agglomerative",
+    extra="embed",
+    needs={"sklearn": "scikit-learn"},
+    summary="average linkage cut at --distance-threshold",
+)
+CLUSTERERS.add(
+    "hdbscan",
+    "vhd.categorize.cluster:hdbscan",
+    extra="embed",
+    needs={"sklearn": "scikit-learn"},
+    summary="HDBSCAN with --min-cluster-size",
+)
 
 DEFAULT_DISTANCE = 0.95
 """Centred cosine distance below which agglomerative clustering (average linkage) merges groups.
@@ -85,28 +111,40 @@ def cluster_labels(
 
     Raises:
         ConfigError: Unknown clusterer or a threshold outside (0, 2).
+        MissingDependencyError: The clusterer's library (scikit-learn) is not installed.
     """
     import numpy as np
 
-    if clusterer not in CLUSTERERS:
-        raise ConfigError(f"unknown clusterer {clusterer!r}: choose one of {', '.join(CLUSTERERS)}")
+    run = CLUSTERERS.load(clusterer)
     n = len(vectors)
     if n == 0:
         return np.zeros(0, dtype=int)
     if n == 1:
         return np.zeros(1, dtype=int)
-    sk = _sklearn()
     distances = np.clip(1.0 - vectors @ vectors.T, 0.0, 2.0).astype(np.float64)
     np.fill_diagonal(distances, 0.0)
-    if clusterer == "hdbscan":
-        model = sk.HDBSCAN(min_cluster_size=max(2, min_size), metric="precomputed", copy=True)
-        return np.asarray(model.fit_predict(distances))
+    return np.asarray(run(distances, distance_threshold=distance_threshold, min_size=min_size))
+
+
+def agglomerative(distances: Any, *, distance_threshold: float, min_size: int) -> Any:
+    """Average-linkage agglomerative clustering cut at ``distance_threshold`` (``min_size`` is applied later).
+
+    Raises:
+        ConfigError: A threshold outside (0, 2).
+    """
+    sk = _sklearn()
     if not 0.0 < distance_threshold < 2.0:
         raise ConfigError(f"distance threshold {distance_threshold} must be between 0 and 2 (cosine distance)")
     model = sk.AgglomerativeClustering(
         n_clusters=None, metric="precomputed", linkage="average", distance_threshold=distance_threshold
     )
-    return np.asarray(model.fit_predict(distances))
+    return model.fit_predict(distances)
+
+
+def hdbscan(distances: Any, *, distance_threshold: float, min_size: int) -> Any:
+    """HDBSCAN with clusters of at least ``min_size`` (at least 2) reasons; ``distance_threshold`` is unused."""
+    model = _sklearn().HDBSCAN(min_cluster_size=max(2, min_size), metric="precomputed", copy=True)
+    return model.fit_predict(distances)
 
 
 def cluster_reasons(
@@ -126,7 +164,7 @@ def cluster_reasons(
         counts: How often each was given.
         vectors: Their unit-length embeddings (rows in the same order), best made with
             `REASON_TEMPLATE`; they are centred here.
-        clusterer: ``agglomerative`` or ``hdbscan``.
+        clusterer: ``agglomerative``, ``hdbscan`` or a plugin's (`CLUSTERERS`).
         distance_threshold: Agglomerative merge threshold (cosine distance).
         min_size: Groups given fewer times than this in all are noise.
         typical: How many typical reasons to keep per cluster.

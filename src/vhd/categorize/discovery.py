@@ -6,6 +6,8 @@ name and define each cluster (without a model, the most typical reason names it)
 ``llm-only`` is the paper's way: one prompt over a sample of the reasons asks a model for the
 categories. Either way the result is a draft taxonomy file a person edits and then passes with
 ``--taxonomy``: `render_draft` writes it as YAML with comments (cluster sizes, left-out reasons).
+Methods are functions registered by name in `DISCOVERY_METHODS`; third-party packages add more
+through the ``vhd.discovery_methods`` entry-point group.
 """
 
 from __future__ import annotations
@@ -19,15 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vhd.categorize.cluster import DEFAULT_DISTANCE, Cluster
+from vhd.categorize.cluster import CLUSTERERS, DEFAULT_DISTANCE, Cluster
 from vhd.categorize.naming import fallback_names, name_with_model, propose_with_model
 from vhd.errors import ConfigError
+from vhd.registry import Registry
 from vhd.store import categories as cstore
 from vhd.store.sqlite import Store
 from vhd.taxonomy.taxonomy import Category, Taxonomy, parse_taxonomy
-
-DISCOVER_METHODS = ("cluster", "llm-only")
-"""Ways `discover` drafts a taxonomy."""
 
 MAX_CATEGORIES = 25
 """Most categories a draft gets (one letter each, one letter left for the unharmful class)."""
@@ -52,6 +52,73 @@ class DiscoverResult:
     reasons: int = 0
     annotations: int = 0
     out: Path | None = None
+
+
+@dataclass
+class DiscoveryJob:
+    """What a discovery method gets: the reasons and the user's options.
+
+    Attributes:
+        reasons: Distinct reasons and how often each was given.
+        backend: The model backend of ``--model`` (unopened), if any.
+        embed_model: Sentence-transformers model for embedding, if given.
+        clusterer: Clustering algorithm (`vhd.categorize.cluster.CLUSTERERS`).
+        distance_threshold: Agglomerative merge threshold.
+        min_cluster_size: Clusters given fewer times than this are left out.
+        max_categories: At most this many categories.
+        sample: How many distinct reasons (the most frequent) a prompt may show.
+        typical: Typical reasons kept per cluster.
+        emit: Call with one-line progress messages.
+    """
+
+    reasons: Counter[str]
+    backend: Any
+    embed_model: str | None
+    clusterer: str
+    distance_threshold: float
+    min_cluster_size: int
+    max_categories: int
+    sample: int
+    typical: int
+    emit: Callable[[str], None]
+
+
+@dataclass
+class Discovered:
+    """What a discovery method found.
+
+    Attributes:
+        categories: ``(name, definition, examples)`` per category, at most ``max_categories``.
+        clusters: The clusters behind each category, in the same order (clustering methods).
+        left_out: Reasons that joined no category.
+    """
+
+    categories: list[tuple[str, str, list[str]]]
+    clusters: list[Cluster] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+
+
+DiscoveryMethod = Callable[[DiscoveryJob], Discovered]
+"""A discovery method: drafts categories from ``job.reasons``."""
+
+DISCOVERY_METHODS: Registry[DiscoveryMethod] = Registry("discovery method", "vhd.discovery_methods")
+"""Every discovery method: built-ins below, plugins from the ``vhd.discovery_methods`` entry-point group."""
+
+DISCOVERY_METHODS.add(
+    "cluster",
+    "vhd.categorize.discovery:discover_by_clustering",
+    extra="embed",
+    needs={"sentence_transformers": "sentence-transformers"},
+    summary="embed and cluster the reasons; a model (if given) names each cluster",
+)
+DISCOVERY_METHODS.add(
+    "llm-only",
+    "vhd.categorize.discovery:discover_with_llm",
+    summary="one prompt over the most frequent reasons asks a model for the categories",
+)
+
+DISCOVER_METHODS = DISCOVERY_METHODS
+"""Ways `discover` drafts a taxonomy (the registry is also the collection of their names)."""
 
 
 def collect_reasons(store: Store, *, config_hash: str | None = None) -> Counter[str]:
@@ -94,7 +161,7 @@ def discover(
 
     Args:
         store: A `Store` or the path of one (may be None when ``reasons`` is given).
-        method: ``cluster`` or ``llm-only``.
+        method: ``cluster``, ``llm-only`` or a plugin's method (`DISCOVERY_METHODS`).
         model: ``BACKEND:MODEL`` that names clusters (``cluster``; optional) or proposes the
             categories (``llm-only``; required).
         embed_model: Sentence-transformers model for ``cluster`` (default all-MiniLM-L6-v2).
@@ -117,9 +184,9 @@ def discover(
 
     Raises:
         ConfigError: Unknown method, no reasons, or ``llm-only`` without a model.
+        MissingDependencyError: ``cluster`` without ``vhd[embed]`` installed (before any work).
     """
-    if method not in DISCOVER_METHODS:
-        raise ConfigError(f"unknown discovery method {method!r}: choose one of {', '.join(DISCOVER_METHODS)}")
+    run = DISCOVERY_METHODS.load(method)
     if not 1 <= max_categories <= MAX_CATEGORIES:
         raise ConfigError(f"max categories must be between 1 and {MAX_CATEGORIES} (one letter each)")
     emit = on_event or (lambda _m: None)
@@ -138,45 +205,73 @@ def discover(
         raise ConfigError("no harmful reasons to discover categories from: annotate first (`vhd annotate`)")
     backend = _backend(model, config) if model else None
     result = DiscoverResult(taxonomy=_placeholder(), reasons=len(reasons), annotations=sum(reasons.values()))
-    if method == "llm-only":
-        if backend is None:
-            raise ConfigError("--method llm-only needs --model BACKEND:MODEL to propose the categories")
-        shown = [r for r, _ in reasons.most_common(sample)]
-        emit(f"asking {backend.spec} for categories over {len(shown)} of {len(reasons)} distinct reason(s)")
-        proposed = asyncio.run(_with(backend, propose_with_model(backend, shown)))
-        cats = proposed[:max_categories]
-    else:
-        from vhd.categorize.cluster import REASON_TEMPLATE, cluster_reasons
-        from vhd.categorize.embedding import load_embedder
-
-        texts = list(reasons)
-        emit(f"embedding {len(texts)} distinct reason(s)")
-        vectors = load_embedder(embed_model).encode([REASON_TEMPLATE.format(t) for t in texts])
-        clusters, noise = cluster_reasons(
-            texts,
-            [reasons[t] for t in texts],
-            vectors,
-            clusterer=clusterer,
-            distance_threshold=distance_threshold,
-            min_size=min_cluster_size,
-            typical=typical,
+    found = run(
+        DiscoveryJob(
+            reasons,
+            backend,
+            embed_model,
+            clusterer,
+            distance_threshold,
+            min_cluster_size,
+            max_categories,
+            sample,
+            typical,
+            emit,
         )
-        for extra in clusters[max_categories:]:
-            noise.extend(extra.reasons)
-        clusters = clusters[:max_categories]
-        emit(f"{len(clusters)} cluster(s), {len(noise)} reason(s) left out")
-        if backend is not None:
-            emit(f"asking {backend.spec} to name {len(clusters)} cluster(s)")
-            asyncio.run(_with(backend, name_with_model(backend, clusters)))
-        fallback_names(clusters)
-        cats = [(c.name, c.definition, c.typical) for c in clusters]
-        result.clusters, result.left_out = clusters, noise
+    )
+    cats = found.categories[:max_categories]
+    result.clusters, result.left_out = found.clusters, found.left_out
     result.taxonomy = build_draft(cats, name=name, version=version, source=str(out) if out else name)
     if out is not None:
         from vhd.fileio import atomic_write
 
         result.out = atomic_write(out, render_draft(result, method=method, model=backend.spec if backend else None))
     return result
+
+
+def discover_with_llm(job: DiscoveryJob) -> Discovered:
+    """The ``llm-only`` method (the paper's): one prompt over the most frequent reasons.
+
+    Raises:
+        ConfigError: No model was given.
+    """
+    backend = job.backend
+    if backend is None:
+        raise ConfigError("--method llm-only needs --model BACKEND:MODEL to propose the categories")
+    shown = [r for r, _ in job.reasons.most_common(job.sample)]
+    job.emit(f"asking {backend.spec} for categories over {len(shown)} of {len(job.reasons)} distinct reason(s)")
+    proposed = asyncio.run(_with(backend, propose_with_model(backend, shown)))
+    return Discovered(proposed[: job.max_categories])
+
+
+def discover_by_clustering(job: DiscoveryJob) -> Discovered:
+    """The ``cluster`` method: embed the reasons, cluster them, and name each cluster."""
+    from vhd.categorize.cluster import REASON_TEMPLATE, cluster_reasons
+    from vhd.categorize.embedding import load_embedder
+
+    CLUSTERERS.check(job.clusterer)  # an unknown clusterer or a missing library fails before embedding
+    reasons, backend, emit = job.reasons, job.backend, job.emit
+    texts = list(reasons)
+    emit(f"embedding {len(texts)} distinct reason(s)")
+    vectors = load_embedder(job.embed_model).encode([REASON_TEMPLATE.format(t) for t in texts])
+    clusters, noise = cluster_reasons(
+        texts,
+        [reasons[t] for t in texts],
+        vectors,
+        clusterer=job.clusterer,
+        distance_threshold=job.distance_threshold,
+        min_size=job.min_cluster_size,
+        typical=job.typical,
+    )
+    for extra in clusters[job.max_categories :]:
+        noise.extend(extra.reasons)
+    clusters = clusters[: job.max_categories]
+    emit(f"{len(clusters)} cluster(s), {len(noise)} reason(s) left out")
+    if backend is not None:
+        emit(f"asking {backend.spec} to name {len(clusters)} cluster(s)")
+        asyncio.run(_with(backend, name_with_model(backend, clusters)))
+    fallback_names(clusters)
+    return Discovered([(c.name, c.definition, c.typical) for c in clusters], clusters, noise)
 
 
 def build_draft(

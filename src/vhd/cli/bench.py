@@ -7,6 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vhd.registry import Registry, RegistryNames
+
+
+def _calibration_methods() -> Registry[Any]:
+    from vhd.bench.calibration import CALIBRATION_METHODS
+
+    return CALIBRATION_METHODS
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -41,9 +49,8 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--taxonomy", metavar="FILE", help="taxonomy file of the labels' categories (default VHD11K's)")
     p.add_argument("--crosswalk", metavar="FILE", help="category crosswalk file (default: the packaged one)")
     p.add_argument("--calibrate", metavar="SPLIT", help="fit calibration + threshold on this split; report on the rest")
-    p.add_argument(
-        "--calibration-method", choices=("temperature", "platt"), default="temperature", help="(default temperature)"
-    )
+    method = p.add_argument("--calibration-method", default="temperature", help="(default temperature)")
+    method.choices = RegistryNames(_calibration_methods)  # set after add_argument: read only when used
     p.add_argument("--calibration", metavar="FILE", help="apply a calibration.json written by an earlier --calibrate")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000; 0 off)")
     p.add_argument("--no-plots", action="store_true", help="tables, JSON and HTML only (no matplotlib needed)")

@@ -8,6 +8,25 @@ import sys
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.registry import Registry, RegistryNames
+
+
+def _categorize_methods() -> Registry[Any]:
+    from vhd.categorize.assign import CATEGORIZE_METHODS
+
+    return CATEGORIZE_METHODS
+
+
+def _discovery_methods() -> Registry[Any]:
+    from vhd.categorize.discovery import DISCOVERY_METHODS
+
+    return DISCOVERY_METHODS
+
+
+def _clusterers() -> Registry[Any]:
+    from vhd.categorize.cluster import CLUSTERERS
+
+    return CLUSTERERS
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -26,9 +45,11 @@ def add_parser(sub: Any, name: str) -> None:
         ),
     )
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
-    p.add_argument(
-        "--method",
-        help="categorize: embed (default) or llm; --discover: cluster (default) or llm-only",
+    method = p.add_argument("--method", help="categorize: %(methods)s; --discover: %(discovery_methods)s")
+    # The lists are read when help is shown (argparse fills %(name)s from the action's attributes).
+    vars(method).update(
+        methods=RegistryNames(_categorize_methods, default="embed"),
+        discovery_methods=RegistryNames(_discovery_methods, default="cluster"),
     )
     p.add_argument(
         "--model",
@@ -51,9 +72,8 @@ def add_parser(sub: Any, name: str) -> None:
         "--out", metavar="FILE", default="taxonomy_draft.yaml", help="draft file (default taxonomy_draft.yaml)"
     )
     d.add_argument("--embed-model", metavar="NAME", help="sentence-transformers model for clustering")
-    d.add_argument(
-        "--clusterer", choices=("agglomerative", "hdbscan"), default="agglomerative", help="default agglomerative"
-    )
+    clusterer = d.add_argument("--clusterer", default="agglomerative", help="default agglomerative")
+    clusterer.choices = RegistryNames(_clusterers)  # set after add_argument: read only when used
     d.add_argument("--distance-threshold", type=float, metavar="D", help="agglomerative merge distance (default 0.95)")
     d.add_argument(
         "--min-cluster-size", type=int, default=2, metavar="N", help="smaller clusters are left out (default 2)"
@@ -74,8 +94,10 @@ def run(args: argparse.Namespace) -> int:
         return _discover(args)
     from vhd.categorize.assign import categorize
 
-    if args.method not in (None, "embed", "llm"):
-        raise ConfigError(f"--method {args.method} is for --discover; categorize takes embed or llm")
+    if args.method is not None and args.method not in _categorize_methods():
+        raise ConfigError(
+            f"--method {args.method} is for --discover; categorize takes {RegistryNames(_categorize_methods)}"
+        )
     summary = categorize(
         args.store,
         method=args.method or "embed",
@@ -103,8 +125,10 @@ def _discover(args: argparse.Namespace) -> int:
     from vhd.categorize.cluster import DEFAULT_DISTANCE
     from vhd.categorize.discovery import discover
 
-    if args.method not in (None, "cluster", "llm-only"):
-        raise ConfigError(f"--method {args.method} is for categorizing; --discover takes cluster or llm-only")
+    if args.method is not None and args.method not in _discovery_methods():
+        raise ConfigError(
+            f"--method {args.method} is for categorizing; --discover takes {RegistryNames(_discovery_methods)}"
+        )
     result = discover(
         args.store,
         method=args.method or "cluster",

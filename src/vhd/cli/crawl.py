@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.registry import Registry, RegistryNames
+
+
+def _crawl_sources() -> Registry[Any]:
+    from vhd.collect.crawl import CRAWL_SOURCES
+
+    return CRAWL_SOURCES
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -21,17 +28,11 @@ def add_parser(sub: Any, name: str) -> None:
             "CSV (url, kind, keyword, source, crawler, page_url, ...) that `vhd fetch` downloads. Running "
             "it again resumes with the keywords not finished yet."
         ),
-        epilog=(
-            "Pexels needs PEXELS_API_KEY in the environment; icrawler and yt-dlp are extras: "
-            "pip install 'vhd[icrawler]' / 'vhd[ytdlp]'."
-        ),
+        epilog="Pexels needs PEXELS_API_KEY in the environment.",
     )
-    p.add_argument(
-        "--source",
-        required=True,
-        metavar="NAME[:OPTION]",
-        help="pexels, icrawler[:bing|google|baidu], ytdlp[:youtube|...]",
-    )
+    source = p.add_argument("--source", required=True, metavar="NAME[:OPTION]", help="%(sources)s")
+    # The list is read when help is shown (argparse fills %(sources)s from the action's attributes).
+    vars(source).update(sources=RegistryNames(_crawl_sources, describe=True))
     p.add_argument("--per-keyword", type=int, required=True, metavar="N", help="URLs wanted per keyword (and kind)")
     p.add_argument(
         "--keywords",

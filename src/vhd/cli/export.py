@@ -6,14 +6,21 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-FORMATS = ("vhd11k-csv", "jsonl", "parquet")
+from vhd.registry import Registry, RegistryNames
+
+
+def _export_formats() -> Registry[Any]:
+    from vhd.store.export import EXPORT_FORMATS
+
+    return EXPORT_FORMATS
 
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
     p = sub.add_parser(name, help="export annotations (VHD11K CSV, JSONL, Parquet)")
     p.add_argument("store", help="the SQLite store")
-    p.add_argument("--format", choices=FORMATS, default="vhd11k-csv", help="output format (default vhd11k-csv)")
+    fmt = p.add_argument("--format", default="vhd11k-csv", help="output format (default vhd11k-csv)")
+    fmt.choices = RegistryNames(_export_formats)  # set after add_argument: read only when used
     p.add_argument("-o", "--out", required=True, help="output file")
     p.add_argument("--config-hash", help="only annotations made under this configuration (prefix ok)")
     p.add_argument("--include-unparsed", action="store_true", help="JSONL/Parquet: keep unparsed and error rows")

@@ -6,6 +6,14 @@ import argparse
 import sys
 from typing import Any
 
+from vhd.registry import Registry, RegistryNames
+
+
+def _icl_metrics() -> Registry[Any]:
+    from vhd.align.icl_metrics import ICL_METRICS
+
+    return ICL_METRICS
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -25,7 +33,8 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (rounds, best/, report.md)")
     p.add_argument("--max-rounds", type=int, default=5, metavar="K", help="rounds after round 0 (default 5)")
     p.add_argument("--per-round", type=int, default=3, metavar="N", help="examples added a round, 2-4 (default 3)")
-    p.add_argument("--metric", default="f1", choices=["f1", "balanced_accuracy", "tpr", "tnr"], help="ranking metric")
+    metric = p.add_argument("--metric", default="f1", help="ranking metric")
+    metric.choices = RegistryNames(_icl_metrics)  # set after add_argument: read only when used
     p.add_argument("--patience", type=int, default=2, metavar="P", help="rounds without improvement (default 2)")
     p.add_argument("--holdout", type=float, default=0.2, metavar="SHARE", help="held-out share (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and tie-breaks (default 0)")

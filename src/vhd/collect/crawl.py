@@ -1,9 +1,10 @@
 """``vhd crawl``: search sources for each keyword and write a URL list that `vhd fetch` reads.
 
 Sources sit behind one small interface (`CrawlSource.search`) and a registry of ``"module:Class"``
-names, so a source's library (icrawler, yt-dlp) is imported only when that source is used.
-Third-party packages add sources through the ``vhd.crawl_sources`` entry-point group. A source
-is named ``NAME`` or ``NAME:OPTION`` (``icrawler:google``, ``ytdlp:youtube``), like a model spec.
+names (`CRAWL_SOURCES`, a `vhd.registry.Registry`), so a source's library (icrawler, yt-dlp) is
+imported only when that source is used. Third-party packages add sources through the
+``vhd.crawl_sources`` entry-point group. A source is named ``NAME`` or ``NAME:OPTION``
+(``icrawler:google``, ``ytdlp:youtube``), like a model spec.
 
 The output CSV holds one row per URL with its ``kind``, ``keyword``, ``source`` (``real``: found
 on the web) and the ``crawler`` that found it, plus whatever the source knows (the page it came
@@ -20,29 +21,19 @@ Example:
 from __future__ import annotations
 
 import abc
-import importlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
 from vhd.collect.keywords import Keyword, load_keywords
 from vhd.collect.urls import read_url_list, write_url_list
 from vhd.errors import ConfigError, VhdError
 from vhd.fileio import atomic_write
 from vhd.records import Kind, Source, UrlRow
-
-BUILTIN: Final[dict[str, str]] = {
-    "pexels": "vhd.collect.pexels:PexelsSource",
-    "icrawler": "vhd.collect.icrawler_source:ICrawlerSource",
-    "ytdlp": "vhd.collect.ytdlp_source:YtDlpSource",
-}
-"""Built-in sources: name to ``module:Class``."""
-
-ENTRY_POINT_GROUP: Final = "vhd.crawl_sources"
+from vhd.registry import BuiltinEntries, Registry
 
 
 class CrawlError(VhdError):
@@ -106,17 +97,49 @@ class CrawlSource(abc.ABC):
         """Release resources (optional)."""
 
 
-def _entry_point_targets() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+CRAWL_SOURCES: Registry[type[CrawlSource]] = Registry(
+    "crawl source", "vhd.crawl_sources", base=CrawlSource, plural="sources"
+)
+"""Every crawl source: built-ins below, plugins from the ``vhd.crawl_sources`` entry-point group."""
+
+CRAWL_SOURCES.add(
+    "pexels",
+    "vhd.collect.pexels:PexelsSource",
+    extra="collect",
+    needs=["httpx"],
+    summary="Pexels stock photos and videos",
+)
+CRAWL_SOURCES.add(
+    "icrawler",
+    "vhd.collect.icrawler_source:ICrawlerSource",
+    extra="icrawler",
+    needs=["icrawler"],
+    summary="image search engines, icrawler:bing (default), icrawler:google or icrawler:baidu",
+)
+CRAWL_SOURCES.add(
+    "ytdlp",
+    "vhd.collect.ytdlp_source:YtDlpSource",
+    extra="ytdlp",
+    needs={"yt_dlp": "yt-dlp"},
+    summary="video sites through yt-dlp, ytdlp:youtube (default), ytdlp:bilibili, ytdlp:niconico...",
+)
+
+BUILTIN: BuiltinEntries = CRAWL_SOURCES.builtin
+"""Built-in sources by name (assigning ``"module:Class"`` registers one)."""
+
+ENTRY_POINT_GROUP = CRAWL_SOURCES.group
 
 
 def source_names() -> list[str]:
     """Names of every registered source (built-in and plugins), sorted."""
-    return sorted({*BUILTIN, *_entry_point_targets()})
+    return CRAWL_SOURCES.names()
 
 
 def create_source(spec: str, settings: Mapping[str, Any] | None = None) -> CrawlSource:
     """Build a source from ``NAME`` or ``NAME:OPTION``.
+
+    The source's constructor checks its option, then its library (so an unknown engine is named
+    as such even where the library is missing); either way a crawl fails before any work.
 
     Args:
         spec: e.g. ``pexels``, ``icrawler:bing``, ``ytdlp:youtube``.
@@ -127,13 +150,7 @@ def create_source(spec: str, settings: Mapping[str, Any] | None = None) -> Crawl
         MissingDependencyError: The source's library is not installed.
     """
     name, _, option = spec.strip().partition(":")
-    target = {**_entry_point_targets(), **BUILTIN}.get(name)
-    if target is None:
-        raise ConfigError(f"unknown crawl source {name!r}; valid sources: {', '.join(source_names())}")
-    module_name, _, attr = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), attr)
-    if not (isinstance(cls, type) and issubclass(cls, CrawlSource)):
-        raise ConfigError(f"crawl source {name!r} ({target}) is not a vhd CrawlSource subclass")
+    cls = CRAWL_SOURCES.load(name, check_needs=False)
     return cls(option or None, settings)
 
 

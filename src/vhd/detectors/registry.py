@@ -1,34 +1,62 @@
 """Detector registry and the detector spec ``[LABEL=]NAME[:MODEL_SPEC]`` (DESIGN.md).
 
-Built-in detectors are named as ``"module:Class"`` strings so nothing heavy is imported until a
-detector is used; third-party packages add detectors through the ``vhd.detectors`` entry-point
-group.
+Built-in detectors are `vhd.registry` entries (lazy ``"module:Class"`` strings) so nothing heavy is
+imported until a detector is used; third-party packages add detectors through the
+``vhd.detectors`` entry-point group.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
 from vhd.detectors.base import Detector
 from vhd.errors import ConfigError
+from vhd.registry import BuiltinEntries, Registry
 
-BUILTIN: dict[str, str] = {
-    "nudenet": "vhd.detectors.nudenet:NudeNetDetector",
-    "vlm": "vhd.detectors.vlm:VLMDetector",
-    "debate": "vhd.detectors.debate:DebateDetector",
-    "hive": "vhd.detectors.hive:HiveDetector",
-    "openai-moderation": "vhd.detectors.openai_moderation:OpenAIModerationDetector",
-    "q16": "vhd.detectors.q16:Q16Detector",
-    "shieldgemma2": "vhd.detectors.shieldgemma2:ShieldGemma2Detector",
-    "llavaguard": "vhd.detectors.llavaguard:LlavaGuardDetector",
-}
-"""Filled by the detector modules' authors: name -> "module:Class"."""
+DETECTORS: Registry[type[Detector]] = Registry("detector", "vhd.detectors", base=Detector)
+"""Every detector: built-ins below, plugins from the ``vhd.detectors`` entry-point group."""
 
-ENTRY_POINT_GROUP = "vhd.detectors"
+DETECTORS.add(
+    "nudenet",
+    "vhd.detectors.nudenet:NudeNetDetector",
+    extra="nudenet",
+    needs=["nudenet"],
+    summary="NudeNet 3 nudity detector (local ONNX)",
+)
+DETECTORS.add("vlm", "vhd.detectors.vlm:VLMDetector", summary="a vision-language model asked (vlm:BACKEND:MODEL)")
+DETECTORS.add("debate", "vhd.detectors.debate:DebateDetector", summary="the debate annotator (debate:BACKEND:MODEL)")
+DETECTORS.add("hive", "vhd.detectors.hive:HiveDetector", summary="Hive visual moderation API")
+DETECTORS.add(
+    "openai-moderation",
+    "vhd.detectors.openai_moderation:OpenAIModerationDetector",
+    summary="OpenAI moderation endpoint with image input",
+)
+DETECTORS.add(
+    "q16",
+    "vhd.detectors.q16:Q16Detector",
+    extra="local",
+    needs=["torch", "transformers"],
+    summary="Q16: CLIP against learned prompts",
+)
+DETECTORS.add(
+    "shieldgemma2",
+    "vhd.detectors.shieldgemma2:ShieldGemma2Detector",
+    extra="local",
+    needs=["torch", "transformers"],
+    summary="ShieldGemma 2 image policies (local)",
+)
+DETECTORS.add(
+    "llavaguard",
+    "vhd.detectors.llavaguard:LlavaGuardDetector",
+    summary="LlavaGuard policy assessment (llavaguard:BACKEND:MODEL)",
+)
+
+BUILTIN: BuiltinEntries = DETECTORS.builtin
+"""The built-in entries by name (assigning ``"module:Class"`` registers one)."""
+
+ENTRY_POINT_GROUP = DETECTORS.group
 
 
 @dataclass(frozen=True)
@@ -64,27 +92,20 @@ class DetectorSpec:
         return cls(label or name, name, model.strip() if colon else None)
 
 
-def _targets() -> dict[str, str]:
-    return {**{ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}, **BUILTIN}
-
-
 def available() -> list[str]:
     """Every registered detector name, sorted."""
-    return sorted(_targets())
+    return DETECTORS.names()
 
 
 def create_detector(spec: str | DetectorSpec, options: Mapping[str, Any] | None = None) -> Detector:
     """Build a detector from its spec and options.
 
+    Its libraries are checked by `Detector.check`, which runs only when the detector has work
+    (a detector whose predictions are all cached never needs them).
+
     Raises:
         ConfigError: Unknown detector (the message lists the valid ones).
     """
     parsed = spec if isinstance(spec, DetectorSpec) else DetectorSpec.parse(spec)
-    target = _targets().get(parsed.name)
-    if target is None:
-        raise ConfigError(f"unknown detector {parsed.name!r}; valid detectors: {', '.join(available()) or 'none'}")
-    module, _, attr = target.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    if not (isinstance(cls, type) and issubclass(cls, Detector)):
-        raise ConfigError(f"detector {parsed.name!r} ({target}) is not a vhd Detector subclass")
+    cls = DETECTORS.load(parsed.name, check_needs=False)
     return cls(parsed.label, parsed.model, options)

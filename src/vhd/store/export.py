@@ -1,7 +1,9 @@
 """Export a store's annotations: the VHD11K release CSV, JSON Lines, or Parquet.
 
 Every file is written to a temporary file in the target folder and moved into place, so an
-interrupted export never leaves a half-written file under the final name.
+interrupted export never leaves a half-written file under the final name. Formats are
+`ExportFormat` classes registered by name in `EXPORT_FORMATS`; third-party packages add formats
+through the ``vhd.export_formats`` entry-point group.
 
 Example:
     >>> with Store("run.db") as store:  # doctest: +SKIP
@@ -10,21 +12,54 @@ Example:
 
 from __future__ import annotations
 
+import abc
 import csv
 import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from vhd.errors import ConfigError, MissingDependencyError
 from vhd.fileio import atomic_write
 from vhd.records import Annotation, Kind, Role, Sample, Status
+from vhd.registry import Registry
 from vhd.store.sqlite import Store
 
-FORMATS = ("vhd11k-csv", "jsonl", "parquet")
-"""Export formats `export` accepts."""
+
+class ExportFormat(abc.ABC):
+    """A file format `export` writes, registered by name in `EXPORT_FORMATS`.
+
+    Attributes:
+        decided_only: Write only annotations with a yes/no decision, whatever
+            ``include_unparsed`` says (the VHD11K CSV needs one).
+    """
+
+    decided_only: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def write(self, out: Path, rows: list[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
+        """Write the rows (atomically) to ``out``, or to files beside it, and return the files written.
+
+        Args:
+            out: The output file the user named.
+            rows: ``(sample, annotation)`` pairs, sample paths already as they should be written.
+            kind: The kind the user asked for, if any.
+        """
+
+
+EXPORT_FORMATS: Registry[type[ExportFormat]] = Registry("export format", "vhd.export_formats", base=ExportFormat)
+"""Every export format: built-ins below, plugins from the ``vhd.export_formats`` entry-point group."""
+
+EXPORT_FORMATS.add("vhd11k-csv", "vhd.store.export:Vhd11kCsvFormat", summary="the VHD11K release CSV")
+EXPORT_FORMATS.add("jsonl", "vhd.store.export:JsonlFormat", summary="JSON Lines, one annotation a line")
+EXPORT_FORMATS.add(
+    "parquet", "vhd.store.export:ParquetFormat", extra="parquet", needs=["pyarrow"], summary="Apache Parquet"
+)
+
+FORMATS = EXPORT_FORMATS
+"""Export formats `export` accepts (the registry is also the collection of their names)."""
 
 _PATH_COLUMN = {Kind.IMAGE: "imagePath", Kind.VIDEO: "videoPath"}
 _UNDECIDED = (Status.UNPARSED, Status.ERROR)
@@ -65,7 +100,7 @@ def export(
 
     Args:
         store: The store to read.
-        fmt: ``vhd11k-csv``, ``jsonl`` or ``parquet``.
+        fmt: ``vhd11k-csv``, ``jsonl``, ``parquet`` or a plugin's format (`EXPORT_FORMATS`).
         out: Output file. For ``vhd11k-csv`` with both images and videos (and no ``kind``),
             two files are written beside it: ``<stem>_images.csv`` and ``<stem>_videos.csv``.
         config_hash: Only annotations under this configuration (default: each sample's latest).
@@ -80,10 +115,9 @@ def export(
 
     Raises:
         ConfigError: Unknown format or kind.
-        MissingDependencyError: ``parquet`` without pyarrow installed.
+        MissingDependencyError: ``parquet`` without pyarrow installed (before anything is read).
     """
-    if fmt not in FORMATS:
-        raise ConfigError(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    writer = EXPORT_FORMATS.load(fmt)()
     try:
         want_kind = None if kind is None else Kind(kind)
     except ValueError:
@@ -95,7 +129,7 @@ def export(
     for sample, ann in store.iter_annotations(config_hash=config_hash, run_id=run_id):
         if want_kind is not None and sample.kind is not want_kind:
             continue
-        if vhd11k_decision(ann) is None and (fmt == "vhd11k-csv" or not include_unparsed):
+        if vhd11k_decision(ann) is None and (writer.decided_only or not include_unparsed):
             status = Status(ann.verdict.status).value
             why = f"status {status}" if status != Status.OK.value else "no decision"
             result.left_out.append((sample.id, why))
@@ -104,25 +138,47 @@ def export(
             sample.path = os.path.relpath(sample.path, base)
         rows.append((sample, ann))
 
-    if fmt == "vhd11k-csv":
-        kinds = sorted({s.kind for s, _ in rows}, key=lambda k: k.value)
-        if len(kinds) > 1:
-            for k in kinds:
-                target = out_path.with_name(f"{out_path.stem}_{k.value}s{out_path.suffix}")
-                _write_vhd11k_csv(target, [(s, a) for s, a in rows if s.kind is k], k)
-                result.files.append(target)
-        else:
-            only = kinds[0] if kinds else (want_kind or Kind.IMAGE)
-            _write_vhd11k_csv(out_path, rows, only)
-            result.files.append(out_path)
-    elif fmt == "jsonl":
-        atomic_write(out_path, lambda f: _write_jsonl(f, rows))
-        result.files.append(out_path)
-    else:
-        _write_parquet(out_path, rows)
-        result.files.append(out_path)
+    result.files.extend(writer.write(out_path, rows, want_kind))
     result.written = len(rows)
     return result
+
+
+class Vhd11kCsvFormat(ExportFormat):
+    """``vhd11k-csv``: the VHD11K release CSV; images and videos (when both) go to two files beside ``out``."""
+
+    decided_only = True
+
+    def write(self, out: Path, rows: list[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
+        """Write one CSV, or ``<stem>_images.csv`` and ``<stem>_videos.csv``."""
+        kinds = sorted({s.kind for s, _ in rows}, key=lambda k: k.value)
+        if len(kinds) > 1:
+            files = []
+            for k in kinds:
+                target = out.with_name(f"{out.stem}_{k.value}s{out.suffix}")
+                _write_vhd11k_csv(target, [(s, a) for s, a in rows if s.kind is k], k)
+                files.append(target)
+            return files
+        only = kinds[0] if kinds else (kind or Kind.IMAGE)
+        _write_vhd11k_csv(out, rows, only)
+        return [out]
+
+
+class JsonlFormat(ExportFormat):
+    """``jsonl``: one `record` a line."""
+
+    def write(self, out: Path, rows: list[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
+        """Write the JSON Lines file."""
+        atomic_write(out, lambda f: _write_jsonl(f, rows))
+        return [out]
+
+
+class ParquetFormat(ExportFormat):
+    """``parquet``: the `record` of each annotation under `parquet_schema` (needs pyarrow)."""
+
+    def write(self, out: Path, rows: list[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
+        """Write the Parquet file."""
+        _write_parquet(out, rows)
+        return [out]
 
 
 def vhd11k_decision(ann: Annotation) -> str | None:
