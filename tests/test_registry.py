@@ -172,7 +172,7 @@ def test_plugins_join_every_kind_and_builtins_win(plugins: Callable[[str, str, s
 
 def test_a_plugin_metric_ranks_the_icl_search(plugins: Callable[[str, str, str], None]) -> None:
     from vhd.align.icl_metrics import rates
-    from vhd.align.icl_search import Scored
+    from vhd.align.icl_result import Scored
 
     plugins("vhd.icl_metrics", "mistakes", "tests.test_registry:upside_down")
     counts = {"tp": 0, "fp": 0, "tn": 1, "fn": 1}
