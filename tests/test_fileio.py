@@ -2,6 +2,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vhd.errors import ConfigError
 from vhd.fileio import atomic_write
@@ -33,3 +35,21 @@ def test_unwritable_folder_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(ConfigError, match="cannot write"):
         atomic_write(tmp_path / "file" / "x.txt", "x")
+
+
+@settings(max_examples=300)
+@given(st.text())
+def test_csv_cell_escape_round_trips(text: str) -> None:
+    from vhd.fileio import escape_cell, unescape_cell
+
+    escaped = escape_cell(text)
+    assert isinstance(escaped, str) and unescape_cell(escaped) == text
+    assert not escaped.startswith(("=", "+", "-", "@", "\t", "\r"))
+
+
+def test_csv_cell_escape_examples() -> None:
+    from vhd.fileio import escape_cell
+
+    assert escape_cell("=HYPERLINK(1)") == "'=HYPERLINK(1)"
+    assert escape_cell("'=x") == "''=x" and escape_cell("'quoted") == "'quoted"
+    assert escape_cell("plain") == "plain" and escape_cell(-1.5) == -1.5 and escape_cell(None) is None

@@ -69,3 +69,27 @@ def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool
             os.unlink(tmp)
         raise
     return target
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""A spreadsheet reads a cell starting with one of these as a formula (OWASP's CSV-injection rule)."""
+
+
+def escape_cell(value: object) -> object:
+    """Make a text cell safe to open in a spreadsheet: a leading formula character gets a ``'``.
+
+    Text that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is prefixed with a
+    single quote, which spreadsheets show as text. Text that already starts with quotes followed
+    by such a character gets one more quote, so `unescape_cell` gives back exactly the original.
+    Numbers, booleans and None are returned unchanged.
+    """
+    if isinstance(value, str) and value.lstrip("'").startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def unescape_cell(value: str) -> str:
+    """Undo `escape_cell`: vhd's CSV readers give back the text vhd's writers were given."""
+    if value.startswith("'") and value[1:].lstrip("'").startswith(_FORMULA_START):
+        return value[1:]
+    return value
