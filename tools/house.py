@@ -89,8 +89,9 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[st
             else:
                 target = node.module or ""
             for alias in node.names:
+                # `from vhd.a import b` names the module vhd.a.b when it exists, else a name in vhd.a
+                # (`_resolve` walks up to the nearest module), as import-linter's grimp reads it.
                 yield f"{target}.{alias.name}"
-                yield target
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:
