@@ -34,6 +34,15 @@ _LAZY = {
     "align_ratings": "vhd.align.smid",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "align_ratings",
+    "build_queue",
+    "compare",
+    "export_labelstudio",
+    "import_labels",
+    "import_labelstudio",
+    "load_labelled_set",
+    "search_icl",
+]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
