@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -93,3 +93,19 @@ def unescape_cell(value: str) -> str:
     if value.startswith("'") and value[1:].lstrip("'").startswith(_FORMULA_START):
         return value[1:]
     return value
+
+
+def path_within(path: str | os.PathLike[str], folders: Iterable[str | os.PathLike[str]]) -> bool:
+    """Whether a path lies in one of the folders (or is one), symbolic links resolved on both sides.
+
+    The rule every reader of a file that names other files applies (labels files, manifests): a
+    path written there, as ``../``, ``~`` or absolute, may lead anywhere on disk, so by default it
+    must stay under the folders the user named; a symbolic link inside them that leads out counts
+    as outside.
+    """
+    real = os.path.realpath(path)
+    for folder in folders:
+        root = os.path.realpath(folder)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False

@@ -32,7 +32,7 @@ def test_bench_set_reports_bad_rows(tmp_path: Path, labelled: tuple[Path, Path])
     bench = load_bench_set(write_labels(tmp_path / "l.csv", rows), media=media)
     by_line = {p.line: p for p in bench.problems}
     assert "not found" in by_line[5].message and not by_line[5].used
-    assert "duplicate media" in by_line[6].message and "row 2" in by_line[6].message
+    assert "duplicate of row 2 (same content, same answer)" in by_line[6].message
     assert "Flying Saucers" in by_line[7].message and by_line[7].used
     assert [i.path.name for i in bench.items] == ["red1.png", "red2.png", "red3.png", "blue1.png", "clip"]
     assert bench.items[3].categories == ["F"]

@@ -97,3 +97,17 @@ def test_dedup_after_split_finds_no_leak(tmp_path: Path) -> None:
     for seed in range(6):
         assert main(["split", "--store", str(db), "--seed", str(seed), "--test", "0.5"]) == 0
         assert main(["dedup", str(db), "--jobs", "1", "--no-progress"]) == 0  # no cluster spans two splits
+
+
+def test_labels_rows_left_out_are_listed_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = build(tmp_path / "s.db", tmp_path, n=20)
+    labels = tmp_path / "labels.csv"
+    labels.write_text(f"id,harmful\n{ids[0]},yes\nnot-a-hash,no\n{ids[1]},yes\n{ids[1]},no\n")
+    assert main(["split", "--store", str(tmp_path / "s.db"), "--labels", str(labels)]) == 1
+    out = capsys.readouterr().out
+    assert "row 3: id 'not-a-hash' is not a sha256" in out
+    assert "row 4 (yes), row 5 (no)" in out and "3 row(s) of" in out
+    assert main(["split", "--store", str(tmp_path / "s.db"), "--labels", str(labels), "--json"]) == 1
+    with Store(tmp_path / "s.db") as store:
+        result = split_store(store, labels=labels, dry_run=True)
+    assert result.labels_from == {"labels-csv": 1, "annotation": 19} and result.rows_left_out == 3

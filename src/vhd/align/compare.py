@@ -32,6 +32,7 @@ from vhd.bench.metrics import BOOTSTRAP
 from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn, staged
+from vhd.store.label_rules import LabelOptions
 
 METRIC_KEYS = ("accuracy", "f1", "kappa", "tpr", "tnr")
 
@@ -113,18 +114,27 @@ def parse_int_list(text: str | Sequence[int], flag: str) -> list[int]:
     return list(dict.fromkeys(values))
 
 
-def resolve_items(labels: str | os.PathLike[str], store: Path) -> list[LabelledItem]:
-    """The labelled samples: a labels file (samples registered in the store) or a labelled set's name."""
-    from vhd.align.labels import read_labelled_set, resolve_labels
+def resolve_items(
+    labels: str | os.PathLike[str],
+    store: Path,
+    options: LabelOptions | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> list[LabelledItem]:
+    """The labelled samples: a labels file (samples registered in the store) or a labelled set's name.
+
+    Rows of a labels file that cannot be used, or that repeat a sample, are passed to ``on_event``
+    one line each (``FILE row N: why``); the other rows are used.
+    """
+    from vhd.align.labels import read_labelled_set, resolve_label_file
     from vhd.store.sqlite import Store
 
     path = Path(labels)
     with Store(store) as db:
         if path.is_file():
-            items, skipped = resolve_labels(path, db)
-            if skipped:
-                line, why = skipped[0]
-                raise ConfigError(f"{path}, row {line}: {why} ({len(skipped)} row(s) unusable); fix or remove them")
+            res = resolve_label_file(path, db, options)
+            for line in res.messages():
+                (on_event or (lambda _m: None))(f"{path} {line}")
+            items = res.items
         elif path.suffix or os.sep in str(labels):
             raise ConfigError(f"labels {labels} not found: give a labels CSV or a labelled set name")
         else:
@@ -152,6 +162,7 @@ def compare(
     resamples: int = BOOTSTRAP,
     progress: bool | ProgressFn = False,
     on_event: Callable[[str], None] | None = None,
+    label_options: LabelOptions | None = None,
 ) -> CompareResult:
     """Compare single calls, self-consistency and the debate on the same human-labelled samples.
 
@@ -173,7 +184,9 @@ def compare(
         resamples: Bootstrap resamples per interval.
         progress: True shows the debate's progress bars on stderr (on a terminal); a
             `vhd.progress.ProgressFn` is called instead, each debate run under its own stage.
-        on_event: Called with one-line progress messages.
+        on_event: Called with one-line progress messages (and the labels file's rows left out).
+        label_options: How a labels file's rows are read (``--media``, ``--path-prefix``,
+            ``--allow-outside-paths``, ``--duplicates``).
 
     Returns:
         Every configuration with its scores; also written under ``out``.
@@ -194,7 +207,7 @@ def compare(
     cfg = config if isinstance(config, AnnotateConfig) else load_config(None if config is None else Path(config))
     cfg = cfg.with_overrides(model=model).model_copy(update={"icl": None})
     icl_path = Path(icl) if icl is not None else (cfg.resolve_path(cfg.icl) if cfg.icl else None)
-    items = resolve_items(labels, store_path)
+    items = resolve_items(labels, store_path, label_options, say)
     truth = [i.harmful for i in items]
     result = CompareResult(out=out_dir, items=items)
     result.configs += _run_single(cfg, items, icl_path, repeats, ks, sc_temperature, out_dir, say, result.notes)

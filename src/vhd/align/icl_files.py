@@ -17,7 +17,7 @@ import io
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
     from vhd.align.icl_result import Scored, SearchResult
+    from vhd.store.label_rules import LabelOptions
 
 
 def expected_answer(item: LabelledItem) -> str:
@@ -78,21 +79,32 @@ def write_examples(folder: Path, examples: Sequence[dict[str, str]]) -> Path:
     return folder
 
 
-def resolve_validation(validation: str | os.PathLike[str], store: Path) -> list[LabelledItem]:
-    """The validation samples: a labels file (registered in the store as set ``icl-validation``) or a set name."""
-    from vhd.align.labels import read_labelled_set, resolve_labels, save_labelled_set
+def resolve_validation(
+    validation: str | os.PathLike[str],
+    store: Path,
+    options: LabelOptions | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> list[LabelledItem]:
+    """The validation samples: a labels file (registered in the store as set ``icl-validation``) or a set name.
+
+    Rows of a labels file that cannot be used, or that repeat a sample, are passed to ``on_event``
+    one line each (``FILE row N: why``); the other rows are used.
+    """
+    from vhd.align.labels import read_labelled_set, resolve_label_file, save_labelled_set
     from vhd.errors import ConfigError
     from vhd.store.sqlite import Store
 
     path = Path(validation)
     with Store(store) as db:
         if path.is_file():
-            items, skipped = resolve_labels(path, db)
-            if skipped:
-                line, why = skipped[0]
-                raise ConfigError(f"{path}, row {line}: {why} ({len(skipped)} row(s) unusable); fix or remove them")
-            save_labelled_set(db, "icl-validation", items, source=os.path.abspath(path))
-            return items
+            res = resolve_label_file(path, db, options)
+            for line in res.messages():
+                (on_event or (lambda _m: None))(f"{path} {line}")
+            if not res.items:
+                first = f" (first: {res.messages()[0]})" if res.messages() else ""
+                raise ConfigError(f"no usable row in {path}{first}: fix the file, --media or --path-prefix")
+            save_labelled_set(db, "icl-validation", res.items, source=os.path.abspath(path))
+            return res.items
         if path.suffix or os.sep in str(validation):
             raise ConfigError(f"validation labels {validation} not found: give a labels CSV or a labelled set name")
         return read_labelled_set(db, str(validation))

@@ -29,6 +29,7 @@ from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn, staged
 from vhd.records import Verdict
+from vhd.store.label_rules import LabelOptions
 
 
 class _Stop(Exception):
@@ -163,6 +164,7 @@ def search_icl(
     max_cost: float | None = None,
     progress: bool | ProgressFn = False,
     on_event: Callable[[str], None] | None = None,
+    label_options: LabelOptions | None = None,
 ) -> SearchResult:
     """Search for the judge's in-context examples on a human-labelled validation set.
 
@@ -182,7 +184,9 @@ def search_icl(
         max_cost: Stop cleanly once this many dollars are spent (needs prices in the config).
         progress: True shows annotation progress bars on stderr (on a terminal); a
             `vhd.progress.ProgressFn` is called instead, each annotation run under its own stage.
-        on_event: Called with one-line progress messages.
+        on_event: Called with one-line progress messages (and the labels file's rows left out).
+        label_options: How a labels file's rows are read (``--media``, ``--path-prefix``,
+            ``--allow-outside-paths``, ``--duplicates``).
 
     Returns:
         Every round, the best set and the holdout estimate; also written under ``out``.
@@ -197,7 +201,7 @@ def search_icl(
     store_path = Path(store) if store is not None else out_dir / "icl.db"
     cfg = config if isinstance(config, AnnotateConfig) else load_config(None if config is None else Path(config))
     cfg = cfg.with_overrides(model=model).model_copy(update={"icl": None})
-    items = resolve_validation(validation, store_path)
+    items = resolve_validation(validation, store_path, label_options, say)
     search, held = split_holdout(items, holdout, seed)
     if not any(i.harmful for i in search) or all(i.harmful for i in search):
         raise ConfigError("the validation samples need both harmful and unharmful labels outside the holdout")

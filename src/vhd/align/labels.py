@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vhd.errors import ConfigError
-from vhd.records import LabelledSample
+from vhd.errors import ConfigError, VhdError
+from vhd.records import LabelledSample, LabelRow
+from vhd.store.label_rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
 from vhd.store.sqlite import Store
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -41,6 +42,8 @@ class ImportResult:
         imported: Rows written (new or updated).
         harmful: Of those, labelled harmful.
         skipped: ``(row, reason)`` for rows that could not be used.
+        notes: ``(row, reason)`` for rows not used because another row of the same sample was
+            kept (the same answer, or a conflict settled by ``--duplicates``).
     """
 
     name: str
@@ -48,6 +51,27 @@ class ImportResult:
     imported: int = 0
     harmful: int = 0
     skipped: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class Resolved:
+    """A labels file tied to registered samples (`resolve_labels`).
+
+    Attributes:
+        items: The usable items, in file order, one per sample.
+        skipped: ``(row, reason)`` for every row left out, in row order.
+        notes: ``(row, reason)`` for rows merged into another row of the same sample.
+    """
+
+    items: list[LabelledSample] = field(default_factory=list)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[tuple[int, str]] = field(default_factory=list)
+
+    def messages(self) -> list[str]:
+        """One line per row left out or merged, in row order (``row N: ...``)."""
+        rows = sorted([*self.skipped, *self.notes])
+        return [f"row {line}: {why}" for line, why in rows]
 
 
 def check_set_name(name: str) -> str:
@@ -92,62 +116,100 @@ def load_labelled_set(store: str | os.PathLike[str], name: str) -> list[Labelled
         return read_labelled_set(db, name)
 
 
-def resolve_labels(path: str | os.PathLike[str], store: Store) -> tuple[list[LabelledItem], list[tuple[int, str]]]:
-    """Read a labels file and tie every row to a registered sample.
-
-    Rows with a path are loaded through `vhd.media` (validated, hashed) and registered in the
-    store; rows with only an id must name a sample the store holds.
-
-    Args:
-        path: A labels CSV or a VHD11K annotation file (see `vhd.store.labels.read_labels`).
-        store: An open store.
+def resolve_labels(
+    path: str | os.PathLike[str], store: Store, options: LabelOptions | None = None
+) -> tuple[list[LabelledItem], list[tuple[int, str]]]:
+    """Read a labels file and tie every row to a registered sample (see `resolve_label_file`).
 
     Returns:
         The usable items in file order, and ``(row, reason)`` for every row left out.
     """
-    from vhd.media.discover import discover
-    from vhd.media.load import load_sample
+    res = resolve_label_file(path, store, options)
+    return res.items, res.skipped
+
+
+def resolve_label_file(path: str | os.PathLike[str], store: Store, options: LabelOptions | None = None) -> Resolved:
+    """Read a labels file and tie every row to a registered sample.
+
+    Rows with a path are loaded through `vhd.media` (validated, hashed) and registered in the
+    store; rows with only an id must name a sample the store holds. A row that cannot be used
+    (missing or unreadable media, a wrong id) is listed with its row number and the others are
+    used. Rows whose media have the same content are one sample: ``options.duplicates`` settles
+    conflicting answers, as it does for rows naming the same path.
+
+    Args:
+        path: A labels CSV or a VHD11K annotation file (see `vhd.store.labels.read_labels`).
+        store: An open store; rows naming its samples may lead anywhere on disk.
+        options: ``--media``, ``--path-prefix``, ``--allow-outside-paths``, ``--duplicates``.
+
+    Returns:
+        The usable items, and every row left out or merged with its reason.
+    """
     from vhd.store.labels import read_labels
 
-    labels = read_labels(path)
-    skipped = [(e.line, e.message) for e in labels.errors]
-    items: list[LabelledItem] = []
+    opts = options or LabelOptions()
+    labels = read_labels(path, options=opts, store=store)
+    out = Resolved(
+        skipped=[(e.line, e.message) for e in labels.errors], notes=[(n.line, n.message) for n in labels.notes]
+    )
+    found: list[tuple[int, LabelledItem]] = []
     for row in labels:
-        if row.path is not None:
-            found = discover([row.path], frame_folders=True)
-            if found.skipped or len(found.items) != 1:
-                why = found.skipped[0].reason if found.skipped else "not a single image, video or frame folder"
-                skipped.append((row.line, f"{row.path}: {why}"))
-                continue
-            try:
-                loaded = load_sample(found.items[0])
-            except Exception as exc:  # MediaError, or a decoder's own error on a corrupt file
-                skipped.append((row.line, f"{row.path}: {exc}"))
-                continue
-            sample = loaded.sample
-            if row.id is not None and row.id != sample.id:
-                skipped.append((row.line, f"id {row.id[:12]} does not match the file's content ({sample.id[:12]})"))
-                continue
-            store.upsert_sample(sample)
-            sid, where, kind = sample.id, Path(sample.path), sample.kind
-        elif row.id is not None:
-            stored = store.get_sample(row.id)
-            if stored is None:
-                skipped.append((row.line, f"sample {row.id[:12]} is not in the store: give its path instead"))
-                continue
-            sid, where, kind = stored.id, Path(stored.path), stored.kind
-        else:  # read_labels leaves out rows with neither
-            continue
-        items.append(
-            LabelledSample(
-                id=sid, path=where, kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
-            )
-        )
-    return items, skipped
+        try:
+            item = _resolve_row(row, store)
+        except (VhdError, OSError) as exc:  # never let one row stop the import
+            item = f"{row.path or row.id}: {exc}"
+        if isinstance(item, str):
+            out.skipped.append((row.line, item))
+        else:
+            found.append((row.line, item))
+    settled = settle_duplicates([(line, [i.id], i.harmful) for line, i in found], opts.duplicates, "content")
+    out.items = [found[k][1] for k in settled.keep]
+    out.skipped = sorted([*out.skipped, *settled.dropped])
+    out.notes = sorted([*out.notes, *settled.merged])
+    return out
+
+
+def _resolve_row(row: LabelRow, store: Store) -> LabelledItem | str:
+    """The item of one row, or why it cannot be used."""
+    from vhd.media.discover import MANIFEST_EXTENSIONS, discover
+    from vhd.media.load import load_sample
+
+    if row.path is not None:
+        if not os.path.lexists(row.path):
+            return f"{row.path} not found: {NOT_FOUND_HINT}"
+        if row.path.suffix.lower() in MANIFEST_EXTENSIONS and row.path.is_file():
+            return f"{row.path} is a manifest, not an image, a video or a frame folder"
+        found = discover([row.path], frame_folders=True)
+        if found.skipped or len(found.items) != 1:
+            why = found.skipped[0].reason if found.skipped else "not a single image, video or frame folder"
+            return f"{row.path}: {why}"
+        try:
+            loaded = load_sample(found.items[0])
+        except Exception as exc:  # MediaError, or a decoder's own error on a corrupt file
+            return f"{row.path}: {exc}"
+        sample = loaded.sample
+        if row.id is not None and row.id != sample.id:
+            return f"id {row.id[:12]} does not match the file's content ({sample.id[:12]})"
+        store.upsert_sample(sample)
+        sid, where, kind = sample.id, Path(sample.path), sample.kind
+    elif row.id is not None:
+        stored = store.get_sample(row.id)
+        if stored is None:
+            return f"sample {row.id[:12]} is not in the store: give its path instead"
+        sid, where, kind = stored.id, Path(stored.path), stored.kind
+    else:  # read_labels leaves out rows with neither
+        return "no path or id"
+    return LabelledSample(
+        id=sid, path=where, kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
+    )
 
 
 def import_labels(
-    path: str | os.PathLike[str], *, store: str | os.PathLike[str] = "vhd.db", name: str | None = None
+    path: str | os.PathLike[str],
+    *,
+    store: str | os.PathLike[str] = "vhd.db",
+    name: str | None = None,
+    options: LabelOptions | None = None,
 ) -> ImportResult:
     """Import a labels file into the store as a labelled set (the library call behind ``vhd label``).
 
@@ -156,6 +218,8 @@ def import_labels(
             or a VHD11K annotation file.
         store: The store file (created when missing).
         name: The labelled set (default: the file's stem).
+        options: ``--media``, ``--path-prefix``, ``--allow-outside-paths`` and ``--duplicates``
+            (`vhd.store.label_rules.LabelOptions`).
 
     Returns:
         What was imported and the rows left out with their reasons.
@@ -165,12 +229,13 @@ def import_labels(
     """
     set_name = check_set_name(name or Path(path).stem)
     with Store(store) as db:
-        items, skipped = resolve_labels(path, db)
-        save_labelled_set(db, set_name, items, source=os.path.abspath(path))
+        res = resolve_label_file(path, db, options)
+        save_labelled_set(db, set_name, res.items, source=os.path.abspath(path))
     return ImportResult(
         name=set_name,
         source=str(path),
-        imported=len(items),
-        harmful=sum(i.harmful for i in items),
-        skipped=skipped,
+        imported=len(res.items),
+        harmful=sum(i.harmful for i in res.items),
+        skipped=res.skipped,
+        notes=res.notes,
     )

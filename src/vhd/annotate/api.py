@@ -33,6 +33,7 @@ def annotate(
     retry_unparsed: bool = False,
     frame_folders: bool = False,
     include_duplicates: bool = False,
+    allow_outside_paths: bool = False,
     dry_run: bool = False,
     max_cost: float | None = None,
     progress: bool | ProgressFn = False,
@@ -57,6 +58,8 @@ def annotate(
         frame_folders: Treat folders of numbered frames (``<stem>_0000.png`` ...) as videos.
         include_duplicates: Annotate samples that ``vhd dedup --apply`` marked as duplicates of a
             kept sample (removed and quarantined samples are never annotated).
+        allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
+            (rows naming a sample the store holds are always accepted).
         dry_run: Count samples and estimate calls, tokens and cost; send nothing.
         max_cost: Stop cleanly once this many dollars are spent (needs prices in the config).
         progress: True shows a live progress bar on stderr (on a terminal); a `vhd.progress.ProgressFn`
@@ -94,6 +97,7 @@ def annotate(
             retry_unparsed=retry_unparsed,
             frame_folders=frame_folders,
             include_duplicates=include_duplicates,
+            allow_outside_paths=allow_outside_paths,
             dry_run=dry_run,
             max_cost=max_cost,
             progress=progress,

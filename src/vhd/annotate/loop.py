@@ -45,6 +45,7 @@ async def run(
     progress: bool | ProgressFn,
     command: str,
     on_event: Callable[[str], None],
+    allow_outside_paths: bool = False,
 ) -> RunSummary:
     """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
     from vhd.debate.engine import Debate
@@ -57,7 +58,10 @@ async def run(
     base = Path(config.base_dir) if config.base_dir else None
     prompts = Prompts(config.prompts, base)
     settings = media_settings(config.media)
-    found = discover(list(inputs), frame_folders=frame_folders)
+    from vhd.store.label_rules import store_lookup
+
+    known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
+    found = discover(list(inputs), frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known)
     summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run)
     summary.skip_reasons = [(str(s.path), s.reason) for s in found.skipped[:1000]]
     summary.skipped = len(found.skipped)

@@ -1,10 +1,11 @@
 """The labelled set a benchmark runs on: labels read, media found, problems reported per row.
 
 Labels come from the shared labels CSV or a VHD11K release file (`vhd.store.labels.read_labels`).
-Relative media paths are resolved under ``media`` (default: the labels file's folder). Videos
-may be files or folders of extracted frames. A row whose media is missing, whose category is
-unknown, or whose content duplicates an earlier row is reported in `BenchSet.problems` with
-its row number; the rest of the set is used.
+Relative media paths are resolved under ``media`` (default: the labels file's folder); where
+paths may lead, remaps and duplicates follow `vhd.store.label_rules.LabelOptions`. Videos may be
+files or folders of extracted frames. A row whose media is missing, whose category is unknown,
+or that names the same sample (path, id or content) as another row is reported in
+`BenchSet.problems` with its row number; the rest of the set is used.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vhd.errors import ConfigError, MediaError
-from vhd.records import Kind, LabelledSample, MediaItem
+from vhd.records import Kind, LabelledSample, LabelRow, MediaItem
+from vhd.store.label_rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
 
 UNHARMFUL = "unharmful"
@@ -78,13 +80,20 @@ def load_bench_set(
     *,
     media: str | os.PathLike[str] | None = None,
     taxonomy: Taxonomy | None = None,
+    options: LabelOptions | None = None,
+    store: str | os.PathLike[str] | None = None,
 ) -> BenchSet:
     """Read a labelled set and find its media.
 
     Args:
         labels: A labels CSV, or a VHD11K annotation file (CSV or JSON).
-        media: Folder relative media paths are under (default: the labels file's folder).
+        media: Folder relative media paths are under (default: the labels file's folder);
+            ``options.media`` wins when both are given.
         taxonomy: The taxonomy of the ``categories`` column (default VHD11K's ten categories).
+        options: ``--path-prefix``, ``--allow-outside-paths`` and ``--duplicates``
+            (`LabelOptions`).
+        store: A vhd store the labels refer to: rows naming its samples (by id or path) may
+            lead anywhere on disk, and rows giving only an id take the stored sample's path.
 
     Returns:
         The usable items and the problems, per row.
@@ -92,60 +101,80 @@ def load_bench_set(
     Raises:
         ConfigError: The labels file cannot be read, or no row is usable.
     """
-    from vhd.media.load import sample_id
+    from dataclasses import replace
+
     from vhd.store.labels import read_labels
+    from vhd.store.sqlite import open_store
 
     tax = taxonomy or default_taxonomy()
-    if media is not None and not Path(media).is_dir():
-        raise ConfigError(f"media folder {media} does not exist: pass the folder the labels' paths are under")
-    label_set = read_labels(labels, root=media, taxonomy=tax)
+    opts = options or LabelOptions()
+    if opts.media is None and media is not None:
+        opts = replace(opts, media=media)
+    if opts.media is not None and not Path(opts.media).is_dir():
+        raise ConfigError(f"media folder {opts.media} does not exist: pass the folder the labels' paths are under")
+    if store is None:
+        label_set = read_labels(labels, taxonomy=tax, options=opts)
+        stored: dict[str, Path] = {}
+    else:
+        with open_store(store) as db:
+            label_set = read_labels(labels, taxonomy=tax, options=opts, store=db)
+            stored = {r.id: Path(s.path) for r in label_set.rows if r.id and (s := db.get_sample(r.id)) is not None}
     problems = [Problem(e.line, e.message) for e in label_set.errors]
-    items: list[BenchItem] = []
-    seen: dict[str, int] = {}
+    problems += [Problem(n.line, n.message) for n in label_set.notes]
+    found: list[BenchItem] = []
     for row in label_set:
-        if row.path is None:
-            problems.append(Problem(row.line, "row gives only an id: add a path column so the media can be found"))
-            continue
-        if not row.path.exists():
-            problems.append(Problem(row.line, f"media {row.path} not found: check --media"))
-            continue
-        kind = _kind_of(row.path, row.kind)
-        if kind is None:
-            problems.append(Problem(row.line, f"{row.path} is not an image, a video or a frame folder"))
-            continue
-        codes: list[str] = []
-        for name in row.categories:
-            cat = tax.find(name)
-            if cat is None:
-                problems.append(Problem(row.line, f"unknown category {name!r} dropped", used=True))
-            elif cat.code not in codes:
-                codes.append(cat.code)
-        try:
-            sid = sample_id(MediaItem(path=row.path, kind=kind, is_frame_folder=row.path.is_dir()))
-        except MediaError as exc:
-            problems.append(Problem(row.line, f"{row.path}: {exc}"))
-            continue
-        if row.id is not None and row.id != sid:
-            problems.append(Problem(row.line, f"id {row.id[:12]}... differs from the media's hash {sid[:12]}..."))
-            continue
-        if sid in seen:
-            problems.append(Problem(row.line, f"duplicate media, same content as row {seen[sid]}"))
-            continue
-        seen[sid] = row.line
-        items.append(
-            BenchItem(
-                id=sid,
-                path=row.path,
-                kind=kind,
-                harmful=row.harmful,
-                categories=codes if row.harmful else [],
-                source=row.source,
-                split=row.split,
-                line=row.line,
-            )
-        )
+        item = _item(row, tax, problems, stored.get(row.id or ""))
+        if item is not None:
+            found.append(item)
+    settled = settle_duplicates([(i.line, [i.id], i.harmful) for i in found], opts.duplicates, "content")
+    items = [found[k] for k in settled.keep]
+    problems += [Problem(line, msg) for line, msg in [*settled.dropped, *settled.merged]]
     if not items:
-        detail = f" (first problem: {problems[0]})" if problems else ""
+        detail = f" (first problem: {min(problems, key=lambda p: p.line)})" if problems else ""
         raise ConfigError(f"no usable row in {labels}{detail}: check the file and --media")
     problems.sort(key=lambda p: p.line)
     return BenchSet(items=items, problems=problems, source=Path(labels), taxonomy=tax)
+
+
+def _item(row: LabelRow, tax: Taxonomy, problems: list[Problem], stored: Path | None) -> BenchItem | None:
+    """The benchmark item of one row, or None (with the reason added to ``problems``)."""
+    from vhd.media.load import sample_id
+
+    path = row.path if row.path is not None else stored
+    if path is None:
+        why = "row gives only an id: add a path column (or pass --store) so the media can be found"
+        problems.append(Problem(row.line, why))
+        return None
+    if not path.exists():
+        problems.append(Problem(row.line, f"media {path} not found: {NOT_FOUND_HINT}"))
+        return None
+    kind = _kind_of(path, row.kind)
+    if kind is None:
+        problems.append(Problem(row.line, f"{path} is not an image, a video or a frame folder"))
+        return None
+    codes: list[str] = []
+    for name in row.categories:
+        cat = tax.find(name)
+        if cat is None:
+            problems.append(Problem(row.line, f"unknown category {name!r} dropped", used=True))
+        elif cat.code not in codes:
+            codes.append(cat.code)
+    try:
+        sid = sample_id(MediaItem(path=path, kind=kind, is_frame_folder=path.is_dir()))
+    except (MediaError, OSError) as exc:
+        problems.append(Problem(row.line, f"{path}: {exc}"))
+        return None
+    if row.id is not None and row.id != sid:
+        problems.append(Problem(row.line, f"id {row.id[:12]}... differs from the media's hash {sid[:12]}..."))
+        return None
+    return BenchItem(
+        id=sid,
+        path=path,
+        kind=kind,
+        harmful=row.harmful,
+        categories=codes if row.harmful else [],
+        reason=row.reason,
+        source=row.source,
+        split=row.split,
+        line=row.line,
+    )

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from vhd.bench.runner import BenchRun, DetectorRun
     from vhd.detectors.base import Detector
     from vhd.media.load import MediaSettings
+    from vhd.store.label_rules import LabelOptions
 
 
 @dataclass
@@ -162,6 +163,8 @@ def benchmark(
     plots: bool = True,
     unblurred: bool = False,
     on_progress: ProgressFn | None = None,
+    label_options: LabelOptions | None = None,
+    store: str | os.PathLike[str] | None = None,
 ) -> BenchReport:
     """Benchmark detectors on a labelled set and write the report folder.
 
@@ -185,6 +188,10 @@ def benchmark(
         plots: Draw PNG plots (needs matplotlib).
         unblurred: Also include clear thumbnails behind a click.
         on_progress: Called with (samples done, samples to do).
+        label_options: ``--path-prefix``, ``--allow-outside-paths`` and ``--duplicates`` of a
+            labels file (`vhd.store.label_rules.LabelOptions`).
+        store: With a labels file: the vhd store its rows may name (by path or id) wherever
+            its samples are.
 
     Returns:
         The run, the numbers and the files written.
@@ -203,9 +210,12 @@ def benchmark(
     if is_store_file(labels):
         if media is not None:
             raise ConfigError("--media applies to a labels file; a store's samples carry their own paths: drop --media")
+        if store is not None:
+            raise ConfigError(f"--labels {labels} is itself a store: drop --store, or give a labels file to --labels")
         bench = load_bench_set_from_store(labels, taxonomy=load_taxonomy(taxonomy))
     else:
-        bench = load_bench_set(labels, media=media, taxonomy=load_taxonomy(taxonomy))
+        tax = load_taxonomy(taxonomy)
+        bench = load_bench_set(labels, media=media, taxonomy=tax, options=label_options, store=store)
     cw = load_crosswalk(crosswalk)
     saved = load_calibrations(calibration_file) if calibration_file is not None else {}
     with PredictionCache(folder / CACHE_FILE) as cache:

@@ -32,9 +32,11 @@ def read_calibration(
     Raises:
         ConfigError: Unreadable file, or a category that the taxonomy does not know.
     """
+    from vhd.store.label_rules import LabelOptions
     from vhd.store.labels import read_labels
 
-    labels = read_labels(path, taxonomy=taxonomy)
+    # only reasons are read here: a row's path is never opened, just looked up in the store
+    labels = read_labels(path, taxonomy=taxonomy, options=LabelOptions(allow_outside_paths=True), store=store)
     reasons: list[str] = []
     codes: list[list[str]] = []
     skipped = len(labels.errors)

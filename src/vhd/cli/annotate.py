@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Any
 
+from vhd.cli.label_flags import add_outside_flag
 from vhd.config import DEFAULT_MODEL, MODEL_ENV
 
 
@@ -45,6 +46,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument(
         "--include-duplicates", action="store_true", help="also annotate duplicates marked by `vhd dedup --apply`"
     )
+    add_outside_flag(p)
     p.add_argument("--dry-run", action="store_true", help="count samples and estimate calls, tokens and cost")
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop cleanly at this spend (needs [prices])")
     p.add_argument("--strict", action="store_true", help="exit 1 when any input file was skipped")
@@ -97,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         retry_unparsed=args.retry_unparsed,
         frame_folders=args.frame_folders,
         include_duplicates=args.include_duplicates,
+        allow_outside_paths=args.allow_outside_paths,
         dry_run=args.dry_run,
         max_cost=args.max_cost,
         progress=not args.no_progress and not args.json,

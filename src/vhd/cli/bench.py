@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vhd.cli.label_flags import add_label_flags, label_options
 from vhd.registry import Registry, RegistryNames
 
 
@@ -26,17 +27,19 @@ def add_parser(sub: Any, name: str) -> None:
             "and write tables laid out like the paper's Table 1 (Markdown, CSV, LaTeX), plots, results.json and "
             "index.html. Detector specs are [LABEL=]NAME[:MODEL]; options via --set LABEL.key=value or the "
             "config file's [detectors.LABEL] tables. --store (or --labels pointing at a store) labels each "
-            "sample by its latest annotation. Exit status: 0 done; 1 a detector failed on some sample (run again "
-            "to retry those); 2 usage or configuration error; 130 interrupted (predictions so far are cached: run "
-            "the same command again to resume)."
+            "sample by its latest annotation; --labels FILE --store DB reads the labels file, and its rows may "
+            "name the store's samples wherever they are (by path or id). Exit status: 0 done; 1 a detector failed "
+            "on some sample (run again to retry those); 2 usage or configuration error; 130 interrupted "
+            "(predictions so far are cached: run the same command again to resume)."
         ),
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument(
-        "--labels", metavar="FILE", help="labels CSV, VHD11K annotation CSV/JSON, or a vhd store (.db) file"
+    p.add_argument("--labels", metavar="FILE", help="labels CSV, VHD11K annotation CSV/JSON, or a vhd store (.db) file")
+    p.add_argument(
+        "--store",
+        metavar="FILE",
+        help="vhd store: alone, each sample's latest annotation is its label; with --labels, the store the "
+        "labels' rows may name (by path or id) wherever its samples are",
     )
-    src.add_argument("--store", metavar="FILE", help="vhd store: each sample's latest annotation is its label")
-    p.add_argument("--media", metavar="DIR", help="folder the labels' relative paths are under (default: the file's)")
     p.add_argument("--detector", action="append", default=[], metavar="SPEC", help="[LABEL=]NAME[:MODEL], repeatable")
     p.add_argument("--set", action="append", default=[], metavar="LABEL.KEY=VALUE", help="detector option, repeatable")
     p.add_argument("--config", metavar="FILE", help="TOML file with [detectors.LABEL] option tables")
@@ -56,6 +59,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--no-plots", action="store_true", help="tables, JSON and HTML only (no matplotlib needed)")
     p.add_argument("--unblurred-previews", action="store_true", help="also include clear thumbnails, shown on click")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it only shows on a terminal anyway)")
+    add_label_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -64,9 +68,13 @@ def run(args: argparse.Namespace) -> int:
     from vhd.bench.cache import CACHE_FILE, cached_count
     from vhd.bench.pipeline import benchmark, build_detectors
     from vhd.bench.tables import table1, to_markdown
+    from vhd.errors import ConfigError
     from vhd.media.load import MediaSettings
     from vhd.progress import bar
 
+    if not args.labels and not args.store:
+        raise ConfigError("give --labels FILE (a labels file or a vhd store) or --store FILE")
+    options = label_options(args)
     detectors = build_detectors(args.detector, sets=args.set, config=args.config)
     try:
         with bar("benchmarking", not args.no_progress, unit="samples") as on_progress:
@@ -75,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
                 detectors,
                 args.out,
                 media=args.media,
+                label_options=options,
+                store=args.store if args.labels else None,
                 taxonomy=args.taxonomy,
                 crosswalk=args.crosswalk,
                 settings=MediaSettings(n_frames=args.frames, max_side=args.max_side),

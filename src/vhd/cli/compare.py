@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from vhd.cli.label_flags import add_label_flags, label_options
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -36,6 +38,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file (prices, backends)")
     p.add_argument("--out", default="compare", metavar="DIR", help="output folder (default: compare)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_label_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -61,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
             config=args.config,
             progress=on_progress,
             on_event=lambda m: print(m, file=sys.stderr),
+            label_options=label_options(args),
         )
     for c in result.configs:
         acc = c.metrics["accuracy"].value

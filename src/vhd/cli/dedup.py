@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from vhd.cli.label_flags import add_outside_flag
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -32,6 +34,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--store", help="store for sample ids and splits, and where --apply writes")
     p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: all CPUs)")
     p.add_argument("--frame-folders", action="store_true", help="treat folders of numbered frames as videos")
+    add_outside_flag(p)
     p.add_argument("--n", type=int, default=5, help="frames hashed per video (default 5)")
     p.add_argument("--first", type=int, default=4000, help="video frames sampled from (default 4000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -66,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             n_frames=args.n,
             first_frames=args.first,
             on_progress=on_progress,
+            allow_outside_paths=args.allow_outside_paths,
         )
         marked = missing = 0
         if args.apply and store is not None:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from vhd.cli.label_flags import add_label_flags, label_options
 from vhd.registry import Registry, RegistryNames
 
 
@@ -43,6 +44,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--store", metavar="FILE", help="SQLite store (default: OUT/icl.db)")
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_label_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
             max_cost=args.max_cost,
             progress=on_progress,
             on_event=lambda m: print(m, file=sys.stderr),
+            label_options=label_options(args),
         )
     if result.best_examples is not None:
         print(f"best: round {result.best_round} ({result.best_examples}); use it with --icl {result.best_examples}")

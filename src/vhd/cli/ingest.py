@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from vhd.cli.label_flags import add_outside_flag
 from vhd.records import Source
 
 
@@ -38,6 +39,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument(
         "--frame-folders", action="store_true", help="treat folders of numbered frames (<stem>_0000.png ...) as videos"
     )
+    add_outside_flag(p)
     p.add_argument("--jobs", type=int, default=2, metavar="N", help="files validated at once (default 2)")
     p.add_argument("--strict", action="store_true", help="exit 1 when any file was invalid or blocked")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
             frame_folders=args.frame_folders,
             jobs=args.jobs,
             on_progress=on_progress,
+            allow_outside_paths=args.allow_outside_paths,
         )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from vhd.cli.label_flags import add_label_flags, label_options
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -12,9 +14,11 @@ def add_parser(sub: Any, name: str) -> None:
         name,
         help="import human labels into the store; round-trip them through Label Studio",
         description=(
-            "Import a labels CSV (path or id, harmful, optional reason/categories) into the store as a "
-            "named labelled set, write Label Studio tasks with the annotator's verdicts as "
-            "pre-annotations, or read Label Studio's JSON export back into a labelled set."
+            "Import a labels CSV (path or id, harmful, optional reason/categories) or a VHD11K file (the "
+            "release CSV/JSON, or the authors' judge.csv with a response column) into the store as a named "
+            "labelled set, write Label Studio tasks with the annotator's verdicts as pre-annotations, or read "
+            "Label Studio's JSON export back into a labelled set. Rows that cannot be used are listed with "
+            "their row numbers and the rest are imported (exit 1 when any row was left out)."
         ),
     )
     p.add_argument("labels", nargs="?", metavar="LABELS", help="labels CSV or VHD11K annotation file to import")
@@ -26,6 +30,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--media-root", default="/", help="folder media URLs are relative to (Label Studio's document root)")
     p.add_argument("--url-prefix", default=None, help="media URL prefix (default /data/local-files/?d=)")
     p.add_argument("--config-hash", metavar="HASH", help="export verdicts of this configuration (default: latest)")
+    add_label_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -57,11 +62,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give a LABELS file, --export-labelstudio OUT.json or --import-labelstudio EXPORT.json")
     from vhd.align.labels import import_labels
 
-    imp = import_labels(args.labels, store=args.store, name=args.set_name)
-    for line, why in imp.skipped[:20]:
+    imp = import_labels(args.labels, store=args.store, name=args.set_name, options=label_options(args))
+    listed = sorted([*imp.skipped, *imp.notes])
+    for line, why in listed[:20]:
         print(f"row {line}: {why}")
+    if len(listed) > 20:
+        print(f"... and {len(listed) - 20} more row(s)")
+    merged = f", {len(imp.notes)} merged into another row of their sample" if imp.notes else ""
     print(
         f"imported {imp.imported} label(s) ({imp.harmful} harmful) into set {imp.name!r} of {args.store}; "
-        f"{len(imp.skipped)} row(s) left out"
+        f"{len(imp.skipped)} row(s) left out{merged}"
     )
     return 1 if imp.skipped else 0

@@ -146,11 +146,22 @@ def _jobs_from_store(store: Store, settings: dict[str, int]) -> tuple[list[Job],
 
 
 def _jobs_from_paths(
-    inputs: Sequence[str | Path], settings: dict[str, int], frame_folders: bool, unreadable: list[tuple[str, str]]
+    inputs: Sequence[str | Path],
+    settings: dict[str, int],
+    frame_folders: bool,
+    unreadable: list[tuple[str, str]],
+    allow_outside_paths: bool = False,
+    store: Store | None = None,
 ) -> tuple[list[Job], dict[str, str]]:
     from vhd.media.discover import discover, display_path
+    from vhd.store.label_rules import known_sample
 
-    found = discover(inputs, frame_folders=frame_folders)
+    found = discover(
+        inputs,
+        frame_folders=frame_folders,
+        allow_outside_paths=allow_outside_paths,
+        known=lambda sample_id, path: known_sample(store, sample_id, path),
+    )
     unreadable.extend((display_path(s.path), s.reason) for s in found.skipped)
     jobs: list[Job] = []
     manifest_splits: dict[str, str] = {}
@@ -174,6 +185,7 @@ def find_duplicates(
     first_frames: int = 4000,
     max_pixels: int = 64_000_000,
     on_progress: ProgressFn | None = None,
+    allow_outside_paths: bool = False,
 ) -> DedupResult:
     """Find duplicate clusters among files, folders and manifests, or among a store's samples.
 
@@ -192,6 +204,8 @@ def find_duplicates(
         max_pixels: Images declaring more pixels are reported unreadable.
         on_progress: Called as ``on_progress(done, total, stage=...)`` now and then; stages
             are ``hash`` and ``link``.
+        allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
+            (rows naming a sample of ``store`` are always accepted).
 
     Returns:
         The clusters, unreadable files, and clusters leaking across splits.
@@ -211,7 +225,7 @@ def find_duplicates(
             job_list, result.splits, result.sample_ids = _jobs_from_store(db, settings)
     else:
         job_list, result.splits = _jobs_from_paths(
-            [os.fspath(p) for p in paths], settings, frame_folders, result.unreadable
+            [os.fspath(p) for p in paths], settings, frame_folders, result.unreadable, allow_outside_paths, store
         )
     total = len(job_list)
     workers = max(1, jobs if jobs else (os.cpu_count() or 1))

@@ -212,6 +212,7 @@ def ingest(
     settings: Any = None,
     jobs: int = 2,
     on_progress: ProgressFn | None = None,
+    allow_outside_paths: bool = False,
 ) -> IngestResult:
     """Register files, folders and manifests as samples of a store.
 
@@ -227,6 +228,8 @@ def ingest(
             annotator's.
         jobs: Files validated at once (threads).
         on_progress: Called with (files done, files in total) after each file.
+        allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
+            (rows naming a sample the store holds are always accepted).
 
     Returns:
         What was added, updated, skipped and blocked.
@@ -247,7 +250,14 @@ def ingest(
         block_list = BlockList.load(os.fspath(block_list))
     folder = Path(os.path.abspath(quarantine_dir)) if quarantine_dir else None
     paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
-    found = discover([os.fspath(p) for p in paths], frame_folders=frame_folders)
+    from vhd.store.label_rules import known_sample
+
+    found = discover(
+        [os.fspath(p) for p in paths],
+        frame_folders=frame_folders,
+        allow_outside_paths=allow_outside_paths,
+        known=lambda sample_id, path: known_sample(store, sample_id, path),
+    )
     result = IngestResult(invalid=[(display_path(s.path), s.reason) for s in found.skipped])
     items = [defaults.apply(item) for item in found.items]
 

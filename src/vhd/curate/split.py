@@ -4,9 +4,12 @@ Following the paper's splits (section 4.3), every stratum harmful/unharmful x re
 gets the same test fraction. Each duplicate cluster recorded by `vhd dedup --apply` is one unit
 that goes wholly to one side, so no near duplicate of a test sample is trained on.
 
-Labels come, for each sample, from the first of: a labels CSV (by id, then by path), the
-sample's latest annotation that has a decision, the label its manifest gave. Samples with none
-form their own ``unlabelled`` stratum; samples without a source form an ``unknown`` one.
+Labels come, for each sample, from the first of: a labels CSV (by id, then by path; read by
+`vhd.store.labels.read_labels` with `vhd.store.label_rules.LabelOptions`, its rows left out
+listed in `SplitResult.label_problems`), the sample's latest annotation that has a decision, the
+label its manifest gave. Samples with none form their own ``unlabelled`` stratum; samples without
+a source form an ``unknown`` one. The ``--out`` CSV (``id,path,split,harmful``) reads back as a
+labels file (``vhd label``) and as a manifest.
 
 The assignment is deterministic for a seed and a store's content: units are ordered by a
 seeded shuffle of their sorted ids, larger units first, and each goes to the test side when that
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from vhd.errors import ConfigError
+from vhd.store.label_rules import LabelOptions
 from vhd.store.sqlite import Store
 
 TRAIN = "train"
@@ -44,6 +48,9 @@ class SplitResult:
         labels_from: How many labels came from each source (``labels-csv``, ``annotation``,
             ``manifest``, ``none``).
         written: Whether the store was updated.
+        harmful: Sample id to the label the split used (None: unlabelled).
+        label_problems: ``row N: why`` for every labels file row left out or merged.
+        rows_left_out: How many labels file rows were left out (not counting merged repeats).
     """
 
     assignments: dict[str, str] = field(default_factory=dict)
@@ -51,6 +58,9 @@ class SplitResult:
     units: int = 0
     labels_from: dict[str, int] = field(default_factory=dict)
     written: bool = False
+    harmful: dict[str, bool | None] = field(default_factory=dict)
+    label_problems: list[str] = field(default_factory=list)
+    rows_left_out: int = 0
 
     def table(self) -> list[str]:
         """A small text table of the strata."""
@@ -62,10 +72,14 @@ class SplitResult:
         return lines
 
 
-def _labels_csv(path: str | os.PathLike[str]) -> tuple[dict[str, bool], dict[str, bool]]:
+def _labels_csv(
+    path: str | os.PathLike[str], store: Store, options: LabelOptions | None, result: SplitResult
+) -> tuple[dict[str, bool], dict[str, bool]]:
     from vhd.store.labels import read_labels
 
-    labels = read_labels(path)
+    labels = read_labels(path, options=options, store=store)
+    result.rows_left_out = len(labels.errors)
+    result.label_problems = [str(e) for e in sorted([*labels.errors, *labels.notes], key=lambda e: e.line)]
     by_id = {row.id.lower(): row.harmful for row in labels.rows if row.id}
     by_path = {os.path.realpath(row.path): row.harmful for row in labels.rows if row.path is not None}
     return by_id, by_path
@@ -98,6 +112,7 @@ def split_store(
     seed: int = 0,
     labels: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
+    label_options: LabelOptions | None = None,
 ) -> SplitResult:
     """Assign every sample (not removed) of a store to ``train`` or ``test``.
 
@@ -107,6 +122,9 @@ def split_store(
         seed: Seed of the assignment.
         labels: A labels CSV (or VHD11K annotation file) taking precedence over annotations.
         dry_run: Compute and return the assignment without writing it.
+        label_options: How the labels file's rows are read (``--media``, ``--path-prefix``,
+            ``--allow-outside-paths``, ``--duplicates``); rows naming the store's samples may
+            lead anywhere.
 
     Returns:
         The assignment and per-stratum counts.
@@ -122,9 +140,9 @@ def split_store(
     samples = active_samples(store)
     if not samples:
         raise ConfigError(f"store {store.path} holds no samples: add some with `vhd ingest PATH --store ...`")
-    by_id, by_path = _labels_csv(labels) if labels is not None else ({}, {})
-    decisions = latest_decisions(store)
     result = SplitResult()
+    by_id, by_path = _labels_csv(labels, store, label_options, result) if labels is not None else ({}, {})
+    decisions = latest_decisions(store)
     origin: Counter[str] = Counter()
     stratum_of: dict[str, str] = {}
     for row in samples:
@@ -140,6 +158,7 @@ def split_store(
         else:
             harmful, how = None, "none"
         origin[how] += 1
+        result.harmful[sid] = harmful
         stratum_of[sid] = _stratum(harmful, row["source"])
     result.labels_from = dict(origin)
 
@@ -173,7 +192,11 @@ def split_store(
 
 
 def write_split_csv(store: Store, result: SplitResult, path: str | os.PathLike[str]) -> Path:
-    """Write ``id,path,split`` for every assigned sample, atomically."""
+    """Write ``id,path,split,harmful`` for every assigned sample, atomically.
+
+    ``harmful`` is the label the split used (``yes``/``no``; empty when unlabelled), so the file
+    reads back with ``vhd label`` as a labelled set.
+    """
     import csv
 
     from vhd.fileio import atomic_write
@@ -183,9 +206,10 @@ def write_split_csv(store: Store, result: SplitResult, path: str | os.PathLike[s
 
     def write(fh: IO[str]) -> None:
         writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(["id", "path", "split"])
+        writer.writerow(["id", "path", "split", "harmful"])
         for sid, p in rows:
             if sid in result.assignments:
-                writer.writerow([sid, p, result.assignments[sid]])
+                label = result.harmful.get(sid)
+                writer.writerow([sid, p, result.assignments[sid], "" if label is None else ("yes" if label else "no")])
 
     return atomic_write(path, write)

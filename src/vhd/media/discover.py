@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhd.errors import ConfigError
-from vhd.media.manifest import RowProblem, read_manifest
+from vhd.media.manifest import KnownSample, RowProblem, read_manifest
 from vhd.records import Kind, ManifestRow, MediaItem
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif"})
@@ -128,8 +128,11 @@ def frame_folder_frames(folder: str | Path) -> list[Path] | None:
 
 
 class _Collector:
-    def __init__(self, frame_folders: bool) -> None:
+    def __init__(
+        self, frame_folders: bool, allow_outside_paths: bool = False, known: KnownSample | None = None
+    ) -> None:
         self.frame_folders = frame_folders
+        self.allow_outside_paths, self.known = allow_outside_paths, known
         self.result = Discovery()
         self._seen: set[str] = set()
 
@@ -204,7 +207,7 @@ class _Collector:
             self.add(MediaItem(path=path, kind=kind))
 
     def add_manifest(self, manifest: Path) -> None:
-        for row in read_manifest(manifest):
+        for row in read_manifest(manifest, allow_outside_paths=self.allow_outside_paths, known=self.known):
             if isinstance(row, RowProblem):
                 self.skip(manifest, f"{manifest.name} {row}")
                 continue
@@ -260,7 +263,13 @@ def _inputs(inputs: Sequence[str | Path] | str | Path) -> Iterator[str | Path]:
         yield from inputs
 
 
-def discover(inputs: Sequence[str | Path] | str | Path, *, frame_folders: bool = False) -> Discovery:
+def discover(
+    inputs: Sequence[str | Path] | str | Path,
+    *,
+    frame_folders: bool = False,
+    allow_outside_paths: bool = False,
+    known: KnownSample | None = None,
+) -> Discovery:
     """Turn inputs into media items, skipping (with reasons) what cannot be used.
 
     Args:
@@ -270,6 +279,8 @@ def discover(inputs: Sequence[str | Path] | str | Path, *, frame_folders: bool =
             (``<stem>_0000.png`` ...) as one video. Off by default, because a folder of photos
             named ``img_0000.jpg``, ``img_0001.jpg``... looks the same; a manifest row that points
             at a folder always means a frame folder.
+        allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder.
+        known: ``known(id, path)``: rows naming a sample a store holds may lead anywhere.
 
     Returns:
         The items found (each path once, first occurrence kept) and the skipped entries.
@@ -277,7 +288,7 @@ def discover(inputs: Sequence[str | Path] | str | Path, *, frame_folders: bool =
     Raises:
         ConfigError: An input does not exist, or a manifest cannot be read at all.
     """
-    collector = _Collector(frame_folders)
+    collector = _Collector(frame_folders, allow_outside_paths, known)
     for raw in _inputs(inputs):
         path = Path(os.path.abspath(os.fspath(raw)))
         if not os.path.exists(path):

@@ -7,20 +7,32 @@ Columns (case-insensitive): the file in ``path`` (or ``imagePath`` / ``videoPath
 VHD11K release), absolute or relative to the manifest's folder; optional ``id``, ``harmful``
 (or ``label``, or VHD11K's ``decision``: yes/no, 1/0, true/false), ``source``
 (real|synthetic), ``keyword``, ``generator``, ``split`` and ``kind`` (image|video). Other
-columns are kept verbatim in `ManifestRow.meta`.
+columns are kept verbatim in `ManifestRow.meta`. CSV cells are read back through
+`vhd.fileio.unescape_cell`, so what vhd's CSV writers escaped comes back as written.
+
+A path (absolute, ``~`` or with ``../``) must lead, symbolic links resolved, under the manifest's
+folder: a manifest from elsewhere cannot make vhd read, or send to a model, files the user never
+named. ``allow_outside_paths`` lifts the rule (``--allow-outside-paths``), and rows naming a
+sample the store already holds (``known``, by id or path) are accepted wherever they lead, so
+the files vhd writes (``vhd split --out``, ``vhd export``) read back as manifests.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator, Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.fileio import path_within, unescape_cell
 from vhd.records import Kind, ManifestRow, Source, parse_yes_no
+
+KnownSample = Callable[[str | None, Path], bool]
+"""``known(id, path)``: whether a store already holds the sample a manifest row names."""
 
 PATH_COLUMNS = ("path", "imagepath", "videopath", "image_path", "video_path")
 """Column names that hold the media path, in order of preference (compared lower-case)."""
@@ -107,7 +119,8 @@ def _read_csv(path: Path) -> Iterator[ManifestRow | RowProblem]:
         for record in reader:
             if not any(_text(v) for k, v in record.items() if k is not None):
                 continue  # blank line
-            yield parse_row(f"line {reader.line_num}", record)
+            cells = {k: unescape_cell(v) if isinstance(v, str) else v for k, v in record.items()}
+            yield parse_row(f"line {reader.line_num}", cells)
 
 
 def _read_jsonl(path: Path) -> Iterator[ManifestRow | RowProblem]:
@@ -153,14 +166,36 @@ def _read_json(path: Path) -> Iterator[ManifestRow | RowProblem]:
         yield parse_row(where, record)
 
 
-def read_manifest(path: str | Path) -> list[ManifestRow | RowProblem]:
+def outside_problem(
+    manifest: Path, row: ManifestRow, allow_outside_paths: bool = False, known: KnownSample | None = None
+) -> RowProblem | None:
+    """Why a row's path may not be used (it leads outside the manifest's folder), or None."""
+    if allow_outside_paths:
+        return None
+    folder = Path(os.path.abspath(manifest.parent))
+    path = Path(os.path.abspath(folder / row.path))
+    if path_within(path, [folder]) or (known is not None and known(row.id, path)):
+        return None
+    return RowProblem(
+        row.where,
+        f"path {row.path} leads outside the manifest's folder {folder}: move the manifest beside the media, "
+        "or accept it with --allow-outside-paths",
+    )
+
+
+def read_manifest(
+    path: str | Path, *, allow_outside_paths: bool = False, known: KnownSample | None = None
+) -> list[ManifestRow | RowProblem]:
     """Read every entry of a manifest.
 
     Args:
         path: A ``.csv``, ``.jsonl`` or ``.json`` file.
+        allow_outside_paths: Accept paths that lead outside the manifest's folder.
+        known: Rows naming a sample for which this says yes may lead anywhere.
 
     Returns:
-        One `ManifestRow` or `RowProblem` per non-blank entry, in file order.
+        One `ManifestRow` or `RowProblem` per non-blank entry, in file order (a path leading
+        outside the manifest's folder is a `RowProblem`).
 
     Raises:
         ConfigError: The manifest cannot be read, is not UTF-8, or a CSV has no path column.
@@ -171,10 +206,15 @@ def read_manifest(path: str | Path) -> list[ManifestRow | RowProblem]:
     if suffix not in readers:
         raise ConfigError(f"unsupported manifest type {suffix}; use .csv, .jsonl or .json")
     try:
-        return list(readers[suffix](path))
+        rows = list(readers[suffix](path))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"manifest {path.name} is not UTF-8 text ({exc.reason})") from exc
     except csv.Error as exc:
         raise ConfigError(f"manifest {path.name} is not valid CSV ({exc})") from exc
     except OSError as exc:
         raise ConfigError(f"cannot read manifest {path.name} ({exc.strerror})") from exc
+    out: list[ManifestRow | RowProblem] = []
+    for row in rows:
+        problem = None if isinstance(row, RowProblem) else outside_problem(path, row, allow_outside_paths, known)
+        out.append(problem or row)
+    return out

@@ -5,13 +5,19 @@ Three layouts are accepted, told apart by their columns (or keys):
 - the labels CSV of the design notes: ``path`` or ``id``, ``harmful`` (yes/no, 1/0,
   true/false), optional ``categories`` (``;``-separated names or codes A-J), ``reason``,
   ``source``, ``kind``, ``keyword``, ``split``; other columns are kept as metadata;
-- the VHD11K CSV: ``imagePath`` or ``videoPath``, ``decision`` (yes/no), ``harmfulType``
+- the VHD11K CSV: ``imagePath`` or ``videoPath``, ``decision`` (yes/no) or, as in the paper
+  authors' ``judge.csv``, ``response`` (the judge's answer, "Yes"/"No" first), ``harmfulType``
   (becomes the reason), the debaters' arguments (kept as metadata), optional ``categories``;
 - the VHD11K JSON: a list of objects with the same fields as either CSV, or an object keyed
   by path whose values hold the other fields.
 
-Relative paths are taken relative to the file's folder (or ``root``). A bad row does not stop
-the reading: it is reported in `LabelSet.errors` with its row number.
+An ``id`` may also be given as ``sample_id`` (the column of ``vhd review-queue --out``). Text
+cells of a CSV are read back through `vhd.fileio.unescape_cell`, so what vhd's CSV writers
+escaped comes back as it was written.
+
+Where paths may lead and what rows naming one sample mean is `vhd.store.label_rules`
+(`LabelOptions`). A bad row does not stop the reading: it is reported in `LabelSet.errors` with
+its row number; rows merged into another row of the same sample are listed in `LabelSet.notes`.
 """
 
 from __future__ import annotations
@@ -24,11 +30,16 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError
+from vhd.fileio import unescape_cell
 from vhd.records import Kind, LabelRow, Source, parse_yes_no
+from vhd.store.label_rules import LabelOptions, PathResolver, settle_duplicates
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
+
+if TYPE_CHECKING:
+    from vhd.store.sqlite import Store
 
 CATEGORIES: tuple[tuple[str, str], ...] = tuple((c.code, c.name) for c in default_taxonomy())
 """The paper's ten harm categories with their letter codes (appendix H), from `vhd.taxonomy`."""
@@ -37,6 +48,8 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_FIELDS = ("path", "id", "harmful", "categories", "reason", "source", "kind", "keyword")
 _KNOWN = {*_LABEL_FIELDS, "split"}
 _VHD11K_PATHS = {"imagepath": Kind.IMAGE, "videopath": Kind.VIDEO}
+_DECISIONS = ("harmful", "decision", "response")
+"""Columns holding the label, in order of preference (``response``: the authors' judge.csv)."""
 
 
 @dataclass(frozen=True)
@@ -64,12 +77,15 @@ class LabelSet:
         format: ``labels-csv``, ``vhd11k-csv`` or ``vhd11k-json``.
         rows: The usable rows, in file order.
         errors: The rows left out and why.
+        notes: Rows not used because another row of the same sample was kept (same answer, or a
+            conflict settled by `LabelOptions.duplicates`), each naming the rows and answers.
     """
 
     source: Path
     format: str
     rows: list[LabelRow] = field(default_factory=list)
     errors: list[LabelError] = field(default_factory=list)
+    notes: list[LabelError] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -98,15 +114,24 @@ def normalize_category(value: str, taxonomy: Taxonomy | None = None) -> str:
 
 
 def read_labels(
-    path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None, taxonomy: Taxonomy | None = None
+    path: str | os.PathLike[str],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    taxonomy: Taxonomy | None = None,
+    options: LabelOptions | None = None,
+    store: Store | None = None,
 ) -> LabelSet:
     """Read a labels CSV, or a VHD11K annotation file (CSV or JSON).
 
     Args:
         path: The file.
-        root: Folder that relative paths in the file are relative to (default: the file's
-            folder). Useful for the VHD11K files, which name media without a folder.
+        root: Folder that relative paths in the file are relative to (the older name of
+            ``options.media``; default: the file's folder).
         taxonomy: The taxonomy whose codes and names the categories column uses (default VHD11K's).
+        options: Path remaps, ``--media``, ``--allow-outside-paths`` and the duplicates policy
+            (`LabelOptions`; default: paths must stay under the file's folder, conflicting
+            duplicates are left out).
+        store: Rows naming a sample this store holds (by id or path) may lead anywhere on disk.
 
     Returns:
         The usable rows and the rows left out, each with its row number.
@@ -115,8 +140,8 @@ def read_labels(
         ConfigError: The file cannot be read, or lacks the required columns.
     """
     src = Path(path)
-    base = Path(root) if root is not None else src.parent
-    base = Path(os.path.abspath(base))
+    opts = options or LabelOptions()
+    paths = PathResolver(src, opts, None if root is None else Path(root), store)
     text = _read_text(src)
     if src.suffix.lower() == ".json" or text.lstrip()[:1] in ("[", "{"):
         entries, fmt = _json_entries(src, text), "vhd11k-json"
@@ -124,33 +149,31 @@ def read_labels(
         entries, fmt = _csv_entries(src, text)
     result = LabelSet(source=src, format=fmt)
     columns = {str(k).strip().lower() for _, e in entries for k in e}
-    if entries and not columns & {"harmful", "decision"}:
+    if entries and not columns & set(_DECISIONS):
         raise ConfigError(_columns_message(src))
-    seen_paths: dict[Path, int] = {}
-    seen_ids: dict[str, int] = {}
+    rows: list[LabelRow] = []
     for line, entry in entries:
         try:
-            row = _row(entry, base, line, taxonomy)
+            rows.append(_row(entry, paths, line, taxonomy))
         except ValueError as exc:
             result.errors.append(LabelError(line, str(exc)))
-            continue
-        dup = (row.path is not None and seen_paths.get(row.path)) or (row.id is not None and seen_ids.get(row.id))
-        if dup:
-            what = "path" if row.path is not None and row.path in seen_paths else "id"
-            result.errors.append(LabelError(line, f"duplicate {what}, first given in row {dup}"))
-            continue
-        if row.path is not None:
-            seen_paths[row.path] = line
-        if row.id is not None:
-            seen_ids[row.id] = line
-        result.rows.append(row)
+    keys = [(r.line, _keys(r), r.harmful) for r in rows]
+    settled = settle_duplicates(keys, opts.duplicates, "path or id")
+    result.rows = [rows[i] for i in settled.keep]
+    result.errors += [LabelError(line, msg) for line, msg in settled.dropped]
+    result.errors.sort(key=lambda e: e.line)
+    result.notes = [LabelError(line, msg) for line, msg in settled.merged]
     return result
+
+
+def _keys(row: LabelRow) -> list[str]:
+    return [*([f"path:{row.path}"] if row.path is not None else []), *([f"id:{row.id}"] if row.id else [])]
 
 
 def _columns_message(src: Path) -> str:
     return (
         f"{src} has no 'harmful' column: a labels CSV needs 'harmful' and 'path' or 'id' "
-        "columns (a VHD11K file needs 'imagePath' or 'videoPath' and 'decision')"
+        "columns (a VHD11K file needs 'imagePath' or 'videoPath' and 'decision' or 'response')"
     )
 
 
@@ -174,12 +197,12 @@ def _csv_entries(src: Path, text: str) -> tuple[list[tuple[int, dict[str, Any]]]
         raise ConfigError(f"cannot parse {src} as CSV ({exc}): check the file") from exc
     lower = {h.lower() for h in header}
     if lower & _VHD11K_PATHS.keys():
-        if "decision" not in lower:
-            raise ConfigError(f"{src} has {', '.join(header[:1])} but no 'decision' column: add it")
+        if not lower & {"decision", "response"}:
+            raise ConfigError(f"{src} has {', '.join(header[:1])} but no 'decision' (or 'response') column: add it")
         fmt = "vhd11k-csv"
     elif "harmful" not in lower:
         raise ConfigError(_columns_message(src))
-    elif not lower & {"path", "id"}:
+    elif not lower & {"path", "id", "sample_id"}:
         raise ConfigError(f"{src} has no 'path' or 'id' column: add one naming each sample")
     else:
         fmt = "labels-csv"
@@ -187,7 +210,7 @@ def _csv_entries(src: Path, text: str) -> tuple[list[tuple[int, dict[str, Any]]]
     for number, values in enumerate(records, start=2):
         if not any(v.strip() for v in values):
             continue
-        entries.append((number, dict(zip(header, values, strict=False))))
+        entries.append((number, dict(zip(header, (unescape_cell(v) for v in values), strict=False))))
     return entries, fmt
 
 
@@ -221,7 +244,19 @@ def _text(value: Any) -> str | None:
     return text or None
 
 
-def _row(entry: Mapping[str, Any], base: Path, line: int, taxonomy: Taxonomy | None = None) -> LabelRow:
+def _response(value: Any) -> bool | None:
+    """The decision in a judge's answer: the whole answer, else its first word ("Yes, it shows ...")."""
+    try:
+        return parse_yes_no(value)
+    except ValueError:
+        first = re.split(r"[\s,.;:!]+", str(value).strip(), maxsplit=1)[0]
+        try:
+            return parse_yes_no(first)
+        except ValueError:
+            raise ValueError(f"response {str(value)[:40]!r} does not start with yes or no") from None
+
+
+def _row(entry: Mapping[str, Any], paths: PathResolver, line: int, taxonomy: Taxonomy | None = None) -> LabelRow:
     if "__invalid__" in entry:
         raise ValueError("entry is not an object")
     fields: dict[str, Any] = {}
@@ -233,8 +268,10 @@ def _row(entry: Mapping[str, Any], base: Path, line: int, taxonomy: Taxonomy | N
         if low in _VHD11K_PATHS:
             if _text(value) is not None:
                 fields["path"], kind_from_column = value, _VHD11K_PATHS[low]
-        elif low == "decision":
-            fields["harmful"] = value
+        elif low in ("decision", "response"):
+            fields[low] = value
+        elif low == "sample_id":
+            fields.setdefault("id", value)
         elif low == "harmfultype":
             fields["reason"] = value
         elif low in _KNOWN:
@@ -242,6 +279,10 @@ def _row(entry: Mapping[str, Any], base: Path, line: int, taxonomy: Taxonomy | N
         else:
             meta[name] = value
     harmful = parse_yes_no(fields.get("harmful"))
+    if harmful is None:
+        harmful = parse_yes_no(fields.get("decision"))
+    if harmful is None and _text(fields.get("response")) is not None:
+        harmful = _response(fields["response"])
     if harmful is None:
         raise ValueError("missing harmful label")
     raw_path, raw_id = _text(fields.get("path")), _text(fields.get("id"))
@@ -252,7 +293,7 @@ def _row(entry: Mapping[str, Any], base: Path, line: int, taxonomy: Taxonomy | N
         sample_id = raw_id.lower()
         if not _SHA256.fullmatch(sample_id):
             raise ValueError(f"id {raw_id!r} is not a sha256 (64 hex characters)")
-    path = None if raw_path is None else (base / Path(os.path.expanduser(raw_path))).resolve()
+    path = None if raw_path is None else paths.resolve(raw_path, sample_id)
     kind = kind_from_column
     if kind is None and _text(fields.get("kind")) is not None:
         try:
