@@ -176,7 +176,7 @@ def write_split_csv(store: Store, result: SplitResult, path: str | os.PathLike[s
     """Write ``id,path,split`` for every assigned sample, atomically."""
     import csv
 
-    from vhd.fileio import atomic_write
+    from vhd.fileio import atomic_write, escape_cell
     from vhd.store.curation import active_samples
 
     rows = [(str(r["id"]), str(r["path"])) for r in active_samples(store)]
@@ -186,6 +186,6 @@ def write_split_csv(store: Store, result: SplitResult, path: str | os.PathLike[s
         writer.writerow(["id", "path", "split"])
         for sid, p in rows:
             if sid in result.assignments:
-                writer.writerow([sid, p, result.assignments[sid]])
+                writer.writerow([escape_cell(c) for c in (sid, p, result.assignments[sid])])
 
     return atomic_write(path, write)
