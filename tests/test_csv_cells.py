@@ -124,11 +124,16 @@ def test_icl_examples_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.chdir(tmp_path)
     Image.new("RGB", (32, 32), (200, 10, 10)).save(tmp_path / "=src.png")
-    write_examples(tmp_path / "icl", [{"sample_id": "b" * 64, "path": "=src.png", "answer": "No, a red square."}])
+    Image.new("RGB", (32, 32), (10, 10, 200)).save(tmp_path / "@src.png")
+    examples = [
+        {"sample_id": "b" * 64, "path": "=src.png", "answer": "No, a red square."},
+        {"sample_id": "c" * 64, "path": "@src.png", "answer": "Yes, a blue square."},
+    ]
+    write_examples(tmp_path / "icl", examples)
     text = (tmp_path / "icl" / "examples.csv").read_text()
-    assert_safe(text, ["=src.png"])
-    [example] = load_examples(tmp_path / "icl", MediaSettings())
-    assert example.answer == "No, a red square."
+    assert_safe(text, ["=src.png", "@src.png"])
+    loaded = load_examples(tmp_path / "icl", MediaSettings())
+    assert [e.answer for e in loaded] == ["No, a red square.", "Yes, a blue square."]
     # the reader gives back what an escaping writer was given
     (tmp_path / "mine").mkdir()
     Image.new("RGB", (32, 32), (10, 200, 10)).save(tmp_path / "mine" / "=a.png")
@@ -151,10 +156,12 @@ def test_split_csv_escapes_paths(tmp_path: Path) -> None:
 
     build = Builder(tmp_path)
     with Store(tmp_path / "s.db") as st:
-        s = build.sample(1, path="=1+1.png")
+        s, t = build.sample(1, path="=1+1.png"), build.sample(2, path="@SUM(A1).png")
         st.upsert_sample(s)
-        text = write_split_csv(st, SplitResult(assignments={s.id: "train"}), tmp_path / "split.csv").read_text()
-    assert rows(text)[1] == [s.id, "'=1+1.png", "train"]
+        st.upsert_sample(t)
+        split = SplitResult(assignments={s.id: "train", t.id: "test"})
+        text = write_split_csv(st, split, tmp_path / "split.csv").read_text()
+    assert rows(text)[1:] == [[s.id, "'=1+1.png", "train"], [t.id, "'@SUM(A1).png", "test"]]
 
 
 def test_fetch_report_manifest_and_url_lists_escape_and_read_back(tmp_path: Path) -> None:
