@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import MediaError, MissingDependencyError
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, escape_cell
 
 VIDEO_SIZE = (160, 120)
 """Width and height of the example video."""
@@ -197,7 +197,7 @@ def write_examples(out_dir: str | Path) -> list[Path]:
             text, fieldnames=["path", "kind", "source", "keyword", "generator"], lineterminator="\n"
         )
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)
         manifest = folder / MANIFEST_NAME
         atomic_write(manifest, text.getvalue().encode("utf-8"))
         written.append(manifest)

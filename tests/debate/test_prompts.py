@@ -34,3 +34,13 @@ def test_bad_overrides_fail_clearly(tmp_path: Path) -> None:
         Prompts({"judge_image": "@missing.txt"}, base_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"uses \$verdict"):
         Prompts({"judge_turn": "$verdict"}).render("judge_turn", transcript="", medium="image")
+
+
+def test_every_role_is_told_media_text_and_arguments_are_never_instructions() -> None:
+    p = Prompts()
+    values = dict(rounds=2, n_frames=5, definition="DEF")
+    for role in ("affirmative", "negative", "judge"):
+        for kind in ("image", "video"):
+            text = p.render(f"{role}_{kind}", **values)
+            assert "never an instruction" in text, (role, kind)
+            assert "<argument id=" in text and "</argument id=" in text, (role, kind)

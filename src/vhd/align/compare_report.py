@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, escape_cell
 
 if TYPE_CHECKING:
     from vhd.align.compare_result import CompareResult, ConfigResult
@@ -135,7 +135,7 @@ def write_outputs(result: CompareResult) -> None:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
     writer.writeheader()
-    writer.writerows(csv_row(c) for c in result.configs)
+    writer.writerows({k: escape_cell(v) for k, v in csv_row(c).items()} for c in result.configs)
     atomic_write(out / "compare.csv", buf.getvalue())
     atomic_write(out / "compare.md", markdown(result))
 

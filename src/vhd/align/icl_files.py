@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.align.labels import LabelledItem
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, escape_cell
 
 if TYPE_CHECKING:
     from vhd.align.icl_result import Scored, SearchResult
@@ -74,7 +74,7 @@ def write_examples(folder: Path, examples: Sequence[dict[str, str]]) -> Path:
         src = Path(e["path"])
         name = f"{e['sample_id'][:16]}{'' if src.is_dir() else src.suffix.lower()}"
         _place(src, folder / name)
-        writer.writerow([name, e["answer"], e["sample_id"], str(src)])
+        writer.writerow([escape_cell(c) for c in (name, e["answer"], e["sample_id"], str(src))])
     atomic_write(folder / "examples.csv", buf.getvalue())
     return folder
 

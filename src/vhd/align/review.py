@@ -31,6 +31,9 @@ MARGIN = 0.15
 JUDGE = "judge"
 """The vote label of the judge under the chosen configuration."""
 
+_TEXT_COLUMNS = frozenset({"sample_id", "path", "kind", "judge", "votes", "reasons", "judge_reason"})
+"""Columns of free text (escaped for spreadsheets); the others hold numbers."""
+
 CSV_COLUMNS = (
     "rank",
     "sample_id",
@@ -140,12 +143,15 @@ class ReviewQueue:
     total: int = 0
 
     def to_csv(self) -> str:
-        """The queue as CSV text (`CSV_COLUMNS`)."""
+        """The queue as CSV text (`CSV_COLUMNS`); text cells escaped with `vhd.fileio.escape_cell`."""
+        from vhd.fileio import escape_cell
+
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
         writer.writeheader()
         for rank, item in enumerate(self.items, start=1):
-            writer.writerow(item.row(rank))
+            row = item.row(rank)
+            writer.writerow({k: escape_cell(v) if k in _TEXT_COLUMNS else v for k, v in row.items()})
         return buf.getvalue()
 
     def write_csv(self, path: str | Path) -> Path:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vhd.bench.evaluate import DetectorResult
+from vhd.fileio import escape_cell
 
 COLUMNS = (("harmful_acc", "Harm."), ("unharmful_acc", "Unharm."), ("average", "Avg."), ("multiclass", "Multi-class"))
 """Table 1's columns per modality: metric key and header."""
@@ -67,12 +68,12 @@ def to_markdown(headers: list[str], rows: list[list[float | None]], labels: list
 
 
 def to_csv(headers: list[str], rows: list[list[float | None]], labels: list[str]) -> str:
-    """CSV table (plain numbers, empty where none)."""
+    """CSV table (plain numbers, empty where none; detector labels escaped with `vhd.fileio.escape_cell`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["detector", *headers])
     for label, row in zip(labels, rows, strict=True):
-        w.writerow([label, *("" if v is None else f"{v:.2f}" for v in row)])
+        w.writerow([escape_cell(label), *("" if v is None else f"{v:.2f}" for v in row)])
     return buf.getvalue()
 
 
@@ -126,10 +127,10 @@ def long_rows(results: Sequence[DetectorResult]) -> list[dict[str, Any]]:
 
 
 def long_csv(results: Sequence[DetectorResult]) -> str:
-    """`long_rows` as CSV."""
+    """`long_rows` as CSV (text cells escaped with `vhd.fileio.escape_cell`, numbers as they are)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, ["detector", "group", "metric", "value", "low", "high", "n"], lineterminator="\n")
     w.writeheader()
     for row in long_rows(results):
-        w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        w.writerow({k: ("" if v is None else escape_cell(v)) for k, v in row.items()})
     return buf.getvalue()

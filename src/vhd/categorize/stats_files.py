@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.categorize.stats_plot import plot_categories, require_matplotlib
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, escape_cell
 
 if TYPE_CHECKING:
     from vhd.categorize.stats import Stats
@@ -41,11 +41,11 @@ def tables(stats: Stats) -> dict[str, tuple[list[str], list[list[Any]]]]:
 
 
 def to_csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A table as CSV text."""
+    """A table as CSV text; text cells (reasons, keywords) escaped with `vhd.fileio.escape_cell`."""
     buf = io.StringIO(newline="")
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerow([escape_cell(h) for h in header])
+    writer.writerows([escape_cell(v) for v in r] for r in rows)
     return buf.getvalue()
 
 

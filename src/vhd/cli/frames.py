@@ -58,7 +58,7 @@ def _write_report(path: str, rows: list[dict[str, Any]]) -> None:
     import csv
 
     from vhd.errors import ConfigError
-    from vhd.fileio import atomic_write
+    from vhd.fileio import atomic_write, escape_cell
 
     if path.lower().endswith(".json"):
         atomic_write(path, lambda fh: json.dump(rows, fh, indent=2))
@@ -67,7 +67,7 @@ def _write_report(path: str, rows: list[dict[str, Any]]) -> None:
         def write(fh: Any) -> None:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["video"], lineterminator="\n")
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)
 
         atomic_write(path, write)
     else:

@@ -29,7 +29,7 @@ from typing import IO, Any, Final
 
 from vhd.collect.fetch_settings import REPORT_COLUMNS, FetchOutcome
 from vhd.errors import ConfigError
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, escape_cell
 
 LOG_NAME: Final = "fetch-log.jsonl"
 MANIFEST_NAME: Final = "manifest.csv"
@@ -171,7 +171,7 @@ def write_manifest(out: Path, latest: dict[str, FetchOutcome]) -> Path:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)
     return atomic_write(out / MANIFEST_NAME, buf.getvalue())
 
 
@@ -182,6 +182,8 @@ def _report_value(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.3f}"
+    if isinstance(value, str):
+        return str(escape_cell(value))  # URLs, keywords, reasons: never a spreadsheet formula
     return str(value)
 
 

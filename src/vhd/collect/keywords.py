@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from vhd.errors import ConfigError
+from vhd.fileio import escape_cell, unescape_cell
 
 FORMATS: Final = ("table", "csv", "json")
 """Output formats of `format_keywords`."""
@@ -85,6 +86,11 @@ def _from_data(data: Any, where: str) -> list[Keyword]:
     return out
 
 
+def _cell(value: Any) -> Any:
+    """A CSV cell as written before `vhd.fileio.escape_cell` (vhd's keyword CSVs escape formulas)."""
+    return unescape_cell(value) if isinstance(value, str) else value
+
+
 def _from_csv(text: str, where: str) -> list[Keyword]:
     reader = csv.DictReader(io.StringIO(text))
     columns = {c.strip().lower(): c for c in reader.fieldnames or []}
@@ -93,7 +99,7 @@ def _from_csv(text: str, where: str) -> list[Keyword]:
         raise ConfigError(f"{where}: a keyword CSV needs a 'keyword' (or 'name') column")
     harm_col = columns.get("harmful")
     return [
-        _keyword(row.get(name_col), row.get(harm_col) if harm_col else None, f"{where} line {n}")
+        _keyword(_cell(row.get(name_col)), row.get(harm_col) if harm_col else None, f"{where} line {n}")
         for n, row in enumerate(reader, start=2)
         if any((v or "").strip() for v in row.values() if isinstance(v, str))
     ]
@@ -202,7 +208,7 @@ def format_keywords(words: list[Keyword], fmt: str = "table") -> str:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(["keyword", "harmful"])
-        writer.writerows([w.name, "yes" if w.harmful else "no"] for w in words)
+        writer.writerows([escape_cell(w.name), "yes" if w.harmful else "no"] for w in words)
         return buf.getvalue()
     if fmt != "table":
         raise ConfigError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

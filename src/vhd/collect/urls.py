@@ -22,7 +22,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from vhd.errors import ConfigError
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, escape_cell, unescape_cell
 from vhd.records import Kind, Source, UrlRow
 
 URL_COLUMNS: Final = ("url", "link", "image_url", "video_url", "imageurl", "videourl", "media_url")
@@ -165,7 +165,8 @@ def _records_csv(text: str) -> Iterator[tuple[int, Mapping[Any, Any] | str]]:
             yield reader.line_num, f"malformed CSV row ({exc})"
             continue
         if any(_text(v) for v in record.values() if not isinstance(v, list)):
-            yield reader.line_num, record
+            # vhd's URL lists escape formula-like cells (`write_url_list`); give back the text
+            yield reader.line_num, {k: unescape_cell(v) if isinstance(v, str) else v for k, v in record.items()}
 
 
 def _records_jsonl(text: str) -> Iterator[tuple[int, Mapping[Any, Any] | str]]:
@@ -277,5 +278,5 @@ def write_url_list(rows: Iterable[UrlRow], path: str | Path) -> Path:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
-    writer.writerows(records)
+    writer.writerows({k: escape_cell(v) for k, v in record.items()} for record in records)
     return atomic_write(path, buf.getvalue())

@@ -39,7 +39,7 @@ from typing import IO, Any
 from vhd.curate.clusters import DEFAULT_THRESHOLD, Member, cluster
 from vhd.curate.fingerprint import Fingerprint, Job, fingerprint_many
 from vhd.errors import ConfigError
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, escape_cell
 from vhd.progress import ProgressFn
 from vhd.store.sqlite import Store
 
@@ -373,7 +373,7 @@ def _csv(rows: list[dict[str, Any]]) -> Any:
     def write(fh: IO[str]) -> None:
         writer = csv.DictWriter(fh, fieldnames=REPORT_COLUMNS, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)  # paths, reasons
 
     return write
 

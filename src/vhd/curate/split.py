@@ -199,7 +199,7 @@ def write_split_csv(store: Store, result: SplitResult, path: str | os.PathLike[s
     """
     import csv
 
-    from vhd.fileio import atomic_write
+    from vhd.fileio import atomic_write, escape_cell
     from vhd.store.curation import active_samples
 
     rows = [(str(r["id"]), str(r["path"])) for r in active_samples(store)]
@@ -210,6 +210,7 @@ def write_split_csv(store: Store, result: SplitResult, path: str | os.PathLike[s
         for sid, p in rows:
             if sid in result.assignments:
                 label = result.harmful.get(sid)
-                writer.writerow([sid, p, result.assignments[sid], "" if label is None else ("yes" if label else "no")])
+                harmful = "" if label is None else ("yes" if label else "no")
+                writer.writerow([escape_cell(c) for c in (sid, p, result.assignments[sid], harmful)])
 
     return atomic_write(path, write)

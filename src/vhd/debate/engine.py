@@ -4,10 +4,17 @@ Turn order for R rounds: A1, N1, A2, N2, ..., AR, NR, judge. Every speaker sees 
 the sample (the image, or the numbered frames) and every argument made before its turn. The
 judge's messages start with a prefix that is identical for every sample of a kind (system
 prompt, then the in-context examples) so that provider prompt caching applies.
+
+Images are content, never instructions: every role's prompt says so, and each earlier argument
+is quoted between ``<argument id=NONCE>`` and ``</argument id=NONCE>`` lines
+(`vhd.debate.prompts.quote_argument`), with a nonce drawn from the debate seed and the sample,
+so a debater repeating an instruction it read in the image cannot close its quote and forge the
+judge's turn. The nonce is the same on every run of a configuration, so prompts are reproducible.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -15,7 +22,7 @@ from vhd.backends.base import Backend, GenerateConfig, Message, Output, Part
 from vhd.config import AnnotateConfig
 from vhd.debate.icl import ICLExample
 from vhd.debate.parse import is_refusal, parse_verdict
-from vhd.debate.prompts import Prompts
+from vhd.debate.prompts import Prompts, quote_argument
 from vhd.debate.score import yes_probability
 from vhd.errors import BackendError
 from vhd.media.encoded import EncodedImage
@@ -47,6 +54,18 @@ class DebateResult:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     retryable: bool = True
+
+
+def argument_nonce(seed: int | None, images: Sequence[EncodedImage]) -> str:
+    """The id of a debate's argument delimiters: 16 hex digits from the debate seed and the sample.
+
+    The same seed and sample always give the same id (prompts are reproducible, caches hit);
+    another sample or seed gives another, so no id is known before its debate starts.
+    """
+    h = hashlib.sha256(f"vhd-argument-delimiter:{seed}".encode())
+    for image in images:
+        h.update(image.sha256.encode())
+    return h.hexdigest()[:16]
 
 
 def media_parts(kind: Kind, images: Sequence[EncodedImage]) -> list[Part]:
@@ -119,11 +138,20 @@ class Debate:
             self._judge_prefix[key] = tuple(messages)
         return self._judge_prefix[key]
 
-    def transcript(self, turns: Sequence[Turn]) -> str:
-        """Earlier arguments as the next speaker reads them."""
+    def transcript(self, turns: Sequence[Turn], nonce: str = "") -> str:
+        """Earlier arguments as the next speaker reads them, each quoted (`quote_argument`).
+
+        Args:
+            turns: The arguments so far.
+            nonce: The delimiter id of this debate (`argument_nonce`).
+        """
         if not turns:
             return self.prompts.render("transcript_empty")
-        blocks = [f"{_SPEAKER[t.role]}, round {t.round}:\n{DECLINED if t.refused else t.text.strip()}" for t in turns]
+        nonce = nonce or argument_nonce(self.config.debate.seed, ())
+        blocks = [
+            f"{_SPEAKER[t.role]}, round {t.round}:\n{quote_argument(DECLINED if t.refused else t.text, nonce)}"
+            for t in turns
+        ]
         return "\n\n".join(blocks)
 
     def _cost(self, spec: str, out: Output) -> float:
@@ -162,6 +190,7 @@ class Debate:
         """
         n = len(images)
         shown = media_parts(kind, images)
+        nonce = argument_nonce(self.config.debate.seed, images)
         turns: list[Turn] = []
         usage = Usage()
         try:
@@ -170,7 +199,7 @@ class Debate:
                     text = self.prompts.render(
                         "debater_turn",
                         medium=kind.value,
-                        transcript=self.transcript(turns),
+                        transcript=self.transcript(turns, nonce),
                         round=round_,
                         rounds=self.rounds,
                         side=_SIDE[role],
@@ -181,7 +210,7 @@ class Debate:
                     )
                     turn, _ = await self._call(role, round_, messages, usage)
                     turns.append(turn)
-            final = self.prompts.render("judge_turn", medium=kind.value, transcript=self.transcript(turns))
+            final = self.prompts.render("judge_turn", medium=kind.value, transcript=self.transcript(turns, nonce))
             judge_messages = (*self.judge_prefix(kind, n), Message("user", (*shown, final)))
             turn, out = await self._call(Role.JUDGE, self.rounds, judge_messages, usage)
             turns.append(turn)

@@ -79,7 +79,12 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read in-context examples file {path}: {exc}") from None
     if path.suffix.lower() == ".csv":
-        rows = list(csv.DictReader(text.splitlines()))
+        from vhd.fileio import unescape_cell
+
+        rows = [
+            {k: unescape_cell(v) if isinstance(v, str) else v for k, v in row.items()}
+            for row in csv.DictReader(text.splitlines())
+        ]  # `vhd icl` writes examples.csv with formula-like cells escaped
         if rows and "path" not in rows[0]:
             raise ConfigError(f"{path}: in-context examples CSV needs a 'path' column")
         return rows

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
+from vhd.redaction import redact
 
 
 @dataclass
@@ -138,8 +139,8 @@ class Detector(abc.ABC):
         self.options = dict(options or {})
 
     def identity(self) -> dict[str, Any]:
-        """What makes this detector's predictions what they are (the prediction cache key)."""
-        return {"name": self.name, "model": self.model, "options": self.options}
+        """What makes this detector's predictions what they are (the prediction cache key); never secrets."""
+        return {"name": self.name, "model": self.model, "options": redact(self.options)}
 
     async def check(self) -> None:  # noqa: B027 - optional hook
         """Fail fast, before any work, when the detector cannot run (missing weights, key, endpoint)."""

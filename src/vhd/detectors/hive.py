@@ -33,6 +33,7 @@ from vhd.detectors.vlm import parse_options
 from vhd.errors import BackendError, ConfigError
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
+from vhd.redaction import redact_text, redact_url
 from vhd.taxonomy.crosswalk import default_crosswalk
 
 HARMFUL_CLASSES: tuple[str, ...] = (
@@ -200,12 +201,13 @@ class HiveDetector(Detector):
         ext = image.mime.split("/")[-1]
         files = {"media": (f"image.{ext}", image.data, image.mime)}
         last = ""
+        where = redact_url(self.endpoint)
         for attempt in range(self.opts.max_retries + 1):
             wait: float | None = None
             try:
                 response = await self._http().post(self.endpoint, headers=headers, files=files)
             except httpx.HTTPError as exc:
-                last = f"hive: {type(exc).__name__} reaching {self.endpoint}"
+                last = f"hive: {type(exc).__name__} reaching {where}"
             else:
                 if response.status_code == 200:
                     try:
@@ -214,11 +216,13 @@ class HiveDetector(Detector):
                         raise BackendError(f"hive: {exc}") from None
                 if response.status_code in (401, 403):
                     raise BackendError(
-                        f"hive: {response.status_code} from {self.endpoint}: check the key in ${self.opts.api_key_env}"
+                        f"hive: {response.status_code} from {where}: check the key in ${self.opts.api_key_env}"
                     )
                 if response.status_code not in _RETRY_STATUS:
-                    raise BackendError(f"hive: HTTP {response.status_code} from {self.endpoint}: {response.text[:200]}")
-                last = f"hive: HTTP {response.status_code} from {self.endpoint}"
+                    raise BackendError(
+                        f"hive: HTTP {response.status_code} from {where}: {redact_text(response.text[:200])}"
+                    )
+                last = f"hive: HTTP {response.status_code} from {where}"
                 wait = _retry_after(response.headers)
             if attempt < self.opts.max_retries:
                 ceiling = self.opts.backoff_base * 2**attempt

@@ -31,6 +31,7 @@ from vhd.detectors.vlm import parse_options
 from vhd.errors import BackendError
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
+from vhd.redaction import redact_text, redact_url
 from vhd.taxonomy.crosswalk import default_crosswalk
 
 DEFAULT_MODEL = "omni-moderation-latest"
@@ -110,13 +111,14 @@ class OpenAIModerationDetector(Detector):
             )
         except openai.AuthenticationError:
             raise BackendError(
-                f"openai-moderation: the key in ${self.opts.api_key_env} was rejected by {self.base_url}"
+                f"openai-moderation: the key in ${self.opts.api_key_env} was rejected by {redact_url(self.base_url)}"
             ) from None
         except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as exc:
-            message = f"openai-moderation: {type(exc).__name__} from {self.base_url}"
+            message = f"openai-moderation: {type(exc).__name__} from {redact_url(self.base_url)}"
             raise BackendError(message, retryable=True) from None
         except openai.APIStatusError as exc:
-            message = f"openai-moderation: HTTP {exc.status_code} from {self.base_url}: {exc.message}"
+            detail = redact_text(str(exc.message))
+            message = f"openai-moderation: HTTP {exc.status_code} from {redact_url(self.base_url)}: {detail}"
             raise BackendError(message) from None
         results = response.model_dump().get("results") or []
         if not results:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from vhd.errors import ConfigError, MissingDependencyError
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, escape_cell
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.registry import Registry
 from vhd.store.sqlite import Store
@@ -227,16 +227,15 @@ def _write_vhd11k_csv(path: Path, rows: list[tuple[Sample, Annotation]], kind: K
         writer = csv.writer(f)
         writer.writerow(columns)
         for sample, ann in rows:
-            writer.writerow(
-                [
-                    sample.path,
-                    vhd11k_decision(ann),
-                    ann.verdict.reason,
-                    *(_argument(ann, Role.AFFIRMATIVE, r + 1) for r in range(rounds)),
-                    *(_argument(ann, Role.NEGATIVE, r + 1) for r in range(rounds)),
-                    ";".join(ann.verdict.categories),
-                ]
-            )
+            cells = [
+                sample.path,
+                vhd11k_decision(ann),
+                ann.verdict.reason,
+                *(_argument(ann, Role.AFFIRMATIVE, r + 1) for r in range(rounds)),
+                *(_argument(ann, Role.NEGATIVE, r + 1) for r in range(rounds)),
+                ";".join(ann.verdict.categories),
+            ]
+            writer.writerow([escape_cell(c) for c in cells])  # model text never runs as a formula
 
     atomic_write(path, write)
 

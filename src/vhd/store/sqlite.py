@@ -28,7 +28,7 @@ from typing import Any
 
 from vhd.errors import ConfigError, VhdError
 from vhd.records import Annotation, Kind, Role, Sample, Status
-from vhd.redaction import redact_command
+from vhd.redaction import redact, redact_command
 from vhd.store.labelled_sets import LabelledSets
 from vhd.store.migrations import apply_migrations
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
@@ -181,7 +181,8 @@ class Store(AnnotationReads, LabelledSets):
         """Record the start of a run.
 
         Args:
-            config: The run's configuration (JSON-serialisable; other values stored as text).
+            config: The run's configuration (JSON-serialisable; other values stored as text); secrets
+                (key-like entries, keys in URLs) are redacted.
             config_hash: Hash of everything that changes the debate's messages or decoding.
             models: Role name to ``backend:model`` spec.
             prompt_hash: Hash of the prompt templates.
@@ -197,7 +198,7 @@ class Store(AnnotationReads, LabelledSets):
                 "vhd_version, command, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
-                    dumps(config),
+                    dumps(redact(config)),
                     config_hash,
                     dumps(models),
                     prompt_hash,
