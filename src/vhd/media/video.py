@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.keyframes import SEEKABLE_CODECS, try_plan
+from vhd.media.untrusted import HEAD_BYTES, video_demuxer, video_refusal
 from vhd.media.videoframes import (
     DEFAULT_FIRST,
     DEFAULT_FRAMES,
@@ -93,6 +94,7 @@ class _Rewound(Exception):
 def _decode_pass(
     av: Any,
     path: Path,
+    demuxer: str,
     n: int,
     first: int,
     known_total: int | None = None,
@@ -112,7 +114,7 @@ def _decode_pass(
     try:
         if container is not None:
             return _decode_container(container, n, first, known_total, start_pts)
-        with av.open(str(path)) as opened:
+        with av.open(str(path), format=demuxer) as opened:
             return _decode_container(opened, n, first, known_total, REWIND)
     except (MediaError, _Rewound):
         raise
@@ -203,15 +205,20 @@ def read_frames(
     path = Path(path)
     try:
         size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
     except OSError as exc:
         raise MediaError(f"cannot read file ({_reason(exc)})") from exc
     if size == 0:
         raise MediaError("empty file (0 bytes)")
-    scan = _first_pass(av, path, n, first) if strategy == "auto" else None
+    demuxer = video_demuxer(head)
+    if demuxer is None:
+        raise MediaError(video_refusal(head))
+    scan = _first_pass(av, path, demuxer, n, first) if strategy == "auto" else None
     if isinstance(scan, VideoFrames):
         return scan
     if scan is None:
-        scan = _decode_pass(av, path, n, first)
+        scan = _decode_pass(av, path, demuxer, n, first)
     missing = [i for i in scan.plan if i not in scan.images]
     if scan.estimated:
         actual = scan.decoded if scan.reached_end else first
@@ -234,14 +241,14 @@ def read_frames(
     plan = frame_indices(actual, n, first)
     if all(i in scan.images for i in plan):
         return _result(plan, scan.images, scan, actual, scan.decoded)
-    again = _decode_pass(av, path, n, first, known_total=actual)
+    again = _decode_pass(av, path, demuxer, n, first, known_total=actual)
     lost = [i for i in again.plan if i not in again.images]
     if lost:
         raise _ended_early(again.decoded, lost[0], actual, "counted on a first pass")
     return _result(again.plan, again.images, scan, actual, scan.decoded + again.decoded)
 
 
-def _first_pass(av: Any, path: Path, n: int, first: int) -> VideoFrames | _Pass | None:
+def _first_pass(av: Any, path: Path, demuxer: str, n: int, first: int) -> VideoFrames | _Pass | None:
     """Try the keyframe plan; when it does not apply, decode forward in the same open file.
 
     Returns:
@@ -249,7 +256,7 @@ def _first_pass(av: Any, path: Path, n: int, first: int) -> VideoFrames | _Pass 
         plan opened (saving a second open), else None (the caller decodes afresh).
     """
     try:
-        container = av.open(str(path))
+        container = av.open(str(path), format=demuxer)
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError):
         return None  # the fresh pass reports the error
     with container:
@@ -259,7 +266,7 @@ def _first_pass(av: Any, path: Path, n: int, first: int) -> VideoFrames | _Pass 
         if start is None:
             return None
         try:
-            return _decode_pass(av, path, n, first, container=container, start_pts=start)
+            return _decode_pass(av, path, demuxer, n, first, container=container, start_pts=start)
         except _Rewound:
             return None
 
