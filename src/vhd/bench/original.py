@@ -6,7 +6,8 @@ reads a path with OpenCV) is better served by the file as it is: no decode and r
 between, and the detector sees exactly what it would see run by hand. The file is still checked
 before it is handed on: size on disk, an accepted image format (by content, see
 `vhd.media.image.open_untrusted`), and the declared pixel count, all from the header (Pillow
-decodes no pixel here; a truncated file fails inside the detector, as a per-sample error).
+decodes no pixel here; a truncated file fails inside the detector, as a per-sample error); a JPEG
+is also checked for concealed damage (`vhd.media.image.jpeg_damage`, with PyAV).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from vhd.errors import MediaError
 from vhd.media.encoded import EncodedImage
-from vhd.media.image import ImageLimits, open_untrusted, read_image_bytes
+from vhd.media.image import ImageLimits, jpeg_damage, open_untrusted, read_image_bytes
 
 _MIME = {
     "JPEG": "image/jpeg",
@@ -49,7 +50,8 @@ def load_original(path: str | Path, limits: ImageLimits | None = None) -> Encode
         The unchanged bytes with their MIME type and declared size.
 
     Raises:
-        MediaError: Unreadable, empty, oversized, not an image, or over the pixel limit.
+        MediaError: Unreadable, empty, oversized, not an accepted image format, over the pixel
+            limit, or a damaged JPEG.
     """
     import warnings
 
@@ -72,4 +74,7 @@ def load_original(path: str | Path, limits: ImageLimits | None = None) -> Encode
             f"image is {width}x{height} = {width * height:,} pixels, over the limit of {limit:,} "
             "(possible decompression bomb; raise max_pixels to accept it)"
         )
+    damage = jpeg_damage(data) if fmt in ("JPEG", "MPO") else None
+    if damage is not None:
+        raise MediaError(damage)
     return EncodedImage(data, _MIME.get(fmt, f"image/{fmt.lower()}"), width, height)

@@ -2,10 +2,10 @@
 
 Every image that reaches a model passes through here. Untrusted files are checked before any
 pixel is decoded (size on disk, a format vhd accepts found by content, declared pixel count),
-decoded completely (so truncated files fail here and not inside a model backend), turned upright
-(EXIF orientation), flattened to RGB and re-encoded at a bounded size. Every other part of vhd
-that opens an image file uses `open_untrusted` (defined in `vhd.media.untrusted`, where the
-accepted formats are decided).
+decoded completely (so truncated files fail here and not inside a model backend), checked for
+concealed damage (JPEG, with PyAV: `jpeg_damage`), turned upright (EXIF orientation), flattened
+to RGB and re-encoded at a bounded size. Every other part of vhd that opens an image file uses
+`open_untrusted` (defined in `vhd.media.untrusted`, where the accepted formats are decided).
 
 All failures raise `vhd.errors.MediaError` with a one-line reason.
 """
@@ -22,7 +22,7 @@ from PIL import ExifTags, Image, ImageOps
 
 from vhd.errors import ConfigError, MediaError
 from vhd.media.encoded import EncodedImage
-from vhd.media.untrusted import ACCEPTED, open_untrusted
+from vhd.media.untrusted import ACCEPTED, jpeg_damage, open_untrusted
 
 __all__ = [
     "ACCEPTED",
@@ -30,6 +30,7 @@ __all__ = [
     "ImageLimits",
     "encode_image",
     "encode_image_bytes",
+    "jpeg_damage",
     "load_image_encoded",
     "open_image",
     "open_image_bytes",
@@ -166,6 +167,10 @@ def _open_loaded(
         raise
     except Exception as exc:
         raise MediaError(f"truncated or corrupt image ({_reason(exc)})") from exc
+    if img.format in ("JPEG", "MPO"):
+        damage = jpeg_damage(data)
+        if damage is not None:
+            raise MediaError(damage)
     return img, declared
 
 

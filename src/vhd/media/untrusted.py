@@ -10,6 +10,12 @@ never its name:
   naming what it is (`describe`) and the accepted formats.
 - videos: `video_demuxer` names the one FFmpeg demuxer a file may be opened with (MP4/MOV, WebM/MKV
   or AVI); anything else is refused before FFmpeg probes it.
+- damage: Pillow decodes a JPEG with corrupted entropy-coded data without a word (libjpeg conceals
+  the errors), and a model would judge the garbled pixels. `jpeg_damage` decodes the JPEG once more
+  with FFmpeg's strict error detection (``err_detect=explode``, at 1/8 scale: the entropy decoding,
+  where damage shows, is complete) when PyAV (the ``vhd[video]`` extra) is installed; without PyAV
+  the check is off, and `damage_check_note` says so. Video streams get the same strict detection in
+  `vhd.media.video`.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import logging
 import os
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from vhd.errors import MediaError
 
@@ -34,6 +41,8 @@ ACCEPTED_TEXT: Final = "JPEG, PNG, WebP, BMP, GIF"
 
 VIDEO_TEXT: Final = "MP4, MOV, WebM, MKV, AVI"
 """The video containers vhd reads, as a reason names them."""
+
+_log = logging.getLogger(__name__)
 
 _PREFIXES: Final[tuple[tuple[bytes, str], ...]] = (
     (b"\xff\xd8\xff", "JPEG"),
@@ -213,3 +222,77 @@ def video_refusal(head: bytes) -> str:
     name = describe(head)
     what = "not a recognised video format" if name is None else f"{name} file: not an accepted video format"
     return f"{what} (vhd reads {VIDEO_TEXT}; convert it to one of them)"
+
+
+# --- damage --------------------------------------------------------------------------------
+
+STRICT: Final[dict[str, str]] = {"err_detect": "explode"}
+"""FFmpeg decoder options that turn concealed decoding errors into errors."""
+
+_OFF: Final = "JPEG damage check is off: PyAV is not installed (pip install 'vhd[video]' to turn it on)"
+
+
+def _pyav() -> Any | None:
+    try:
+        import av
+    except ImportError:
+        _warn_once(_OFF)
+        return None
+    return av
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    _log.warning(message)
+
+
+def damage_check_note() -> str | None:
+    """Why JPEG damage is not checked (PyAV missing), or None when it is."""
+    try:
+        import av  # noqa: F401
+    except ImportError:
+        return _OFF
+    return None
+
+
+def _mjpeg(av: Any, data: bytes, options: dict[str, str]) -> int:
+    """Decode one JPEG with FFmpeg's MJPEG decoder at 1/8 scale; the number of pictures."""
+    ctx = av.CodecContext.create("mjpeg", "r")
+    ctx.thread_count = 1
+    ctx.options = {**options, "lowres": "3"}
+    frames = ctx.decode(av.Packet(data))
+    frames += ctx.decode(None)
+    return len(frames)
+
+
+def jpeg_damage(data: bytes) -> str | None:
+    """Check a JPEG for corrupted data that decoders conceal; the reason when damaged, else None.
+
+    The bytes are decoded by FFmpeg with ``err_detect=explode``. An error there is damage when
+    FFmpeg decodes the same bytes without the strict check (it concealed something); when it
+    cannot decode them at all (a JPEG feature it lacks, such as arithmetic coding), nothing is
+    concluded. Without PyAV nothing is checked (see `damage_check_note`).
+
+    Args:
+        data: A JPEG file's bytes (already decoded by Pillow without error).
+
+    Returns:
+        ``damaged: ...`` (one line, with what to do), or None.
+    """
+    av = _pyav()
+    if av is None:
+        return None
+    try:
+        _mjpeg(av, data, STRICT)
+        return None
+    except av.error.FFmpegError:
+        pass
+    try:
+        if _mjpeg(av, data, {}) == 0:
+            return None
+    except av.error.FFmpegError:  # FFmpeg cannot read this JPEG at all: no conclusion
+        return None
+    return (
+        "damaged: JPEG data has decoding errors (found by FFmpeg's strict check); its pixels would be "
+        "partly garbage, so it is skipped (re-download or re-export it)"
+    )

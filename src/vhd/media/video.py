@@ -33,9 +33,11 @@ from vhd.media.videoframes import (
     REWIND,
     VideoFrames,
     check_counts,
+    decode_strictly,
     duration_s,
     frame_indices,
     observed_total,
+    strict,
     tolerance,
     upright,
 )
@@ -127,6 +129,7 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
         raise MediaError("no video stream (audio-only or data file)")
     stream = container.streams.video[0]
     stream.thread_type = "AUTO"
+    strict(stream)
     rate = stream.average_rate or stream.guessed_rate
     fps = float(rate) if rate else None
     reported = int(stream.frames or 0)
@@ -148,7 +151,7 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
     start_s = end_s = 0.0
     if start_pts is not REWIND:
         container.seek(start_pts, stream=stream, backward=True, any_frame=False)
-    for index, frame in enumerate(container.decode(stream)):
+    for index, frame in enumerate(decode_strictly(container, stream)):
         if index == 0 and start_pts is not REWIND and frame.pts != start_pts:
             raise _Rewound
         decoded = index + 1
