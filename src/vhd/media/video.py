@@ -15,6 +15,11 @@ seek landing elsewhere) it falls back to decoding forward from the start, which 
 frame ``first - 1``. Both ways return exactly the same frames. Every planned frame must
 actually be decoded: a file that ends early (a truncated WebM decodes without any error) is
 rejected instead of being represented by fewer frames.
+
+Only MP4/MOV, WebM/MKV and AVI files are opened, each with its one FFmpeg demuxer chosen from the
+file's first bytes (`vhd.media.untrusted.video_demuxer`), and every stream is decoded with FFmpeg's
+strict error detection: a stream with corrupted data is refused as ``damaged: ...`` instead of
+being shown with its errors concealed.
 """
 
 from __future__ import annotations
