@@ -125,3 +125,39 @@ def write_bytes(tmp_path: Path) -> Callable[[str, bytes], Path]:
         return path
 
     return write
+
+
+def _pillow_bytes(fmt: str, mode: str = "RGB") -> bytes:
+    buf = io.BytesIO()
+    Image.new(mode, (16, 12), (200, 30, 30)).save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def psd_bytes(width: int = 16, height: int = 12) -> bytes:
+    """A minimal RGB Photoshop document (header, empty sections, raw planes) Pillow opens."""
+    head = b"8BPS" + struct.pack(">H6xHIIHH", 1, 3, height, width, 8, 3)
+    sections = struct.pack(">III", 0, 0, 0) + struct.pack(">H", 0)  # colour mode, resources, layers; raw
+    return head + sections + bytes([200]) * (width * height) + bytes([30]) * (width * height * 2)
+
+
+EPS_BYTES = (
+    b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 16 12\n%%EndComments\n"
+    b"newpath 0 0 moveto 16 12 lineto stroke\nshowpage\n%%EOF\n"
+)
+"""An Encapsulated PostScript file: Pillow would hand it to Ghostscript to decode."""
+
+
+def refused_images() -> dict[str, bytes]:
+    """Image files of formats vhd does not decode, by the name of the format, for tests of refusal."""
+    return {
+        "TIFF": _pillow_bytes("TIFF"),
+        "TGA": _pillow_bytes("TGA"),
+        "PSD": psd_bytes(),
+        "EPS": EPS_BYTES,
+        "DDS": _pillow_bytes("DDS", "RGBA"),
+    }
+
+
+def allowed_images() -> dict[str, bytes]:
+    """One small file of every image format vhd decodes, by Pillow's name for it."""
+    return {fmt: _pillow_bytes(fmt) for fmt in ("JPEG", "PNG", "WEBP", "BMP", "GIF")}

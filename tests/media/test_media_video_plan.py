@@ -116,10 +116,15 @@ SEEKABLE = [
 def test_plan_matches_forward_decoding(tmp_path: Path, name: str, codec: str, options: dict[str, str]) -> None:
     path = encode(tmp_path / name, 300, codec, options)
     frames = assert_same_frames(path)
+    assert frames.indices == [0, 75, 150, 224, 299]
+    if "opengop" in name:
+        # Decoding is strict (damage must not be concealed): after a seek into an open GOP the
+        # decoder misses the frames before the keyframe and reports it, so the plan gives way.
+        assert frames.method == "decode"
+        return
     assert frames.method == "keyframes"
     assert frames.seeks >= 2
     assert frames.frames_decoded < 300
-    assert frames.indices == [0, 75, 150, 224, 299]
 
 
 @pytest.mark.parametrize(("n", "first"), [(1, 4000), (2, 4000), (7, 4000), (5, 250), (5, 81), (20, 300), (3, 10)])

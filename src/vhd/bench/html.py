@@ -29,17 +29,15 @@ MAX_THUMBS = 24
 
 
 def _first_frame(item: BenchItem) -> object | None:
-    from PIL import Image
-
     from vhd.media.discover import frame_folder_frames
+    from vhd.media.image import open_image
 
     try:
         if item.path.is_dir():
             frames = frame_folder_frames(item.path)
-            return Image.open(frames[0]).convert("RGB") if frames else None
+            return open_image(frames[0]) if frames else None
         if item.kind.value == "image":
-            with Image.open(item.path) as im:
-                return im.convert("RGB")
+            return open_image(item.path)  # the same checks as the benchmark's own loading
         from vhd.media.video import read_frames
 
         return read_frames(item.path, 1, 1).images[0].convert("RGB")

@@ -4,9 +4,10 @@
 vision-language model should be sent. A local detector that decodes files on its own (NudeNet
 reads a path with OpenCV) is better served by the file as it is: no decode and re-encode in
 between, and the detector sees exactly what it would see run by hand. The file is still checked
-before it is handed on: size on disk, a recognised image format, and the declared pixel count,
-all from the header (no pixel is decoded here; a truncated file fails inside the detector, as a
-per-sample error).
+before it is handed on: size on disk, an accepted image format (by content, see
+`vhd.media.image.open_untrusted`), and the declared pixel count, all from the header (Pillow
+decodes no pixel here; a truncated file fails inside the detector, as a per-sample error); a JPEG
+is also checked for concealed damage (`vhd.media.image.jpeg_damage`, with PyAV).
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from typing import Any
 
 from vhd.errors import MediaError
 from vhd.media.encoded import EncodedImage
-from vhd.media.image import ImageLimits, read_image_bytes
+from vhd.media.image import ImageLimits, jpeg_damage, open_untrusted, read_image_bytes
 
-_MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp", "GIF": "image/gif", "BMP": "image/bmp"}
+_MIME = {
+    "JPEG": "image/jpeg",
+    "MPO": "image/jpeg",  # a JPEG with more pictures after the first (phone cameras)
+    "PNG": "image/png",
+    "WEBP": "image/webp",
+    "GIF": "image/gif",
+    "BMP": "image/bmp",
+}
 
 
 def wants_original(detector: Any) -> bool:
@@ -42,9 +50,9 @@ def load_original(path: str | Path, limits: ImageLimits | None = None) -> Encode
         The unchanged bytes with their MIME type and declared size.
 
     Raises:
-        MediaError: Unreadable, empty, oversized, not an image, or over the pixel limit.
+        MediaError: Unreadable, empty, oversized, not an accepted image format, over the pixel
+            limit, or a damaged JPEG.
     """
-    import io
     import warnings
 
     from PIL import Image
@@ -54,11 +62,10 @@ def load_original(path: str | Path, limits: ImageLimits | None = None) -> Encode
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as img:
+            with open_untrusted(data) as img:
                 fmt, (width, height) = str(img.format), img.size
-    except Exception as exc:  # UnidentifiedImageError, DecompressionBombError/Warning, OSError
-        text = " ".join(str(exc).split()) or "no details"
-        raise MediaError(f"not a usable image ({type(exc).__name__}: {text})") from exc
+    except MediaError as exc:  # a refused format, an unreadable header, a decompression bomb
+        raise MediaError(f"not a usable image: {exc}") from exc
     if width < 1 or height < 1:
         raise MediaError(f"image declares an empty size {width}x{height}")
     limit = limits.effective_max_pixels
@@ -67,4 +74,7 @@ def load_original(path: str | Path, limits: ImageLimits | None = None) -> Encode
             f"image is {width}x{height} = {width * height:,} pixels, over the limit of {limit:,} "
             "(possible decompression bomb; raise max_pixels to accept it)"
         )
+    damage = jpeg_damage(data) if fmt in ("JPEG", "MPO") else None
+    if damage is not None:
+        raise MediaError(damage)
     return EncodedImage(data, _MIME.get(fmt, f"image/{fmt.lower()}"), width, height)

@@ -85,7 +85,7 @@ def plot_categories(stats: Stats, path: str | Path, *, dpi: int = 150) -> dict[s
 
 def read_drawn_counts(path: str | Path) -> dict[str, Any]:
     """Read the ``vhd:counts`` chunk of a PNG written by `plot_categories`."""
-    from PIL import Image
+    from vhd.media.image import open_untrusted
 
-    with Image.open(path) as im:
+    with open_untrusted(path) as im:
         return dict(json.loads(im.info[METADATA_KEY]))

@@ -35,7 +35,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import importlib
-import io
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -156,10 +155,10 @@ def pdq_hash(source: str | Path | bytes, *, max_pixels: int = 64_000_000) -> tup
         pdqhash = importlib.import_module("pdqhash")
     except ImportError as exc:
         raise MissingDependencyError("pdqhash", "collect") from exc
-    from PIL import Image
+    from vhd.media.image import open_untrusted
 
     try:
-        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as img:
+        with open_untrusted(source) as img:
             if img.width * img.height > max_pixels:
                 raise MediaError(f"image declares {img.width}x{img.height} pixels, over the {max_pixels} limit")
             img.draft("RGB", (_PDQ_SIDE, _PDQ_SIDE))

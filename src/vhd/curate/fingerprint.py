@@ -16,7 +16,6 @@ the size of the files.
 from __future__ import annotations
 
 import hashlib
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,7 @@ _STD_LUMA = (
     *(49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99),
 )
 _STD_LUMA_SUM = sum(_STD_LUMA)
-_LOSSLESS = frozenset({"PNG", "BMP", "GIF", "TIFF", "PPM"})
+_LOSSLESS = frozenset({"PNG", "BMP", "GIF"})
 LOSSY_DEFAULT_FIDELITY = 90
 """Fidelity given to lossy formats whose quality cannot be read (WebP)."""
 
@@ -111,11 +110,11 @@ def jpeg_quality(image: Image.Image) -> int | None:
 
 
 def _fidelity(data: bytes) -> int:
-    from PIL import Image
+    from vhd.media.image import open_untrusted
 
     try:
-        with Image.open(io.BytesIO(data)) as probe:
-            if probe.format == "JPEG":
+        with open_untrusted(data) as probe:
+            if probe.format in ("JPEG", "MPO"):
                 return jpeg_quality(probe) or LOSSY_DEFAULT_FIDELITY
             return 100 if probe.format in _LOSSLESS else LOSSY_DEFAULT_FIDELITY
     except Exception:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         encode_image_bytes,
         load_image_encoded,
         open_image,
+        open_untrusted,
     )
     from vhd.media.load import LoadedSample, MediaSettings, load_sample, sample_id
     from vhd.media.video import VideoFrames, frame_indices, read_frames, write_frames
@@ -44,6 +45,7 @@ _EXPORTS = {
     "encode_image_bytes": "vhd.media.image",
     "load_image_encoded": "vhd.media.image",
     "open_image": "vhd.media.image",
+    "open_untrusted": "vhd.media.image",
     "LoadedSample": "vhd.media.load",
     "MediaSettings": "vhd.media.load",
     "load_sample": "vhd.media.load",
@@ -71,6 +73,7 @@ __all__ = [
     "load_image_encoded",
     "load_sample",
     "open_image",
+    "open_untrusted",
     "read_frames",
     "sample_id",
     "sha256_file",

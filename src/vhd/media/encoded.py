@@ -53,9 +53,7 @@ class EncodedImage:
 
     def to_pil(self) -> Image.Image:
         """Decode to an RGB Pillow image (for local backends)."""
-        import io
+        from vhd.media.untrusted import open_untrusted
 
-        from PIL import Image
-
-        with Image.open(io.BytesIO(self.data)) as im:
+        with open_untrusted(self.data) as im:
             return im.convert("RGB")

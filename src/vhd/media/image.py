@@ -1,9 +1,11 @@
 """Open, validate and encode still images for vision-language models.
 
 Every image that reaches a model passes through here. Untrusted files are checked before any
-pixel is decoded (size on disk, declared pixel count), decoded completely (so truncated files
-fail here and not inside a model backend), turned upright (EXIF orientation), flattened to RGB
-and re-encoded at a bounded size.
+pixel is decoded (size on disk, a format vhd accepts found by content, declared pixel count),
+decoded completely (so truncated files fail here and not inside a model backend), checked for
+concealed damage (JPEG, with PyAV: `jpeg_damage`), turned upright (EXIF orientation), flattened
+to RGB and re-encoded at a bounded size. Every other part of vhd that opens an image file uses
+`open_untrusted` (defined in `vhd.media.untrusted`, where the accepted formats are decided).
 
 All failures raise `vhd.errors.MediaError` with a one-line reason.
 """
@@ -16,10 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
+from PIL import ExifTags, Image, ImageOps
 
 from vhd.errors import ConfigError, MediaError
 from vhd.media.encoded import EncodedImage
+from vhd.media.untrusted import ACCEPTED, jpeg_damage, open_untrusted
+
+__all__ = [
+    "ACCEPTED",
+    "FORMATS",
+    "ImageLimits",
+    "encode_image",
+    "encode_image_bytes",
+    "jpeg_damage",
+    "load_image_encoded",
+    "open_image",
+    "open_image_bytes",
+    "open_untrusted",
+    "read_image_bytes",
+    "to_rgb",
+]
 
 FORMATS: Final[dict[str, str]] = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 """Encodings `encode_image` can produce, with their MIME types."""
@@ -131,14 +149,7 @@ def _open_loaded(
     """
     if not data:
         raise MediaError("empty file (0 bytes)")
-    try:
-        img = Image.open(io.BytesIO(data))
-    except UnidentifiedImageError as exc:
-        raise MediaError("not a recognised image format (unreadable or not an image)") from exc
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise MediaError(f"image too large, possible decompression bomb ({_reason(exc)})") from exc
-    except Exception as exc:
-        raise MediaError(f"corrupt image header ({_reason(exc)})") from exc
+    img = open_untrusted(data)
     declared = img.size
     _check_pixels(declared, limits)
     try:
@@ -156,6 +167,10 @@ def _open_loaded(
         raise
     except Exception as exc:
         raise MediaError(f"truncated or corrupt image ({_reason(exc)})") from exc
+    if img.format in ("JPEG", "MPO"):
+        damage = jpeg_damage(data)
+        if damage is not None:
+            raise MediaError(damage)
     return img, declared
 
 

@@ -24,7 +24,16 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vhd.media.videoframes import REWIND, VideoFrames, duration_s, frame_indices, observed_total, tolerance, upright
+from vhd.media.videoframes import (
+    REWIND,
+    VideoFrames,
+    duration_s,
+    frame_indices,
+    observed_total,
+    strict,
+    tolerance,
+    upright,
+)
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -158,6 +167,10 @@ def try_plan(container: Any, n: int, first: int) -> tuple[VideoFrames | None, An
         if stream.codec_context.codec.canonical_name not in SEEKABLE_CODECS:
             return None, REWIND
         stream.thread_type = "AUTO"
+        # Strict decoding: a damaged frame abandons the plan, and forward decoding names the damage.
+        # Seeking into an open GOP also abandons it (the leading pictures and reference marking
+        # refer to frames before the keyframe, which FFmpeg's strict check reports as errors).
+        strict(stream)
         scan = scan_packets(container, stream, first + REORDER_MARGIN)
         if not scan.pts:
             return None, None

@@ -15,6 +15,11 @@ seek landing elsewhere) it falls back to decoding forward from the start, which 
 frame ``first - 1``. Both ways return exactly the same frames. Every planned frame must
 actually be decoded: a file that ends early (a truncated WebM decodes without any error) is
 rejected instead of being represented by fewer frames.
+
+Only MP4/MOV, WebM/MKV and AVI files are opened, each with its one FFmpeg demuxer chosen from the
+file's first bytes (`vhd.media.untrusted.video_demuxer`), and every stream is decoded with FFmpeg's
+strict error detection: a stream with corrupted data is refused as ``damaged: ...`` instead of
+being shown with its errors concealed.
 """
 
 from __future__ import annotations
@@ -26,15 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.keyframes import SEEKABLE_CODECS, try_plan
+from vhd.media.untrusted import HEAD_BYTES, video_demuxer, video_refusal
 from vhd.media.videoframes import (
     DEFAULT_FIRST,
     DEFAULT_FRAMES,
     REWIND,
     VideoFrames,
     check_counts,
+    decode_strictly,
     duration_s,
     frame_indices,
     observed_total,
+    strict,
     tolerance,
     upright,
 )
@@ -93,6 +101,7 @@ class _Rewound(Exception):
 def _decode_pass(
     av: Any,
     path: Path,
+    demuxer: str,
     n: int,
     first: int,
     known_total: int | None = None,
@@ -112,7 +121,7 @@ def _decode_pass(
     try:
         if container is not None:
             return _decode_container(container, n, first, known_total, start_pts)
-        with av.open(str(path)) as opened:
+        with av.open(str(path), format=demuxer) as opened:
             return _decode_container(opened, n, first, known_total, REWIND)
     except (MediaError, _Rewound):
         raise
@@ -125,6 +134,7 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
         raise MediaError("no video stream (audio-only or data file)")
     stream = container.streams.video[0]
     stream.thread_type = "AUTO"
+    strict(stream)
     rate = stream.average_rate or stream.guessed_rate
     fps = float(rate) if rate else None
     reported = int(stream.frames or 0)
@@ -146,7 +156,7 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
     start_s = end_s = 0.0
     if start_pts is not REWIND:
         container.seek(start_pts, stream=stream, backward=True, any_frame=False)
-    for index, frame in enumerate(container.decode(stream)):
+    for index, frame in enumerate(decode_strictly(container, stream)):
         if index == 0 and start_pts is not REWIND and frame.pts != start_pts:
             raise _Rewound
         decoded = index + 1
@@ -203,15 +213,20 @@ def read_frames(
     path = Path(path)
     try:
         size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
     except OSError as exc:
         raise MediaError(f"cannot read file ({_reason(exc)})") from exc
     if size == 0:
         raise MediaError("empty file (0 bytes)")
-    scan = _first_pass(av, path, n, first) if strategy == "auto" else None
+    demuxer = video_demuxer(head)
+    if demuxer is None:
+        raise MediaError(video_refusal(head))
+    scan = _first_pass(av, path, demuxer, n, first) if strategy == "auto" else None
     if isinstance(scan, VideoFrames):
         return scan
     if scan is None:
-        scan = _decode_pass(av, path, n, first)
+        scan = _decode_pass(av, path, demuxer, n, first)
     missing = [i for i in scan.plan if i not in scan.images]
     if scan.estimated:
         actual = scan.decoded if scan.reached_end else first
@@ -234,14 +249,14 @@ def read_frames(
     plan = frame_indices(actual, n, first)
     if all(i in scan.images for i in plan):
         return _result(plan, scan.images, scan, actual, scan.decoded)
-    again = _decode_pass(av, path, n, first, known_total=actual)
+    again = _decode_pass(av, path, demuxer, n, first, known_total=actual)
     lost = [i for i in again.plan if i not in again.images]
     if lost:
         raise _ended_early(again.decoded, lost[0], actual, "counted on a first pass")
     return _result(again.plan, again.images, scan, actual, scan.decoded + again.decoded)
 
 
-def _first_pass(av: Any, path: Path, n: int, first: int) -> VideoFrames | _Pass | None:
+def _first_pass(av: Any, path: Path, demuxer: str, n: int, first: int) -> VideoFrames | _Pass | None:
     """Try the keyframe plan; when it does not apply, decode forward in the same open file.
 
     Returns:
@@ -249,7 +264,7 @@ def _first_pass(av: Any, path: Path, n: int, first: int) -> VideoFrames | _Pass 
         plan opened (saving a second open), else None (the caller decodes afresh).
     """
     try:
-        container = av.open(str(path))
+        container = av.open(str(path), format=demuxer)
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError):
         return None  # the fresh pass reports the error
     with container:
@@ -259,7 +274,7 @@ def _first_pass(av: Any, path: Path, n: int, first: int) -> VideoFrames | _Pass 
         if start is None:
             return None
         try:
-            return _decode_pass(av, path, n, first, container=container, start_pts=start)
+            return _decode_pass(av, path, demuxer, n, first, container=container, start_pts=start)
         except _Rewound:
             return None
 

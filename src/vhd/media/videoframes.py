@@ -2,17 +2,19 @@
 
 `frame_indices` says which frames represent a video and `VideoFrames` holds them. The helpers
 below read what both frame readers need from a PyAV stream (its duration, a frame's rotation,
-how far a frame count may be off): forward decoding (`vhd.media.video`) and the keyframe plan
-(`vhd.media.keyframes`) share them here, below both.
+how far a frame count may be off, strict decoding): forward decoding (`vhd.media.video`) and the
+keyframe plan (`vhd.media.keyframes`) share them here, below both.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vhd.errors import ConfigError
+from vhd.errors import ConfigError, MediaError
+from vhd.media.untrusted import STRICT
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -153,3 +155,38 @@ def tolerance(total: int) -> int:
 
 REWIND = object()
 """``start_pts`` value meaning: the container is reused untouched (nothing to rewind)."""
+
+
+def strict(stream: Any) -> None:
+    """Make a stream's decoder report the errors it would otherwise conceal (``err_detect=explode``).
+
+    Call before the first frame is decoded. Without it FFmpeg hides corrupted data (a few flipped
+    bytes in an H.264 stream) behind concealment, and a model would judge garbled frames.
+    """
+    stream.codec_context.options = {**stream.codec_context.options, **STRICT}
+
+
+def decode_strictly(container: Any, stream: Any) -> Iterator[Any]:
+    """Decode a stream's frames in order (as ``container.decode(stream)``), damage as a `MediaError`.
+
+    The stream must have been made `strict`. Errors of the container (demuxing) pass through
+    unchanged, to be reported by the caller.
+
+    Raises:
+        MediaError: ``damaged: ...``, when the decoder finds invalid data.
+    """
+    import av
+
+    decoded = 0
+    for packet in container.demux(stream):
+        try:
+            frames = packet.decode()
+        except av.error.InvalidDataError as exc:
+            name = stream.codec_context.name or "video"
+            raise MediaError(
+                f"damaged: {name} video has decoding errors near frame {decoded} (FFmpeg's strict check); "
+                "its frames would be partly garbage, so it is skipped (re-download or re-encode it)"
+            ) from exc
+        for frame in frames:
+            decoded += 1
+            yield frame
