@@ -10,7 +10,8 @@ arguments travel in ``data`` and are shown beside the media. The matching labeli
 
 Import reads Label Studio's JSON export (the same tasks, now with
 ``"annotations": [{"result": [...], "was_cancelled": false, ...}]``): the newest annotation that
-was not cancelled decides; tasks without one are reported and left out.
+was not cancelled decides; tasks without one, or that do not fit the format, are named and left
+out (`vhd.align.labelstudio_read` reads and checks the file).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from vhd.align import labelstudio_read as rd
 from vhd.align.labels import LabelledItem, check_set_name, read_labelled_set, save_labelled_set
 from vhd.errors import ConfigError
 from vhd.fileio import atomic_write
-from vhd.records import Kind, Role
+from vhd.records import Kind, Role, Sample
 from vhd.store.sqlite import Store
 
-HARMFUL, NOT_HARMFUL = "Harmful", "Not harmful"
+HARMFUL, NOT_HARMFUL = rd.HARMFUL, rd.NOT_HARMFUL
 """The two choices of the ``harmful`` control."""
 
 LOCAL_FILES = "/data/local-files/?d="
@@ -186,46 +188,90 @@ def export_labelstudio(
     return result
 
 
-def _decision(task: dict[str, Any]) -> tuple[bool, str | None, tuple[str, ...]] | None:
-    annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict) and not a.get("was_cancelled")]
-    if not annotations:
-        return None
-    latest = max(
-        enumerate(annotations), key=lambda ia: (str(ia[1].get("updated_at") or ia[1].get("created_at") or ""), ia[0])
-    )[1]
-    harmful: bool | None = None
-    reason: str | None = None
-    categories: tuple[str, ...] = ()
-    for res in latest.get("result") or []:
-        value = res.get("value") or {}
-        if res.get("from_name") == "harmful" and value.get("choices"):
-            choice = str(value["choices"][0]).strip().lower()
-            harmful = choice == HARMFUL.lower() if choice in (HARMFUL.lower(), NOT_HARMFUL.lower()) else None
-        elif res.get("from_name") == "reason" and value.get("text"):
-            reason = " ".join(str(t) for t in value["text"]).strip() or None
-        elif res.get("from_name") == "categories":
-            categories = tuple(str(c) for c in value.get("choices") or [])
-    return None if harmful is None else (harmful, reason, categories)
+@dataclass
+class SkippedTask:
+    """A task of a Label Studio export that was left out.
+
+    Attributes:
+        position: Its place in the file's list of tasks (1-based).
+        task_id: Label Studio's task ``id``, when the task has a usable one.
+        reason: Why, in one line, with what to do.
+    """
+
+    position: int
+    task_id: int | None
+    reason: str
+
+    @property
+    def name(self) -> str:
+        """``task <id>``, or ``item <position> of the list`` for a task without a usable id."""
+        return f"task {self.task_id}" if self.task_id is not None else f"item {self.position} of the list"
 
 
-def read_labelstudio_export(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a Label Studio JSON export (a list of tasks)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read Label Studio export {path}: {exc}; export the project as JSON") from None
-    if not isinstance(data, list) or not all(isinstance(t, dict) for t in data):
-        raise ConfigError(f"{path} is not a Label Studio JSON export (a list of tasks): export the project as JSON")
-    return data
+@dataclass
+class LabelStudioImport:
+    """What a Label Studio import read and wrote.
+
+    Attributes:
+        name: The labelled set written.
+        source: The export file read.
+        tasks: Tasks in the file.
+        decided: Tasks whose decision was used (several may name one sample).
+        samples: Samples labelled (rows written to the set): one per sample, the newest decision.
+        harmful: Of those, labelled harmful.
+        skipped: The tasks left out, in file order.
+    """
+
+    name: str
+    source: str
+    tasks: int = 0
+    decided: int = 0
+    samples: int = 0
+    harmful: int = 0
+    skipped: list[SkippedTask] = field(default_factory=list)
+
+
+class _Samples:
+    """Finds the sample a task names, remembering each reference (200,000 tasks, few samples)."""
+
+    def __init__(self, db: Store) -> None:
+        self.db = db
+        self.by_id: dict[str, Sample | None] = {}
+        self.by_ref: dict[str, list[Sample]] = {}
+
+    def find(self, data: rd.Data) -> Sample | str:
+        if data.sample_id:
+            if data.sample_id not in self.by_id:
+                self.by_id[data.sample_id] = self.db.get_sample(data.sample_id)
+            sample = self.by_id[data.sample_id]
+            if sample is not None:
+                return sample
+        ref = data.path or _path_from_url(data.image or data.video or "")
+        if not ref and not data.sample_id:
+            return "names no sample: its data needs sample_id, path, or a local-files image / video URL"
+        if "\x00" in ref:
+            return "its media URL names a path with a NUL character: fix data.image / data.video"
+        if ref and ref not in self.by_ref:
+            self.by_ref[ref] = self.db.find_samples(ref)
+        found = self.by_ref.get(ref, [])
+        if len(found) > 1:
+            return f"its path names {len(found)} samples in the store: give data.sample_id instead"
+        if not found:
+            return "its sample is not in the store: import it with `vhd label` first"
+        return found[0]
 
 
 def import_labelstudio(
     path: str | os.PathLike[str], *, store: str | os.PathLike[str] = "vhd.db", name: str = "labelstudio"
-) -> tuple[int, list[tuple[int, str]]]:
+) -> LabelStudioImport:
     """Read people's decisions from a Label Studio JSON export into a labelled set.
 
     Each task is tied to a sample by ``data.sample_id`` (as exported by `export_labelstudio`),
-    else by ``data.path`` or the local-file URL, which must name a sample the store holds.
+    else by ``data.path`` or the local-file URL, which must name a sample the store holds. A task
+    that does not fit Label Studio's export format, has no decision, repeats an earlier task's
+    ``id`` or names no stored sample is left out with a one-line reason; the others are imported.
+    Several tasks naming one sample give one label: the newest decision (see
+    `vhd.align.labelstudio_read` for the rule).
 
     Args:
         path: The export file.
@@ -233,40 +279,59 @@ def import_labelstudio(
         name: The labelled set to write.
 
     Returns:
-        Rows imported, and ``(task number, reason)`` for each task left out.
+        Counts of tasks and samples, and the tasks left out.
+
+    Raises:
+        ConfigError: The file cannot be a Label Studio export (unreadable, not JSON, not a list
+            of tasks, no tasks), or the set name is not valid.
     """
     check_set_name(name)
-    tasks = read_labelstudio_export(path)
-    items: list[LabelledItem] = []
-    skipped: list[tuple[int, str]] = []
+    tasks, not_utf8 = rd.read_tasks(path)
+    out = LabelStudioImport(name=name, source=os.path.abspath(path), tasks=len(tasks))
+    best: dict[str, tuple[rd.Decision, Sample]] = {}
+    first_of: dict[int, int] = {}
     with Store(store) as db:
-        for number, task in enumerate(tasks, start=1):
-            data = task.get("data") or {}
-            decision = _decision(task)
-            if decision is None:
-                skipped.append((number, "no submitted annotation with a Harmful / Not harmful choice"))
+        samples = _Samples(db)
+        for index in range(len(tasks)):
+            raw, tasks[index] = tasks[index], None  # free each raw task once it is read
+            position = index + 1
+            task = rd.validate_task(raw, not_utf8=not_utf8)
+            if isinstance(task, str):
+                out.skipped.append(SkippedTask(position, rd.raw_task_id(raw), task))
                 continue
-            sample = db.get_sample(str(data.get("sample_id") or "")) if data.get("sample_id") else None
-            if sample is None:
-                ref = data.get("path") or _path_from_url(str(data.get("image") or data.get("video") or ""))
-                found = db.find_samples(ref) if ref else []
-                sample = found[0] if len(found) == 1 else None
-            if sample is None:
-                skipped.append((number, "its sample is not in the store: import it with `vhd label` first"))
+            del raw
+            if task.id is not None and task.id in first_of:
+                why = f"repeats task id {task.id} of item {first_of[task.id]}; the first copy counts"
+                out.skipped.append(SkippedTask(position, None, why))
                 continue
-            harmful, reason, categories = decision
-            items.append(
-                LabelledItem(
-                    id=sample.id,
-                    path=Path(sample.path),
-                    kind=sample.kind,
-                    harmful=harmful,
-                    reason=reason,
-                    categories=list(categories),
-                )
+            if task.id is not None:
+                first_of[task.id] = position
+            decision = rd.task_decision(task, position)
+            if isinstance(decision, str):
+                out.skipped.append(SkippedTask(position, task.id, decision))
+                continue
+            sample = samples.find(task.data)
+            if isinstance(sample, str):
+                out.skipped.append(SkippedTask(position, task.id, sample))
+                continue
+            out.decided += 1
+            held = best.get(sample.id)
+            if held is None or rd.is_newer(decision.stamp, held[0].stamp):
+                best[sample.id] = (decision, sample)
+        items = [
+            LabelledItem(
+                id=sample.id,
+                path=Path(sample.path),
+                kind=sample.kind,
+                harmful=d.harmful,
+                reason=d.reason,
+                categories=list(d.categories),
             )
-        save_labelled_set(db, name, items, source=os.path.abspath(path))
-    return len(items), skipped
+            for d, sample in best.values()
+        ]
+        out.samples = save_labelled_set(db, name, items, source=out.source) if items else 0
+    out.harmful = sum(i.harmful for i in items)
+    return out
 
 
 def _path_from_url(url: str) -> str:

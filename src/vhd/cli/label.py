@@ -53,11 +53,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"{res.tasks} task(s), {res.with_predictions} with the annotator's verdict as a pre-annotation")
         return 0
     if args.import_labelstudio:
-        n, skipped = import_labelstudio(args.import_labelstudio, store=args.store, name=args.set_name or "labelstudio")
-        for number, why in skipped[:20]:
-            print(f"task {number}: {why}")
-        print(f"imported {n} label(s) into set {args.set_name or 'labelstudio'!r}; {len(skipped)} task(s) left out")
-        return 0
+        got = import_labelstudio(args.import_labelstudio, store=args.store, name=args.set_name or "labelstudio")
+        for task in got.skipped[:20]:
+            print(f"{task.name}: {task.reason}")
+        if len(got.skipped) > 20:
+            print(f"... and {len(got.skipped) - 20} more task(s) left out")
+        if got.decided > got.samples:
+            print(
+                f"{got.decided - got.samples} task(s) named a sample another task named too: the newest decision counts"
+            )
+        print(
+            f"{got.tasks} task{'s' * (got.tasks != 1)} -> {got.samples} sample(s) ({got.harmful} harmful) "
+            f"in set {got.name!r} of {args.store}; {len(got.skipped)} task(s) left out"
+        )
+        return 1 if got.skipped else 0
     if not args.labels:
         raise ConfigError("give a LABELS file, --export-labelstudio OUT.json or --import-labelstudio EXPORT.json")
     from vhd.align.labels import import_labels
