@@ -161,7 +161,7 @@ def test_split_csv_escapes_paths(tmp_path: Path) -> None:
         st.upsert_sample(t)
         split = SplitResult(assignments={s.id: "train", t.id: "test"})
         text = write_split_csv(st, split, tmp_path / "split.csv").read_text()
-    assert rows(text)[1:] == [[s.id, "'=1+1.png", "train"], [t.id, "'@SUM(A1).png", "test"]]
+    assert rows(text)[1:] == [[s.id, "'=1+1.png", "train", ""], [t.id, "'@SUM(A1).png", "test", ""]]
 
 
 def test_fetch_report_manifest_and_url_lists_escape_and_read_back(tmp_path: Path) -> None:
