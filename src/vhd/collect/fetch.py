@@ -123,6 +123,7 @@ class _Job:
         import httpx
 
         from vhd.collect.addresses import AddressGuard, parse_networks
+        from vhd.collect.download import refuse_bad_redirects
         from vhd.collect.netguard import guarded_clients
 
         results: list[FetchOutcome | None] = [None] * len(rows)
@@ -153,11 +154,17 @@ class _Job:
                 async with semaphore:
                     results[index] = self._record(await self._fetch_one(client, row))
 
-        async with contextlib.AsyncExitStack() as stack:
-            clients = [await stack.enter_async_context(c) for c in guarded_clients(guard, s, n_workers)]
-            async with asyncio.TaskGroup() as group:
-                for i in range(n_workers):
-                    group.create_task(worker(clients[i % len(clients)]))
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                clients = [
+                    await stack.enter_async_context(c)
+                    for c in guarded_clients(guard, s, n_workers, [refuse_bad_redirects])
+                ]
+                async with asyncio.TaskGroup() as group:
+                    for i in range(n_workers):
+                        group.create_task(worker(clients[i % len(clients)]))
+        except* VhdError as fatal:  # disk full, permissions: the run stops with that one-line error
+            raise fatal.exceptions[0] from None
         return [r for r in results if r is not None]
 
     async def _fetch_one(self, client: Any, row: UrlRow) -> FetchOutcome:
@@ -176,6 +183,12 @@ class _Job:
                 attempts=f.attempts,
                 final_url=f.final_url,
             )
+        except VhdError:
+            raise
+        except Exception as exc:  # one row's surprise never ends the run
+            text = " ".join(str(exc).split())
+            reason = f"{type(exc).__name__}{': ' + text if text else ''} (please report it)"
+            return self._outcome(row, status="failed", error="unexpected", reason=reason, final_url=row.url)
         try:
             return await self._finish(row, got)
         except OSError as exc:
