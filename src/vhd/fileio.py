@@ -1,9 +1,14 @@
-"""Atomic file writes, shared by every command that writes a file.
+r"""Files and their names, shared by every command: atomic writes, names shown and stored.
 
-The content goes to a temporary file in the target's folder, is flushed to disk, and is then
-renamed over the target: a reader, or a re-run after the process was killed, sees the old file
-or the complete new one, never a partial file under the final name. A crash leaves at most a
-hidden ``.NAME.*.tmp`` file beside it.
+Writes are atomic: the content goes to a temporary file in the target's folder, is flushed to
+disk, and is then renamed over the target: a reader, or a re-run after the process was killed,
+sees the old file or the complete new one, never a partial file under the final name. A crash
+leaves at most a hidden ``.NAME.*.tmp`` file beside it.
+
+Names go through `display_path` before they
+are stored (bytes that are not UTF-8 become ``\xNN``, so SQLite, JSON and CSV accept them) and
+through `printable` before they are printed (control characters, terminal escape sequences
+among them, are shown escaped, never sent to the terminal).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -93,3 +99,51 @@ def unescape_cell(value: str) -> str:
     if value.startswith("'") and value[1:].lstrip("'").startswith(_FORMULA_START):
         return value[1:]
     return value
+
+
+def display_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
+    r"""Return a path (or any text that may hold one) as valid UTF-8 text, to store or show.
+
+    A file name that is not valid UTF-8 reaches Python with surrogate characters, which SQLite,
+    JSON encoders and a UTF-8 terminal refuse; its bytes come back here as ``\xNN``
+    (``b"bad\xff.jpg"`` becomes ``bad\xff.jpg``). Valid names are returned unchanged. Use it
+    wherever a path is stored; print through `printable`, which calls it.
+    """
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError:  # surrogates that did not come from the file system
+        raw = os.fspath(path).encode("utf-8", "backslashreplace")  # type: ignore[union-attr]
+    return raw.decode("utf-8", "backslashreplace")
+
+
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Bidirectional overrides and isolates: they reorder what a terminal shows (``evil\\u202egpj.exe``)."""
+
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escaped(char: str) -> str:
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: object, *, multiline: bool = False) -> str:
+    r"""Return text that is safe to print to a terminal: control characters shown escaped.
+
+    Escape sequences in a file name (``"\x1b[2J"`` clears the screen), a bell, a carriage return
+    that overwrites the line, or a bidirectional override are shown as ``\x1b``, ``\x07``,
+    ``\r``, ``\u202e``, never interpreted. Bytes that are not UTF-8 are shown as by
+    `display_path`. Everything else, non-ASCII letters included, is unchanged. Rich markup is not
+    this function's business: print such text with ``markup=False`` or as a ``rich.text.Text``.
+
+    Args:
+        text: Anything; it is converted with ``str()`` (paths with `display_path`).
+        multiline: Keep newlines (for multi-line text such as a model's reply).
+    """
+    value = display_path(text) if isinstance(text, str | bytes | os.PathLike) else display_path(str(text))
+    return "".join(
+        _escaped(c) if (unicodedata.category(c) == "Cc" and not (multiline and c == "\n")) or c in _BIDI_CONTROLS else c
+        for c in value
+    )

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from vhd.fileio import printable
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -83,5 +85,5 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"marked {marked} sample(s) in {store_path}; {missing} file(s) are not samples of it")
         if args.report:
             lines.append(f"report: {args.report}")
-        print("\n".join(lines))
+        print("\n".join(printable(line) for line in lines))
     return 1 if result.leaks else 0

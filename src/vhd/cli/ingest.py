@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from vhd.fileio import printable
 from vhd.records import Source
 
 
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         )
         for label, entries in (("invalid", result.invalid), ("blocked", result.blocked), ("refused", result.refused)):
             for path, reason in entries[:20]:
-                print(f"{label} {path}: {reason}")
+                print(printable(f"{label} {path}: {reason}"))
             if len(entries) > 20:
                 print(f"... {len(entries) - 20} more {label} (use --json for all)")
     bad = result.invalid or result.blocked

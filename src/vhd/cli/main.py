@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from vhd.errors import BackendError, MediaError, VhdError
+from vhd.fileio import printable
 from vhd.version import version
 
 COMMANDS: dict[str, str] = {
@@ -60,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def error(message: str) -> None:
-    """Print a one-line error to stderr."""
-    print(f"vhd: error: {message}", file=sys.stderr)
+    """Print a one-line error to stderr (control characters escaped: messages quote file names)."""
+    print(f"vhd: error: {printable(message)}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

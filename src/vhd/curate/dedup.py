@@ -39,7 +39,7 @@ from typing import IO, Any
 from vhd.curate.clusters import DEFAULT_THRESHOLD, Member, cluster
 from vhd.curate.fingerprint import Fingerprint, Job, fingerprint_many
 from vhd.errors import ConfigError
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, display_path
 from vhd.progress import ProgressFn
 from vhd.store.sqlite import Store
 
@@ -148,7 +148,7 @@ def _jobs_from_store(store: Store, settings: dict[str, int]) -> tuple[list[Job],
 def _jobs_from_paths(
     inputs: Sequence[str | Path], settings: dict[str, int], frame_folders: bool, unreadable: list[tuple[str, str]]
 ) -> tuple[list[Job], dict[str, str]]:
-    from vhd.media.discover import discover, display_path
+    from vhd.media.discover import discover
 
     found = discover(inputs, frame_folders=frame_folders)
     unreadable.extend((display_path(s.path), s.reason) for s in found.skipped)
