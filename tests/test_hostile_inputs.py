@@ -1,7 +1,7 @@
-"""Hostile input files: names that are not UTF-8, terminal escapes and markup in names.
+"""Hostile input files: names that are not UTF-8, FIFOs and devices, terminal escapes in names.
 
-No run crashes on one bad file; every name that is stored or printed is valid UTF-8 and shows no
-control character raw.
+No run crashes or hangs on one bad file; every name that is stored or printed is valid UTF-8 and
+shows no control character raw.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -21,7 +22,9 @@ from PIL import Image
 
 import vhd
 from vhd.cli.main import main
-from vhd.fileio import display_path, printable
+from vhd.fileio import display_path, open_regular, printable
+from vhd.media.discover import discover
+from vhd.media.hashing import sha256_file
 from vhd.store.sqlite import Store
 
 TIMEOUT = 120.0
@@ -135,6 +138,68 @@ def test_ingest_lists_a_name_that_is_not_utf8_escaped(tmp_path: Path, capsys: py
     assert main(["ingest", str(media), "--store", db, "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "1 sample(s) added" in out and "invalid " + str(media) + "/bad\\xff.png" in out
+
+
+# -- item 3: FIFOs, sockets, devices ----------------------------------------------------------
+
+
+def test_discovery_skips_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    media = tmp_path / "media"
+    images(media, 1)
+    os.mkfifo(media / "pipe.jpg")
+    os.symlink("/dev/zero", tmp_path / "zero.png")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(media / "sock.png"))
+        found = discover([media, media / "pipe.jpg", tmp_path / "zero.png"])
+    assert [p.name for p in (Path(i.path) for i in found.items)] == ["img_0.png"]
+    reasons = {(s.path.name, s.reason) for s in found.skipped}
+    assert reasons == {
+        ("pipe.jpg", "not a regular file (fifo)"),
+        ("sock.png", "not a regular file (socket)"),
+        ("zero.png", "not a regular file (character device)"),
+    }
+
+
+def test_a_manifest_row_pointing_at_a_fifo_is_skipped(tmp_path: Path) -> None:
+    images(tmp_path, 1)
+    os.mkfifo(tmp_path / "pipe.png")
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("path\nimg_0.png\npipe.png\n")
+    found = discover([manifest])
+    assert len(found.items) == 1
+    assert [s.reason for s in found.skipped] == ["m.csv line 3: not a regular file (fifo)"]
+
+
+def test_files_are_opened_only_when_regular(tmp_path: Path) -> None:
+    fifo = tmp_path / "late.png"
+    os.mkfifo(fifo)
+    try:
+        with pytest.raises(OSError, match=r"not a regular file \(fifo\)"):
+            finishes(lambda: sha256_file(fifo))
+        with pytest.raises(OSError, match=r"not a regular file \(fifo\)"):
+            finishes(lambda: open_regular(fifo))
+    finally:
+        release(fifo)
+    with pytest.raises(OSError, match=r"not a regular file \(character device\)"):
+        finishes(lambda: sha256_file("/dev/zero"))
+    png(tmp_path / "ok.png")
+    with open_regular(tmp_path / "ok.png") as fh:
+        assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("command", ["annotate", "ingest"])
+def test_a_fifo_among_the_inputs_does_not_hang_the_run(tmp_path: Path, command: str) -> None:
+    media = tmp_path / "media"
+    images(media, 2)
+    os.mkfifo(media / "pipe.jpg")
+    extra = ["--model", "scripted:demo"] if command == "annotate" else []
+    try:
+        done = vhd_cli(command, str(media), *extra, "--store", str(tmp_path / "s.db"), "--no-progress", cwd=tmp_path)
+    finally:
+        release(media / "pipe.jpg")
+    assert done.returncode == 0, done.stderr
+    assert "pipe.jpg: not a regular file (fifo)" in done.stdout
+    assert ("annotated 2 sample(s)" if command == "annotate" else "2 sample(s) added") in done.stdout
 
 
 # -- item 5: terminal escapes and rich markup in names ------------------------------------------

@@ -1,11 +1,12 @@
-r"""Files and their names, shared by every command: atomic writes, names shown and stored.
+r"""Files and their names, shared by every command: atomic writes, safe reads, names shown and stored.
 
 Writes are atomic: the content goes to a temporary file in the target's folder, is flushed to
 disk, and is then renamed over the target: a reader, or a re-run after the process was killed,
 sees the old file or the complete new one, never a partial file under the final name. A crash
 leaves at most a hidden ``.NAME.*.tmp`` file beside it.
 
-Names go through `display_path` before they
+Reads of user files go through `open_regular`: a FIFO, socket or device named ``*.jpg`` is
+refused instead of blocking (or streaming forever). Names go through `display_path` before they
 are stored (bytes that are not UTF-8 become ``\xNN``, so SQLite, JSON and CSV accept them) and
 through `printable` before they are printed (control characters, terminal escape sequences
 among them, are shown escaped, never sent to the terminal).
@@ -14,12 +15,14 @@ among them, are shown escaped, never sent to the terminal).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from vhd.errors import ConfigError
 
@@ -147,3 +150,57 @@ def printable(text: object, *, multiline: bool = False) -> str:
         _escaped(c) if (unicodedata.category(c) == "Cc" and not (multiline and c == "\n")) or c in _BIDI_CONTROLS else c
         for c in value
     )
+
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISFIFO, "fifo"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISLNK, "symbolic link"),
+)
+
+
+def not_regular_reason(mode: int) -> str | None:
+    """Return ``"not a regular file (fifo)"`` (socket, character device...) for a ``st_mode``, or None."""
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "special file")
+    return f"not a regular file ({kind})"
+
+
+def regular_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` (symbolic links followed) must not be opened as a file, or None.
+
+    A FIFO blocks whoever opens it until a writer comes, a device streams forever: only regular
+    files are read. A path that cannot be examined at all gives None (opening it reports why).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return not_regular_reason(mode)
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open a user's file for binary reading, refusing (without blocking) anything but a regular file.
+
+    The file is opened non-blocking and examined before any byte is read, so a FIFO named
+    ``*.jpg`` (or one swapped in after discovery) fails at once instead of hanging the run.
+
+    Raises:
+        OSError: The file cannot be opened, or is not a regular file (``strerror`` says
+            ``not a regular file (fifo)``, ``(character device)``...).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        problem = not_regular_reason(os.fstat(fd).st_mode)
+        if problem is not None:
+            raise OSError(errno.EINVAL, problem, os.fspath(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

@@ -39,7 +39,7 @@ from typing import IO, Any
 from vhd.curate.clusters import DEFAULT_THRESHOLD, Member, cluster
 from vhd.curate.fingerprint import Fingerprint, Job, fingerprint_many
 from vhd.errors import ConfigError
-from vhd.fileio import atomic_write, display_path
+from vhd.fileio import atomic_write, display_path, open_regular
 from vhd.progress import ProgressFn
 from vhd.store.sqlite import Store
 
@@ -123,7 +123,7 @@ class DedupResult:
 def is_store_file(path: str | os.PathLike[str]) -> bool:
     """Whether a path is an SQLite database (a vhd store), judged by its first bytes."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             return fh.read(16) == _SQLITE_MAGIC
     except OSError:
         return False
