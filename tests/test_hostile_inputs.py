@@ -1,7 +1,7 @@
-"""Hostile input files: names that are not UTF-8, FIFOs and devices, terminal escapes in names.
+"""Hostile input files and output pipes: non-UTF-8 names, FIFOs and devices, terminal escapes, `| head`.
 
 No run crashes or hangs on one bad file; every name that is stored or printed is valid UTF-8 and
-shows no control character raw.
+shows no control character raw; a closed output pipe ends a command quietly.
 """
 
 from __future__ import annotations
@@ -252,3 +252,31 @@ def test_show_does_not_interpret_markup_or_escapes_from_the_model(
     assert "\x1b" not in shown and "\x07" not in shown
     assert "[blink]gotcha[/blink] \\x1b[2J" in shown and "\\x1b[5mC1" in shown
     assert "│ line [red]two[/red] \\x1b]0;x\\x07 " in shown and "│ line one " in shown  # newline kept
+
+
+# -- item 4: a closed output pipe ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("show", "STORE", "SAMPLE", "--json"),
+        ("show", "STORE", "SAMPLE"),
+        ("keywords",),
+        ("keywords", "--format", "json"),
+        ("stats", "--store", "STORE", "--out", "stats", "--no-plot"),
+    ],
+)
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path, args: tuple[str, ...]) -> None:
+    images(tmp_path / "m", 1)
+    db = tmp_path / "s.db"
+    vhd.annotate([tmp_path / "m"], model="scripted:demo", store=db, progress=False)
+    sample = str(tmp_path / "m" / "img_0.png")
+    argv = [{"STORE": str(db), "SAMPLE": sample}.get(a, a) for a in args]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # like `| head` that has already exited: every write fails with EPIPE
+    try:
+        done = vhd_cli(*argv, cwd=tmp_path, stdout=write_end, stderr=subprocess.PIPE, capture_output=False)
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == 141

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 from typing import Any
 
@@ -32,6 +33,12 @@ def run(args: argparse.Namespace) -> int:
 
     from vhd.store.sqlite import open_store
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """Leave a closed pipe to `vhd.cli.main` (rich would exit 1 on its own)."""
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "broken pipe")
+
     with open_store(args.store) as db:
         samples = db.find_samples(args.sample)
         if not samples:
@@ -55,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(data, indent=2))
         return 0
-    console = Console(highlight=False)
+    console = _Console(highlight=False)
     decision = {
         True: ("harmful", "bold red"),
         False: ("not harmful", "bold green"),
