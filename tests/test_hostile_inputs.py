@@ -140,6 +140,38 @@ def test_ingest_lists_a_name_that_is_not_utf8_escaped(tmp_path: Path, capsys: py
     assert "1 sample(s) added" in out and "invalid " + str(media) + "/bad\\xff.png" in out
 
 
+def test_names_that_are_not_utf8_on_the_command_line_do_not_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = os.fsencode(tmp_path) + b"/media\xff"
+    os.mkdir(folder)
+    png(folder + b"/a.png")
+    db = str(tmp_path / "s.db")
+    argv_folder = os.fsdecode(folder)  # how Python hands such an argument over
+    assert main(["annotate", argv_folder, "--model", "scripted:demo", "--store", db, "--no-progress"]) == 0
+    assert "media\\xff: file name is not valid UTF-8" in capsys.readouterr().out
+    with Store(db) as st:
+        assert "media\\xff" in st.skips()[0].path
+    assert main(["show", db, os.fsdecode(b"bad\xff.png")]) == 2
+    assert "no sample matching" in capsys.readouterr().err
+    assert main(["remove", os.fsdecode(b"bad\xff.png"), "--store", db]) == 1
+    assert "not found bad\\xff.png" in capsys.readouterr().out
+
+
+def test_the_store_takes_any_python_string(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    images(tmp_path / "m", 1)
+    db = tmp_path / "s.db"
+    vhd.annotate([tmp_path / "m"], model="scripted:demo", store=db, progress=False)
+    reason = os.fsdecode(b"takedown \xff request")
+    assert main(["remove", str(tmp_path / "m" / "img_0.png"), "--store", str(db), "--reason", reason]) == 0
+    assert "removed" in capsys.readouterr().out
+    with Store(db) as st:
+        st.record_skip(None, os.fsdecode(b"x\xfe.png"), "lone \ud800 surrogate")
+        assert [(s.path, s.reason) for s in st.skips()][-1] == ("x\\xfe.png", "lone \\ud800 surrogate")
+        rows = st.conn.execute("SELECT reason FROM removals").fetchall()
+    assert rows == [("takedown \\xff request",)]
+
+
 # -- item 3: FIFOs, sockets, devices ----------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from vhd.errors import ConfigError, VhdError
 from vhd.fileio import display_path
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.redaction import redact_command
+from vhd.store.connection import Connection
 from vhd.store.labelled_sets import LabelledSets
 from vhd.store.migrations import apply_migrations
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
@@ -109,6 +110,7 @@ class Store(AnnotationReads, LabelledSets):
                 timeout=timeout,
                 isolation_level=None,
                 check_same_thread=False,
+                factory=Connection,
             )
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot open store {label}: {exc}; check the path") from exc
