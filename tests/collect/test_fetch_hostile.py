@@ -55,13 +55,14 @@ def test_bad_hosts_in_a_list_file_and_in_rows_do_not_end_the_run(server: MediaSe
         assert [(o.status, o.error) for o in report.outcomes] == [("ok", "")] + [("invalid", "bad-row")] * 4, attempt
         assert len(_report_rows(out)) == 5
     # Rows handed over directly (not read from a list file) get the same outcome, at fetch time.
-    rows = [UrlRow(url=good, line=2)] + [UrlRow(url=u, line=i + 3) for i, u in enumerate(BAD_HOSTS)]
+    bad = [*BAD_HOSTS, "http://[::1/x.jpg", "ftp://example.com/y.jpg", ""]
+    rows = [UrlRow(url=good, line=2)] + [UrlRow(url=u, line=i + 3) for i, u in enumerate(bad)]
     for _ in range(2):
         out = tmp_path / "from-rows"
         report = fetch(rows, out, settings=_settings())
-        assert [(o.status, o.error) for o in report.outcomes] == [("ok", "")] + [("invalid", "bad-row")] * 4
+        assert [(o.status, o.error) for o in report.outcomes] == [("ok", "")] + [("invalid", "bad-row")] * len(bad)
         assert all(o.reason and "\n" not in o.reason for o in report.outcomes[1:])
-        assert [r["status"] for r in _report_rows(out)] == ["ok"] + ["invalid"] * 4
+        assert [r["status"] for r in _report_rows(out)] == ["ok"] + ["invalid"] * len(bad)
 
 
 def test_redirects_to_urls_the_client_cannot_request_are_bad_redirects(server: MediaServer, tmp_path: Path) -> None:

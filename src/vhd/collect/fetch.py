@@ -38,7 +38,7 @@ from vhd.collect.fetchlog import (
     write_manifest,
     write_report,
 )
-from vhd.collect.urls import UrlList, read_url_list
+from vhd.collect.urls import UrlList, check_url, read_url_list
 from vhd.errors import VhdError
 from vhd.media.hashing import is_sha256_hex
 from vhd.records import Kind, UrlRow
@@ -51,11 +51,18 @@ OnOutcome = Callable[[FetchOutcome], None]
 __all__ = ["FetchReport", "OnOutcome", "fetch", "fetch_async", "interleave_by_host"]
 
 
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
 def interleave_by_host(rows: Sequence[tuple[int, UrlRow]]) -> list[tuple[int, UrlRow]]:
     """Order rows round-robin over their hosts, so one big host does not hold every worker."""
     groups: dict[str, list[tuple[int, UrlRow]]] = {}
     for item in rows:
-        groups.setdefault((urlsplit(item[1].url).hostname or "").lower(), []).append(item)
+        groups.setdefault(_host(item[1].url), []).append(item)
     out: list[tuple[int, UrlRow]] = []
     queues = [list(reversed(g)) for g in groups.values()]
     while queues:
@@ -130,6 +137,10 @@ class _Job:
         todo: list[tuple[int, UrlRow]] = []
         unregistered: list[tuple[int, UrlRow, FetchOutcome]] = []
         for index, row in enumerate(rows):
+            problem = check_url(row.url)
+            if problem is not None:  # rows handed over directly, not read by read_url_list
+                results[index] = self._record(self._outcome(row, status="invalid", error="bad-row", reason=problem))
+                continue
             prev = self._done_before(row)
             if prev is None:
                 todo.append((index, row))
@@ -149,8 +160,7 @@ class _Job:
         async def worker(client: httpx.AsyncClient) -> None:
             while queue:
                 index, row = queue.popleft()
-                host = (urlsplit(row.url).hostname or "").lower()
-                semaphore = hosts.setdefault(host, asyncio.Semaphore(s.per_host))
+                semaphore = hosts.setdefault(_host(row.url), asyncio.Semaphore(s.per_host))
                 async with semaphore:
                     results[index] = self._record(await self._fetch_one(client, row))
 
