@@ -1,19 +1,28 @@
-"""Atomic file writes, shared by every command that writes a file.
+r"""Files and their names, shared by every command: atomic writes, safe reads, names shown and stored.
 
-The content goes to a temporary file in the target's folder, is flushed to disk, and is then
-renamed over the target: a reader, or a re-run after the process was killed, sees the old file
-or the complete new one, never a partial file under the final name. A crash leaves at most a
-hidden ``.NAME.*.tmp`` file beside it.
+Writes are atomic: the content goes to a temporary file in the target's folder, is flushed to
+disk, and is then renamed over the target: a reader, or a re-run after the process was killed,
+sees the old file or the complete new one, never a partial file under the final name. A crash
+leaves at most a hidden ``.NAME.*.tmp`` file beside it.
+
+Reads of user files go through `open_regular`: a FIFO, socket or device named ``*.jpg`` is
+refused instead of blocking (or streaming forever). Names go through `display_path` before they
+are stored (bytes that are not UTF-8 become ``\xNN``, so SQLite, JSON and CSV accept them) and
+through `printable` before they are printed (control characters, terminal escape sequences
+among them, are shown escaped, never sent to the terminal).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from vhd.errors import ConfigError
 
@@ -109,3 +118,105 @@ def path_within(path: str | os.PathLike[str], folders: Iterable[str | os.PathLik
         if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
             return True
     return False
+
+
+def display_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
+    r"""Return a path (or any text that may hold one) as valid UTF-8 text, to store or show.
+
+    A file name that is not valid UTF-8 reaches Python with surrogate characters, which SQLite,
+    JSON encoders and a UTF-8 terminal refuse; its bytes come back here as ``\xNN``
+    (``b"bad\xff.jpg"`` becomes ``bad\xff.jpg``). Valid names are returned unchanged. Use it
+    wherever a path is stored; print through `printable`, which calls it.
+    """
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError:  # surrogates that did not come from the file system
+        raw = os.fspath(path).encode("utf-8", "backslashreplace")  # type: ignore[union-attr]
+    return raw.decode("utf-8", "backslashreplace")
+
+
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Bidirectional overrides and isolates: they reorder what a terminal shows (``evil\\u202egpj.exe``)."""
+
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escaped(char: str) -> str:
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: object, *, multiline: bool = False) -> str:
+    r"""Return text that is safe to print to a terminal: control characters shown escaped.
+
+    Escape sequences in a file name (``"\x1b[2J"`` clears the screen), a bell, a carriage return
+    that overwrites the line, or a bidirectional override are shown as ``\x1b``, ``\x07``,
+    ``\r``, ``\u202e``, never interpreted. Bytes that are not UTF-8 are shown as by
+    `display_path`. Everything else, non-ASCII letters included, is unchanged. Rich markup is not
+    this function's business: print such text with ``markup=False`` or as a ``rich.text.Text``.
+
+    Args:
+        text: Anything; it is converted with ``str()`` (paths with `display_path`).
+        multiline: Keep newlines (for multi-line text such as a model's reply).
+    """
+    value = display_path(text) if isinstance(text, str | bytes | os.PathLike) else display_path(str(text))
+    return "".join(
+        _escaped(c) if (unicodedata.category(c) == "Cc" and not (multiline and c == "\n")) or c in _BIDI_CONTROLS else c
+        for c in value
+    )
+
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISFIFO, "fifo"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISLNK, "symbolic link"),
+)
+
+
+def not_regular_reason(mode: int) -> str | None:
+    """Return ``"not a regular file (fifo)"`` (socket, character device...) for a ``st_mode``, or None."""
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "special file")
+    return f"not a regular file ({kind})"
+
+
+def regular_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` (symbolic links followed) must not be opened as a file, or None.
+
+    A FIFO blocks whoever opens it until a writer comes, a device streams forever: only regular
+    files are read. A path that cannot be examined at all gives None (opening it reports why).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return not_regular_reason(mode)
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open a user's file for binary reading, refusing (without blocking) anything but a regular file.
+
+    The file is opened non-blocking and examined before any byte is read, so a FIFO named
+    ``*.jpg`` (or one swapped in after discovery) fails at once instead of hanging the run.
+
+    Raises:
+        OSError: The file cannot be opened, or is not a regular file (``strerror`` says
+            ``not a regular file (fifo)``, ``(character device)``...).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        problem = not_regular_reason(os.fstat(fd).st_mode)
+        if problem is not None:
+            raise OSError(errno.EINVAL, problem, os.fspath(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

@@ -19,6 +19,7 @@ from vhd.annotate.summary import RunSummary, count_status
 from vhd.backends.registry import build_backends
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError
+from vhd.fileio import display_path
 from vhd.progress import ProgressFn, bar, no_progress
 from vhd.records import Annotation, MediaItem, Status
 from vhd.redaction import redact
@@ -63,7 +64,7 @@ async def run(
     known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
     found = discover(list(inputs), frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known)
     summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run)
-    summary.skip_reasons = [(str(s.path), s.reason) for s in found.skipped[:1000]]
+    summary.skip_reasons = [(display_path(s.path), s.reason) for s in found.skipped[:1000]]
     summary.skipped = len(found.skipped)
     backends = build_backends(config)
     examples = load_examples(config.resolve_path(config.icl), settings) if config.icl else []
@@ -95,7 +96,7 @@ async def run(
         )
         summary.run_id = run_id
         for skip in found.skipped:
-            db.record_skip(run_id, str(skip.path), skip.reason)
+            db.record_skip(run_id, display_path(skip.path), skip.reason)
         debate = Debate(backends, config, prompts, examples)
         job = _Job(db, debate, settings, summary, config_hash, run_id, max_cost, on_event)
         job.done = db.final_ids(config_hash, retry_unparsed=retry_unparsed)
@@ -206,7 +207,7 @@ class _Job:
                 self.seen.add(sid)
                 if sid in self.excluded:
                     self.summary.excluded += 1
-                    self.summary.skip_reasons.append((str(item.path), self.excluded[sid]))
+                    self.summary.skip_reasons.append((display_path(item.path), self.excluded[sid]))
                     continue
                 if sid in self.done:
                     self.summary.found += 1
@@ -217,8 +218,8 @@ class _Job:
                 self.summary.found += 1
             except MediaError as exc:
                 self.summary.skipped += 1
-                self.summary.skip_reasons.append((str(item.path), str(exc)))
-                self.db.record_skip(self.run_id, str(item.path), str(exc))
+                self.summary.skip_reasons.append((display_path(item.path), display_path(str(exc))))
+                self.db.record_skip(self.run_id, display_path(item.path), display_path(str(exc)))
                 continue
             await self.annotate_one(loaded)
 

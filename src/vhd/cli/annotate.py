@@ -10,6 +10,7 @@ from typing import Any
 
 from vhd.cli.label_flags import add_outside_flag
 from vhd.config import DEFAULT_MODEL, MODEL_ENV
+from vhd.fileio import printable
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from vhd.annotate.api import annotate
 
     def event(message: str) -> None:
-        print(f"vhd: {message}", file=sys.stderr)
+        print(f"vhd: {printable(message)}", file=sys.stderr)
 
     summary = annotate(
         args.inputs,
@@ -119,5 +120,5 @@ def run(args: argparse.Namespace) -> int:
             f"at most {e['prompt_tokens_max']:,} prompt + {e['completion_tokens_max']:,} completion tokens; cost {cost}"
         )
     else:
-        print("\n".join(_fmt_summary(summary)))
+        print("\n".join(printable(line) for line in _fmt_summary(summary)))
     return summary.exit_code(strict=args.strict)

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from vhd.cli.label_flags import add_outside_flag
+from vhd.fileio import printable
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -87,5 +88,5 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"marked {marked} sample(s) in {store_path}; {missing} file(s) are not samples of it")
         if args.report:
             lines.append(f"report: {args.report}")
-        print("\n".join(lines))
+        print("\n".join(printable(line) for line in lines))
     return 1 if result.leaks else 0

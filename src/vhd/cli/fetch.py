@@ -7,6 +7,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from vhd.fileio import printable
+
 if TYPE_CHECKING:
     from vhd.progress import ProgressFn
 
@@ -115,5 +117,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        print("\n".join(report.describe()))
+        print("\n".join(printable(line) for line in report.describe()))
     return report.exit_code(strict=args.strict)

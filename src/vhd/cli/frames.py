@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from vhd.fileio import printable
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         problems = [("failed", v.path, v.reason) for v in result.videos if v.status == "failed"]
         problems += [("skipped", path, reason) for path, reason in result.skipped]
         for what, path, reason in problems[:20]:
-            print(f"{what} {path}: {reason}")
+            print(printable(f"{what} {path}: {reason}"))
         if len(problems) > 20:
             print(f"... {len(problems) - 20} more (use --report FILE for all)")
     return 1 if result.count("failed") else 0

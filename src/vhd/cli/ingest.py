@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from vhd.cli.label_flags import add_outside_flag
+from vhd.fileio import printable
 from vhd.records import Source
 
 
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         )
         for label, entries in (("invalid", result.invalid), ("blocked", result.blocked), ("refused", result.refused)):
             for path, reason in entries[:20]:
-                print(f"{label} {path}: {reason}")
+                print(printable(f"{label} {path}: {reason}"))
             if len(entries) > 20:
                 print(f"... {len(entries) - 20} more {label} (use --json for all)")
     bad = result.invalid or result.blocked

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from vhd.errors import BackendError, MediaError, VhdError
+from vhd.fileio import printable
 from vhd.version import version
 
 COMMANDS: dict[str, str] = {
@@ -59,20 +62,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+BROKEN_PIPE = 141
+"""Exit status when the reader of stdout went away (``vhd show ... | head``): 128 + SIGPIPE, as
+standard Unix tools end, so ``set -o pipefail`` scripts can tell the output was cut short."""
+
+
 def error(message: str) -> None:
-    """Print a one-line error to stderr."""
-    print(f"vhd: error: {message}", file=sys.stderr)
+    """Print a one-line error to stderr (control characters escaped: messages quote file names)."""
+    print(f"vhd: error: {printable(message)}", file=sys.stderr)
+
+
+def _stdout_gone() -> int:
+    """Point stdout at /dev/null so nothing more (the interpreter's final flush included) fails."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return BROKEN_PIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the vhd command line and return its exit status.
 
     Exit codes: 0 success; 1 work remains (errors to retry); 2 usage or configuration error;
-    130 interrupted.
+    130 interrupted; 141 the reader of the output went away (``| head``): quietly, like Unix tools.
     """
     args = build_parser().parse_args(argv)
     try:
         code: int = args.handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_gone()
     except KeyboardInterrupt:
         error("interrupted")
         return 130

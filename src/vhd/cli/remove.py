@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from vhd.fileio import printable
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -47,10 +49,10 @@ def run(args: argparse.Namespace) -> int:
         for r in result.removed:
             state = "already removed" if r.already else "removed"
             files = f"; deleted {len(r.deleted)} file(s)" if r.deleted else ""
-            print(f"{state} {r.sample_id[:12]} ({r.path}){files}")
+            print(printable(f"{state} {r.sample_id[:12]} ({r.path}){files}"))
             for problem in r.problems:
-                print(f"  could not delete {problem}")
+                print(printable(f"  could not delete {problem}"))
         for ref, why in result.not_found:
-            print(f"not found {ref}: {why}")
+            print(printable(f"not found {ref}: {why}"))
     failed = result.not_found or any(r.problems for r in result.removed)
     return 1 if failed else 0

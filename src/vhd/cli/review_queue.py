@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from vhd.fileio import printable
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     for rank, item in enumerate(queue.items[:20], start=1):
         score = "  -  " if item.score is None else f"{item.score:.2f}"
         decision = {True: "yes", False: "no", None: "?"}[item.harmful]
-        print(f"{rank:>4}  {score}  {decision:<3}  {item.path}  ({'; '.join(item.reasons)})")
+        print(printable(f"{rank:>4}  {score}  {decision:<3}  {item.path}  ({'; '.join(item.reasons)})"))
     if len(queue.items) > 20:
         print(f"... {len(queue.items) - 20} more" + (" in the CSV" if args.out else " (write them with --out)"))
     if args.out:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.fileio import printable
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -20,12 +22,22 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the command."""
+    """Run the command.
+
+    Everything shown comes from files and models (a file name, a model's reply): it is printed
+    with control characters escaped (`vhd.fileio.printable`) and never read as rich markup.
+    """
     from rich.console import Console
     from rich.panel import Panel
     from rich.text import Text
 
     from vhd.store.sqlite import open_store
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """Leave a closed pipe to `vhd.cli.main` (rich would exit 1 on its own)."""
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "broken pipe")
 
     with open_store(args.store) as db:
         samples = db.find_samples(args.sample)
@@ -50,24 +62,34 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(data, indent=2))
         return 0
-    console = Console()
-    decision = {True: "[bold red]harmful[/]", False: "[bold green]not harmful[/]", None: "[bold yellow]undecided[/]"}[
-        v.harmful
-    ]
+    console = _Console(highlight=False)
+    decision = {
+        True: ("harmful", "bold red"),
+        False: ("not harmful", "bold green"),
+        None: ("undecided", "bold yellow"),
+    }[v.harmful]
     score = f"   score P(yes) {v.score:.3f}" if v.score is not None else ""
-    console.print(f"[bold]{sample.path}[/]  ({sample.kind.value}, id {sample.id[:12]})")
-    console.print(f"{decision}: {v.reason or '-'}   status {v.status.value}{' (refusal)' if v.refused else ''}{score}")
+    console.print(Text.assemble((printable(sample.path), "bold"), f"  ({sample.kind.value}, id {sample.id[:12]})"))
+    console.print(
+        Text.assemble(
+            decision,
+            f": {printable(v.reason or '-')}   status {v.status.value}{' (refusal)' if v.refused else ''}{score}",
+        )
+    )
     if v.categories:
-        console.print("categories: " + "; ".join(v.categories))
+        console.print(Text("categories: " + "; ".join(printable(c) for c in v.categories)))
     for t in ann.turns:
-        title = f"{t.role.value} · round {t.round} · {t.model} · {t.completion_tokens} tok · {t.latency_s:.2f} s"
+        title = (
+            f"{t.role.value} · round {t.round} · {printable(t.model)} · {t.completion_tokens} tok · {t.latency_s:.2f} s"
+        )
         if t.refused:
             title += " · refused"
-        console.print(Panel(Text(t.text or "(no text)"), title=title, title_align="left"))
+        body = Text(printable(t.text, multiline=True) if t.text else "(no text)")
+        console.print(Panel(body, title=Text(title), title_align="left"))
     u = ann.usage
     console.print(
-        f"{u.calls} calls, {u.prompt_tokens:,} + {u.completion_tokens:,} tokens; config {ann.config_hash[:12]}"
+        Text(f"{u.calls} calls, {u.prompt_tokens:,} + {u.completion_tokens:,} tokens; config {ann.config_hash[:12]}")
     )
     if ann.error:
-        console.print(f"[red]error:[/] {ann.error}")
+        console.print(Text.assemble(("error:", "red"), f" {printable(ann.error)}"))
     return 0

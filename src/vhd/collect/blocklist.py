@@ -43,6 +43,7 @@ from typing import Any, Final
 
 from vhd.collect.sniff import SNIFF_BYTES, sniff
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
+from vhd.fileio import open_regular
 from vhd.records import Kind
 
 EXACT_ALGORITHMS: Final = ("sha256", "sha1", "md5")
@@ -115,11 +116,11 @@ def file_digests(path: str | Path, algorithms: Iterable[str] = EXACT_ALGORITHMS)
         The digests.
 
     Raises:
-        OSError: The file cannot be read.
+        OSError: The file cannot be read, or is not a regular file (refused without blocking).
     """
     wanted = set(algorithms) | {"sha256"}
     hashers = {name: hashlib.new(name) for name in wanted}
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         while chunk := fh.read(_CHUNK):
             for h in hashers.values():
                 h.update(chunk)
@@ -402,7 +403,7 @@ class BlockList:
         if isinstance(source, bytes):
             head = source[:SNIFF_BYTES]
         else:
-            with open(source, "rb") as fh:
+            with open_regular(source) as fh:
                 head = fh.read(SNIFF_BYTES)
         kind = sniff(head)
         if kind is None or kind.kind is not Kind.IMAGE:

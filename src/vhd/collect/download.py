@@ -21,6 +21,7 @@ from vhd.collect.blocklist import Digests
 from vhd.collect.fetch_settings import FetchFailure, FetchSettings, format_size
 from vhd.collect.netguard import blocked_reason, resolve_failed
 from vhd.collect.sniff import SNIFF_BYTES, MediaType, describe, sniff
+from vhd.collect.urls import check_url
 from vhd.errors import VhdError
 from vhd.records import Kind, UrlRow
 
@@ -155,33 +156,81 @@ def _accept(head: bytes, row: UrlRow, url: str) -> MediaType:
     return media
 
 
-def _next_url(response: httpx.Response, url: str) -> str:
+def _bad_redirect(reason: str, url: str) -> FetchFailure:
+    return FetchFailure("rejected", "bad-redirect", reason, final_url=url)
+
+
+def _shown(location: str) -> str:
+    text = location.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def redirect_target(response: httpx.Response) -> str:
+    """Return where a redirect response points, or refuse the hop.
+
+    The target must be a URL the client can request and `check_url` accepts: http or https, a
+    host (dotted-decimal IPv4, valid IDNA), a port in range.
+
+    Raises:
+        FetchFailure: ``failed``/``bad-redirect`` without a ``Location``; ``rejected``/``bad-redirect``
+            for any other target that cannot or must not be fetched.
+    """
+    url = str(response.url)
     location = response.headers.get("location", "").strip()
     if not location:
         raise FetchFailure(
             "failed", "bad-redirect", f"HTTP {response.status_code} without a Location header", final_url=url
         )
     try:
-        target = response.url.join(location)
-    except httpx.InvalidURL as exc:
-        raise FetchFailure("rejected", "bad-redirect", f"redirect to an invalid URL ({exc})", final_url=url) from exc
-    if target.scheme not in ("http", "https"):
-        shown = location if len(location) <= 80 else location[:77] + "..."
-        reason = f"redirect to a {target.scheme or 'scheme-less'}: URL refused ({shown})"
-        raise FetchFailure("rejected", "bad-redirect", reason, final_url=url)
+        ref = httpx.URL(location)
+        scheme = ref.scheme.lower()
+        if scheme and scheme not in ("http", "https"):
+            raise _bad_redirect(f"redirect to a {scheme}: URL refused ({_shown(location)})", url)
+        if scheme and not ref.host:
+            raise _bad_redirect(f"redirect to a URL without a host refused ({_shown(location)})", url)
+        target = response.url.join(ref)
+        _ = target.host  # decoding the host checks its xn-- labels
+    except (httpx.InvalidURL, ValueError) as exc:
+        detail = " ".join(str(exc).split())
+        raise _bad_redirect(f"redirect to an invalid URL ({detail}): {_shown(location)}", url) from exc
+    problem = check_url(str(target))
+    if problem is not None:
+        raise _bad_redirect(f"redirect refused: {problem}", url)
     return str(target)
+
+
+async def refuse_bad_redirects(response: httpx.Response) -> None:
+    """Refuse a bad redirect before httpx builds the request for it (an httpx response hook).
+
+    httpx builds the next request of every redirect (even when not following it) and raises
+    `httpx.InvalidURL` or a misleading `httpx.RemoteProtocolError` on a target it cannot parse;
+    this hook runs first and turns such a hop into a ``bad-redirect`` outcome.
+    """
+    if response.has_redirect_location:
+        redirect_target(response)
 
 
 async def _attempt(
     client: httpx.AsyncClient, row: UrlRow, settings: FetchSettings, partial_dir: Path, algorithms: list[str]
 ) -> Downloaded:
     url = row.url
-    for _ in range(settings.max_redirects + 1):
-        request = client.build_request("GET", url)
-        response = await client.send(request, stream=True)
+    for hop in range(settings.max_redirects + 1):
+        try:
+            request = client.build_request("GET", url)
+        except (httpx.InvalidURL, ValueError) as exc:
+            detail = " ".join(str(exc).split())
+            if hop == 0:
+                raise FetchFailure("invalid", "bad-row", f"URL cannot be requested ({detail}); fix the row") from exc
+            raise _bad_redirect(f"redirect to an invalid URL ({detail})", url) from exc
+        try:
+            response = await client.send(request, stream=True)
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            # httpx building the next request of a redirect that `refuse_bad_redirects` let through.
+            detail = " ".join(str(exc).split())
+            raise _bad_redirect(f"redirect to an invalid URL ({detail})", url) from exc
         try:
             if response.is_redirect:
-                url = _next_url(response, url)
+                url = redirect_target(response)
                 continue
             status = response.status_code
             if status not in _OK_STATUSES:
@@ -251,6 +300,9 @@ async def download(
         FetchFailure: The last attempt failed; ``retryable`` says whether a later run may do better.
         VhdError: The temporary file cannot be written (disk full, permissions): the run stops.
     """
+    problem = check_url(row.url)
+    if problem is not None:
+        raise FetchFailure("invalid", "bad-row", problem, final_url=row.url)
     attempt = 0
     while True:
         attempt += 1

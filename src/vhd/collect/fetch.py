@@ -38,7 +38,7 @@ from vhd.collect.fetchlog import (
     write_manifest,
     write_report,
 )
-from vhd.collect.urls import UrlList, read_url_list
+from vhd.collect.urls import UrlList, check_url, read_url_list
 from vhd.errors import VhdError
 from vhd.media.hashing import is_sha256_hex
 from vhd.records import Kind, UrlRow
@@ -51,11 +51,18 @@ OnOutcome = Callable[[FetchOutcome], None]
 __all__ = ["FetchReport", "OnOutcome", "fetch", "fetch_async", "interleave_by_host"]
 
 
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
 def interleave_by_host(rows: Sequence[tuple[int, UrlRow]]) -> list[tuple[int, UrlRow]]:
     """Order rows round-robin over their hosts, so one big host does not hold every worker."""
     groups: dict[str, list[tuple[int, UrlRow]]] = {}
     for item in rows:
-        groups.setdefault((urlsplit(item[1].url).hostname or "").lower(), []).append(item)
+        groups.setdefault(_host(item[1].url), []).append(item)
     out: list[tuple[int, UrlRow]] = []
     queues = [list(reversed(g)) for g in groups.values()]
     while queues:
@@ -123,12 +130,17 @@ class _Job:
         import httpx
 
         from vhd.collect.addresses import AddressGuard, parse_networks
+        from vhd.collect.download import refuse_bad_redirects
         from vhd.collect.netguard import guarded_clients
 
         results: list[FetchOutcome | None] = [None] * len(rows)
         todo: list[tuple[int, UrlRow]] = []
         unregistered: list[tuple[int, UrlRow, FetchOutcome]] = []
         for index, row in enumerate(rows):
+            problem = check_url(row.url)
+            if problem is not None:  # rows handed over directly, not read by read_url_list
+                results[index] = self._record(self._outcome(row, status="invalid", error="bad-row", reason=problem))
+                continue
             prev = self._done_before(row)
             if prev is None:
                 todo.append((index, row))
@@ -148,16 +160,21 @@ class _Job:
         async def worker(client: httpx.AsyncClient) -> None:
             while queue:
                 index, row = queue.popleft()
-                host = (urlsplit(row.url).hostname or "").lower()
-                semaphore = hosts.setdefault(host, asyncio.Semaphore(s.per_host))
+                semaphore = hosts.setdefault(_host(row.url), asyncio.Semaphore(s.per_host))
                 async with semaphore:
                     results[index] = self._record(await self._fetch_one(client, row))
 
-        async with contextlib.AsyncExitStack() as stack:
-            clients = [await stack.enter_async_context(c) for c in guarded_clients(guard, s, n_workers)]
-            async with asyncio.TaskGroup() as group:
-                for i in range(n_workers):
-                    group.create_task(worker(clients[i % len(clients)]))
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                clients = [
+                    await stack.enter_async_context(c)
+                    for c in guarded_clients(guard, s, n_workers, [refuse_bad_redirects])
+                ]
+                async with asyncio.TaskGroup() as group:
+                    for i in range(n_workers):
+                        group.create_task(worker(clients[i % len(clients)]))
+        except* VhdError as fatal:  # disk full, permissions: the run stops with that one-line error
+            raise fatal.exceptions[0] from None
         return [r for r in results if r is not None]
 
     async def _fetch_one(self, client: Any, row: UrlRow) -> FetchOutcome:
@@ -176,6 +193,12 @@ class _Job:
                 attempts=f.attempts,
                 final_url=f.final_url,
             )
+        except VhdError:
+            raise
+        except Exception as exc:  # one row's surprise never ends the run
+            text = " ".join(str(exc).split())
+            reason = f"{type(exc).__name__}{': ' + text if text else ''} (please report it)"
+            return self._outcome(row, status="failed", error="unexpected", reason=reason, final_url=row.url)
         try:
             return await self._finish(row, got)
         except OSError as exc:

@@ -162,7 +162,7 @@ class FetchOutcome:
         error: Short code of what went wrong (``http-404``, ``timeout``, ``dns``, ``connect``,
             ``truncated``, ``private-address``, ``bad-redirect``, ``too-many-redirects``,
             ``too-large``, ``not-media``, ``kind-mismatch``, ``hash-mismatch``,
-            ``invalid-media``, ``blocklist``, ``bad-row``...); empty when ok.
+            ``invalid-media``, ``blocklist``, ``bad-row``, ``unexpected``...); empty when ok.
         reason: One line for people; empty when ok.
         retryable: Whether running again may succeed (timeouts, dropped connections, 429, 5xx).
         http_status: The last HTTP status received, if any.

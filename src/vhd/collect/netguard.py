@@ -18,7 +18,7 @@ import contextlib
 import ipaddress
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import httpcore
@@ -147,7 +147,12 @@ SHARD_CONNECTIONS = 8
 for every request, so many small pools serve high concurrency faster than one large pool."""
 
 
-def guarded_clients(guard: AddressGuard, settings: FetchSettings, concurrency: int) -> list[httpx.AsyncClient]:
+def guarded_clients(
+    guard: AddressGuard,
+    settings: FetchSettings,
+    concurrency: int,
+    response_hooks: Sequence[Callable[[httpx.Response], Awaitable[None]]] = (),
+) -> list[httpx.AsyncClient]:
     """Build unopened httpx clients for a fetch, sharing one TLS context.
 
     They are guarded, follow no redirects, ignore proxy settings from the environment and ask for
@@ -157,6 +162,8 @@ def guarded_clients(guard: AddressGuard, settings: FetchSettings, concurrency: i
         guard: The address policy.
         settings: Timeouts, TLS verification and the User-Agent.
         concurrency: Requests that will be in flight at once; one client per `SHARD_CONNECTIONS`.
+        response_hooks: httpx ``response`` event hooks (run on every response, before httpx
+            builds the next request of a redirect).
 
     Returns:
         At least one client; use each as an async context manager.
@@ -177,6 +184,7 @@ def guarded_clients(guard: AddressGuard, settings: FetchSettings, concurrency: i
             timeout=httpx.Timeout(settings.timeout, pool=None),
             follow_redirects=False,
             trust_env=False,
+            event_hooks={"response": list(response_hooks)},
         )
         for _ in range(shards)
     ]

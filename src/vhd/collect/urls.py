@@ -6,15 +6,18 @@ A URL list is a CSV file with a header row and a ``url`` column, plus optional c
 kind). Other columns (for example ``crawler`` and ``page_url`` written by `vhd crawl`) are kept as
 metadata. JSON Lines (one object a line), a JSON list of objects, and plain text (one URL a line)
 are read as well. A URL list is untrusted input: every row is checked here (http or https only,
-a host, no spaces or control characters, at most 8,192 characters), and each malformed or
-repeated row is reported with its line number instead of stopping the whole list.
+a host the HTTP client accepts: dotted-decimal IPv4, valid IDNA names; no spaces or control
+characters, at most 8,192 characters), and each malformed or repeated row is reported with its
+line number instead of stopping the whole list.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import ipaddress
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +38,7 @@ MAX_URL_LENGTH: Final = 8192
 """Longer URLs are rejected."""
 
 _SCHEMES: Final = frozenset({"http", "https"})
+_IPV4_STYLE: Final = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -87,10 +91,33 @@ def check_url(url: str) -> str | None:
         return "URL has no host"
     if port == 0:
         return "URL has port 0"
+    host = parts.hostname
+    if _IPV4_STYLE.fullmatch(host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return (
+                f"host {host!r} is not a valid IPv4 address (octets 0-255, no leading zeros); "
+                "write it in plain dotted decimal, e.g. 127.0.0.1"
+            )
     try:
-        parts.hostname.encode("idna")
+        host.encode("idna")
     except UnicodeError:
-        return f"host {parts.hostname!r} is not a valid domain name"
+        return f"host {host!r} is not a valid domain name"
+    return _client_problem(url, host)
+
+
+def _client_problem(url: str, host: str) -> str | None:
+    """Why the HTTP client would refuse ``url`` (IDNA 2008 host rules), or None (also without httpx)."""
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - vhd[collect] not installed: the checks above only
+        return None
+    try:
+        _ = httpx.URL(url).host  # decoding the host checks its xn-- labels
+    except (httpx.InvalidURL, ValueError) as exc:
+        detail = " ".join(str(exc).split())
+        return f"host {host!r} is not a valid domain name ({detail}); fix the row"
     return None
 
 

@@ -39,7 +39,7 @@ from typing import IO, Any
 from vhd.curate.clusters import DEFAULT_THRESHOLD, Member, cluster
 from vhd.curate.fingerprint import Fingerprint, Job, fingerprint_many
 from vhd.errors import ConfigError
-from vhd.fileio import atomic_write, escape_cell
+from vhd.fileio import atomic_write, display_path, escape_cell, open_regular
 from vhd.progress import ProgressFn
 from vhd.store.sqlite import Store
 
@@ -123,7 +123,7 @@ class DedupResult:
 def is_store_file(path: str | os.PathLike[str]) -> bool:
     """Whether a path is an SQLite database (a vhd store), judged by its first bytes."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             return fh.read(16) == _SQLITE_MAGIC
     except OSError:
         return False
@@ -153,7 +153,7 @@ def _jobs_from_paths(
     allow_outside_paths: bool = False,
     store: Store | None = None,
 ) -> tuple[list[Job], dict[str, str]]:
-    from vhd.media.discover import discover, display_path
+    from vhd.media.discover import discover
     from vhd.store.label_rules import known_sample
 
     found = discover(

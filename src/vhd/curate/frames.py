@@ -29,7 +29,7 @@ from typing import Any
 
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
-from vhd.media.discover import display_path
+from vhd.fileio import display_path
 from vhd.progress import ProgressFn
 
 LAYOUTS = ("folders", "flat")

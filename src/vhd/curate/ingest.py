@@ -28,7 +28,7 @@ from typing import Any
 
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
-from vhd.media.discover import display_path
+from vhd.fileio import display_path
 from vhd.progress import ProgressFn
 from vhd.records import MediaItem, Source
 from vhd.store.sqlite import Store

@@ -6,7 +6,9 @@ metadata. Anything that cannot become a sample is reported in `Discovery.skipped
 reason instead of stopping the run; only a missing top-level input (or an unreadable
 manifest) is an error. Manifests are read only when given as inputs: a ``.csv`` met while
 scanning a folder is skipped like any other non-media file. Symbolic links that lead outside
-a scanned folder, and file names that are not valid UTF-8, are skipped with a reason.
+a scanned folder, file names that are not valid UTF-8 (shown with their bytes escaped, see
+`vhd.fileio.display_path`), and anything that is not a regular file (a FIFO, socket or device
+named ``*.jpg`` would block or stream forever) are skipped with a reason.
 
 A *frame folder* holds the extracted frames of one video: a folder without subfolders whose
 files are all images named ``<stem>_<k:04d>.<png|jpg|jpeg|webp>`` with a single stem and
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhd.errors import ConfigError
+from vhd.fileio import display_path, regular_file_problem
 from vhd.media.manifest import KnownSample, RowProblem, read_manifest
 from vhd.records import Kind, ManifestRow, MediaItem
 
@@ -64,11 +67,6 @@ class Discovery:
 
     items: list[MediaItem] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
-
-
-def display_path(path: str | Path) -> str:
-    """Return a path as printable text, replacing bytes that are not valid UTF-8."""
-    return os.fsencode(path).decode("utf-8", errors="replace")
 
 
 def _utf8_ok(path: Path) -> bool:
@@ -158,6 +156,10 @@ class _Collector:
             else:
                 self.scan(path, path)
             return
+        problem = regular_file_problem(path)
+        if problem is not None:
+            self.skip(path, problem)
+            return
         kind = kind_for(path)
         if kind is None:
             self.skip(path, f"unsupported file type {path.suffix.lower() or '(no extension)'}")
@@ -199,6 +201,10 @@ class _Collector:
                 else:
                     self.scan(root, path)
                 continue
+            problem = regular_file_problem(path)
+            if problem is not None:
+                self.skip(path, problem)
+                continue
             kind = kind_for(path)
             if kind is None:
                 ext = path.suffix.lower() or "(no extension)"
@@ -230,6 +236,10 @@ class _Collector:
             kind: Kind | None = Kind.VIDEO
             is_frame_folder = True
         else:
+            problem = regular_file_problem(path)
+            if problem is not None:
+                self.skip(path, f"{where}: {problem}")
+                return
             kind = kind_for(path)
         if row.kind is not None:
             if kind is not None and kind is not row.kind:

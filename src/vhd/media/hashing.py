@@ -6,6 +6,8 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from vhd.fileio import open_regular
+
 CHUNK_SIZE = 1 << 20
 """Bytes read per chunk when hashing a file (1 MiB)."""
 
@@ -20,10 +22,11 @@ def sha256_file(path: str | Path) -> str:
         The 64-character lower-case hex digest.
 
     Raises:
-        OSError: The file cannot be read.
+        OSError: The file cannot be read, or is not a regular file (a FIFO, a device: refused at
+            once, see `vhd.fileio.open_regular`).
     """
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         while chunk := fh.read(CHUNK_SIZE):
             digest.update(chunk)
     return digest.hexdigest()

@@ -8,7 +8,8 @@ from typing import Any
 
 from vhd.config import MediaConfig
 from vhd.errors import ConfigError, MediaError
-from vhd.media.discover import display_path, frame_folder_frames
+from vhd.fileio import display_path
+from vhd.media.discover import frame_folder_frames
 from vhd.media.encoded import EncodedImage
 from vhd.media.hashing import combine_hashes, is_sha256_hex, sha256_bytes, sha256_file
 from vhd.media.image import (

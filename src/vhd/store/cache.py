@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.store.connection import Connection
 
 Key = str | int
 """One key column's value."""
@@ -124,7 +125,11 @@ class JsonCache:
         self._lock = threading.RLock()
         try:
             conn = sqlite3.connect(
-                ":memory:" if memory else self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+                ":memory:" if memory else self.path,
+                timeout=timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                factory=Connection,
             )
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot open {what} {self.path}: {exc}; choose another --out") from exc

@@ -27,8 +27,10 @@ from types import TracebackType
 from typing import Any
 
 from vhd.errors import ConfigError, VhdError
+from vhd.fileio import display_path
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.redaction import redact, redact_command
+from vhd.store.connection import Connection
 from vhd.store.labelled_sets import LabelledSets
 from vhd.store.migrations import apply_migrations
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
@@ -108,6 +110,7 @@ class Store(AnnotationReads, LabelledSets):
                 timeout=timeout,
                 isolation_level=None,
                 check_same_thread=False,
+                factory=Connection,
             )
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot open store {label}: {exc}; check the path") from exc
@@ -232,12 +235,15 @@ class Store(AnnotationReads, LabelledSets):
         rows = self._query("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1")
         return run_from_row(rows[0]) if rows else None
 
-    def record_skip(self, run_id: str | None, path: str, reason: str) -> None:
-        """Record a file a run could not use (unreadable, too large, duplicate, ...)."""
+    def record_skip(self, run_id: str | None, path: str | os.PathLike[str], reason: str) -> None:
+        """Record a file a run could not use (unreadable, too large, duplicate, ...).
+
+        A name that is not valid UTF-8 is stored with its bytes escaped (`vhd.fileio.display_path`).
+        """
         with self._tx() as conn:
             conn.execute(
                 "INSERT INTO skips (run_id, path, reason, at) VALUES (?, ?, ?, ?)",
-                (run_id, str(path), reason, time.time()),
+                (run_id, display_path(path), display_path(reason), time.time()),
             )
 
     def skips(self, run_id: str | None = None) -> list[SkipInfo]:
@@ -323,7 +329,7 @@ class Store(AnnotationReads, LabelledSets):
                 (
                     sample.id,
                     Kind(sample.kind).value,
-                    str(sample.path),
+                    display_path(sample.path),
                     sample.source,
                     sample.keyword,
                     sample.generator,
@@ -343,7 +349,7 @@ class Store(AnnotationReads, LabelledSets):
             "UPDATE samples SET path = ?, source = ?, keyword = ?, generator = ?, split = ?, "
             "label = ?, frames_json = ?, meta_json = ? WHERE id = ?",
             (
-                str(sample.path),
+                display_path(sample.path),
                 source if source is not None else sample.source,
                 keyword if keyword is not None else sample.keyword,
                 generator if generator is not None else sample.generator,
