@@ -80,6 +80,13 @@ def score_config(result: ConfigResult, truth: Sequence[bool], *, resamples: int 
     return result
 
 
+def models_of(conf: ConfigResult) -> list[str]:
+    """The model specs a configuration called (the ones whose prices its cost needs)."""
+    if conf.family == "debate":
+        return [str(conf.params[role]) for role in ("affirmative", "negative", "judge")]
+    return [str(conf.params["model"])]
+
+
 def match_budgets(configs: Sequence[ConfigResult]) -> list[dict[str, Any]]:
     """Pair each debate with the self-consistency configuration closest to it in tokens per sample."""
     sc = [c for c in configs if c.family == "self-consistency"]
@@ -206,6 +213,8 @@ def compare(
         result.configs.append(_run_debate(name, r, plan_cfg, items, icl_path, repeats, store_path, progress, say))
     for conf in result.configs:
         score_config(conf, truth, resamples=resamples)
+        if not all(spec in cfg.prices for spec in models_of(conf)):
+            conf.cost_per_sample = None  # a model without a price: unknown, not $0
     result.matched = match_budgets(result.configs)
     write_outputs(result)
     return result
