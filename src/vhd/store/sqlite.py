@@ -55,8 +55,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     return Store(path)
 
 
-def _initialise(conn: sqlite3.Connection, label: str, timeout: float) -> None:
-    """Switch to WAL and bring the schema up to date, waiting out other first openers.
+def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path | None) -> None:
+    """Switch to WAL and bring the schema up to date (backing the store up first), waiting out other openers.
 
     SQLite does not call its busy handler where waiting could deadlock (two connections both
     upgrading a read lock on a fresh file), so several processes opening a brand-new store at
@@ -67,7 +67,7 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float) -> None:
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            apply_migrations(conn, label=label)
+            apply_migrations(conn, label=label, path=path)
             return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
@@ -114,7 +114,7 @@ class Store(AnnotationReads, LabelledSets):
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
-            _initialise(conn, label, timeout)
+            _initialise(conn, label, timeout, None if memory else self.path)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise ConfigError(f"cannot use {label} as a vhd store ({exc}): pass another store path") from exc
