@@ -182,6 +182,34 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX labelled_sets_sample ON labelled_sets (sample_id);
         """,
     ),
+    (
+        "0005_leases",
+        """
+        CREATE TABLE leases (
+            sample_id TEXT NOT NULL,
+            config_hash TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (sample_id, config_hash)
+        );
+        CREATE INDEX leases_run ON leases (run_id);
+        """,
+    ),
+    (
+        "0006_run_usage",
+        """
+        CREATE TABLE run_usage (
+            run_id TEXT PRIMARY KEY REFERENCES runs (id),
+            calls INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL NOT NULL DEFAULT 0,
+            updated_at REAL NOT NULL
+        );
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 

@@ -30,6 +30,7 @@ from vhd.errors import ConfigError, VhdError
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.redaction import redact_command
 from vhd.store.labelled_sets import LabelledSets
+from vhd.store.leases import Leases
 from vhd.store.migrations import apply_migrations
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
 from vhd.store.rows import (
@@ -38,6 +39,7 @@ from vhd.store.rows import (
     dumps,
     run_from_row,
     sample_from_row,
+    write_error,
 )
 from vhd.version import version
 
@@ -72,12 +74,10 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             time.sleep(0.02)
 
 
-class Store(AnnotationReads, LabelledSets):
+class Store(AnnotationReads, LabelledSets, Leases):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
@@ -152,15 +152,20 @@ class Store(AnnotationReads, LabelledSets):
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a refused write raises `vhd.errors.StoreWriteError`."""
         with self._lock:
             conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
             try:
+                conn.execute("BEGIN IMMEDIATE")
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:  # SQLite rolls back by itself after some errors (full disk)
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise write_error(self.path, exc) from exc
                 raise
-            conn.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -359,7 +364,8 @@ class Store(AnnotationReads, LabelledSets):
     def save_annotation(self, ann: Annotation, sample: Sample | None = None) -> None:
         """Write one annotation with all its turns (and its sample) in one transaction.
 
-        A stored annotation for the same sample and config hash is replaced. ``harmful`` is
+        A stored annotation for the same sample and config hash is replaced, and the run's lease
+        on the sample (`vhd.store.leases`) is released. ``harmful`` is
         stored as NULL for unparsed and error results.
 
         Args:
@@ -368,6 +374,7 @@ class Store(AnnotationReads, LabelledSets):
 
         Raises:
             VhdError: The run or the sample is not in the store.
+            StoreWriteError: The write failed (full disk...); the store keeps what it had.
         """
         v = ann.verdict
         status = Status(v.status)
@@ -391,6 +398,10 @@ class Store(AnnotationReads, LabelledSets):
             conn.execute(
                 "DELETE FROM annotations WHERE sample_id = ? AND config_hash = ?",
                 (ann.sample_id, ann.config_hash),
+            )
+            conn.execute(  # the run's lease on the sample, if any, ends with its annotation
+                "DELETE FROM leases WHERE sample_id = ? AND config_hash = ? AND run_id = ?",
+                (ann.sample_id, ann.config_hash, ann.run_id),
             )
             cur = conn.execute(
                 "INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, "
