@@ -85,6 +85,10 @@ class AnnotateConfig(_Strict):
     backends: dict[str, dict[str, Any]] = Field(default_factory=dict)
     prices: dict[str, Price] = Field(default_factory=dict)
     concurrency: int = Field(default=16, ge=1, le=4096)
+    lease_seconds: float = Field(default=60.0, gt=0, le=86400)
+    """How long a sample stays leased to a run after the run last renewed it (every quarter of
+    this while it works): another run on the same store skips it meanwhile. A run that died
+    leaves its samples to others after this long (at once to a run on the same machine)."""
     base_dir: str | None = None
     """Folder that relative paths in the config file resolve against (set when loading)."""
 

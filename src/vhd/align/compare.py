@@ -30,7 +30,7 @@ from vhd.align.compare_single import AnswerCache, SampleOutcome, SingleRunner, S
 from vhd.align.labels import LabelledItem
 from vhd.bench.metrics import BOOTSTRAP
 from vhd.config import AnnotateConfig, load_config
-from vhd.errors import ConfigError
+from vhd.errors import ConfigError, StoreWriteError
 from vhd.progress import ProgressFn, staged
 
 METRIC_KEYS = ("accuracy", "f1", "kappa", "tpr", "tnr")
@@ -304,6 +304,8 @@ def _run_debate(
         stage = name if repeats == 1 else f"{name} repeat {rep + 1}"
         paths = [str(i.path) for i in items]
         summary = annotate(paths, store=store, config=c, icl=icl, progress=staged(progress, stage), on_event=say)
+        if summary.store_error:
+            raise StoreWriteError(summary.store_error)
         say(f"{name} repeat {rep + 1}: {summary.annotated} annotated, {summary.already_done} already done")
         with Store(store) as db:
             config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)

@@ -132,7 +132,9 @@ class _Annotator:
         summary = annotate(paths, max_cost=left, progress=progress, on_event=self.on_event, **kwargs)
         self.calls += summary.usage.calls
         self.cost += summary.usage.cost
-        if summary.budget_reached or summary.remaining or summary.interrupted:
+        if summary.store_error:
+            raise _Stop("errors", summary.store_error)
+        if summary.budget_reached or summary.remaining or summary.interrupted or summary.leased_unfinished:
             raise _Stop("budget", f"stopped after ${self.cost:.4f} and {self.calls} calls; run again to resume")
         if summary.errors:
             raise _Stop("errors", f"{summary.errors} sample(s) failed (see the store); run again to retry them")

@@ -79,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(result.lines()))
         if args.out:
             print(f"wrote {args.out}")
-    if result.exit_code == 1:
+    store_error = (result.run or {}).get("store_error")
+    if store_error:
+        print(f"vhd: error: {store_error}", file=sys.stderr)
+    elif result.exit_code == 1:
         print("vhd: some images have no verdict yet; run the same command again to retry them", file=sys.stderr)
     return result.exit_code
