@@ -146,13 +146,13 @@ def run_from_row(r: sqlite3.Row) -> RunInfo:
     )
 
 
-def write_error(path: object, exc: sqlite3.OperationalError) -> StoreWriteError:
+def write_error(path: object, exc: sqlite3.OperationalError, what: str = "store") -> StoreWriteError:
     """A failed write as one line that says what happened (full disk, read-only, locked, I/O)."""
     text = str(exc)
     if "full" in text:
-        return StoreWriteError(f"the disk holding store {path} is full ({text})", full=True)
+        return StoreWriteError(f"the disk holding {what} {path} is full ({text})", full=True)
     if "readonly" in text or "read-only" in text:
-        return StoreWriteError(f"store {path} cannot be written: it is read-only ({text})")
+        return StoreWriteError(f"{what} {path} cannot be written: it is read-only ({text})")
     if "locked" in text or "busy" in text:
-        return StoreWriteError(f"store {path} stayed locked by another process ({text})")
-    return StoreWriteError(f"cannot write store {path} ({text})")
+        return StoreWriteError(f"{what} {path} stayed locked by another process ({text})")
+    return StoreWriteError(f"cannot write {what} {path} ({text})")
