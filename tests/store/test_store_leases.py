@@ -53,13 +53,13 @@ def test_unparsed_is_done_unless_retried(store: Store, build: Builder) -> None:
 
 def test_an_expired_lease_is_retaken_and_a_renewed_one_is_not(store: Store) -> None:
     a, b = store.start_run({}, "cfgA", {}, "p"), store.start_run({}, "cfgA", {}, "p")
-    store.claim(owner(a), "cfgA", IDS[:2], ttl=0.4)
+    store.claim(owner(a), "cfgA", IDS[:2], ttl=0.5)
     assert store.claim(LeaseOwner.here(b), "cfgA", IDS[:2], ttl=60).leased == IDS[:2]
-    time.sleep(0.25)
-    assert store.renew_leases(a, ttl=0.4) == 2
-    time.sleep(0.25)  # 0.5 s after the claim, 0.25 s after the renewal: still held
-    assert store.claim(LeaseOwner.here(b), "cfgA", IDS[:2], ttl=60).leased == IDS[:2]
-    time.sleep(0.3)
+    assert store.renew_leases(a, ttl=600) == 2
+    expires = [r[0] for r in store.conn.execute("SELECT expires_at FROM leases WHERE run_id = ?", (a,))]
+    assert min(expires) > time.time() + 590
+    # ten minutes on, nobody renewed them: expired, taken by the next claim
+    store.conn.execute("UPDATE leases SET expires_at = expires_at - 601 WHERE run_id = ?", (a,))
     assert store.claim(LeaseOwner.here(b), "cfgA", IDS[:2], ttl=60).claimed == IDS[:2]
     assert store.leased_samples(b) == sorted(IDS[:2]) and store.leased_samples(a) == []
 

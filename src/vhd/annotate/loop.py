@@ -349,8 +349,6 @@ class _Job:
         self.db.record_skip(self.run_id, str(item.path), reason)
 
     async def worker(self, queue: asyncio.Queue[tuple[MediaItem, str] | None], batch: int) -> None:
-        from vhd.media.load import load_sample
-
         while True:
             entry = await queue.get()
             if queue.qsize() < batch:
@@ -360,22 +358,26 @@ class _Job:
             if self.stopping:
                 self.summary.remaining += 1
                 continue
-            item, sid = entry
             self.in_flight += 1
+            await self.process(*entry)  # abandoned (second Ctrl-C): stays counted in flight
+            self.in_flight -= 1
+
+    async def process(self, item: MediaItem, sid: str) -> None:
+        """Load, debate and save one claimed sample."""
+        from vhd.media.load import load_sample
+
+        try:
             try:
-                try:
-                    loaded = await asyncio.to_thread(load_sample, item, self.settings)
-                except MediaError as exc:
-                    self.skip(item, str(exc))
-                    self.db.release_leases(self.run_id, [sid])
-                    continue
-                self.summary.found += 1
-                await self.annotate_one(loaded)
-            except StoreWriteError as exc:
-                self.summary.remaining += 1  # debated, perhaps, but not saved
-                self.fail_store(exc)
-            finally:
-                self.in_flight -= 1
+                loaded = await asyncio.to_thread(load_sample, item, self.settings)
+            except MediaError as exc:
+                self.skip(item, str(exc))
+                self.db.release_leases(self.run_id, [sid])
+                return
+            self.summary.found += 1
+            await self.annotate_one(loaded)
+        except StoreWriteError as exc:
+            self.summary.remaining += 1  # debated, perhaps, but not saved
+            self.fail_store(exc)
 
     async def annotate_one(self, loaded: LoadedSample) -> None:
         assert self.debate is not None
