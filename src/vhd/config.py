@@ -7,6 +7,7 @@ Endpoints, API-key variable names and per-role options live in the config file, 
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -84,6 +85,10 @@ class AnnotateConfig(_Strict):
     backends: dict[str, dict[str, Any]] = Field(default_factory=dict)
     prices: dict[str, Price] = Field(default_factory=dict)
     concurrency: int = Field(default=16, ge=1, le=4096)
+    lease_seconds: float = Field(default=60.0, gt=0, le=86400)
+    """How long a sample stays leased to a run after the run last renewed it (every quarter of
+    this while it works): another run on the same store skips it meanwhile. A run that died
+    leaves its samples to others after this long (at once to a run on the same machine)."""
     base_dir: str | None = None
     """Folder that relative paths in the config file resolve against (set when loading)."""
 
@@ -109,6 +114,29 @@ class AnnotateConfig(_Strict):
         default_tokens = self.debate.judge_max_tokens if role == "judge" else self.debate.debater_max_tokens
         temperature = role_cfg.temperature if role_cfg.temperature is not None else self.debate.temperature
         return temperature, role_cfg.max_tokens or default_tokens
+
+    def check_max_cost(self, max_cost: float | None) -> None:
+        """Refuse a budget that could not be kept, before any work.
+
+        Args:
+            max_cost: The ``--max-cost`` in dollars, or None for no budget.
+
+        Raises:
+            ConfigError: Not a positive finite amount, or a role's model has no ``[prices]``
+                entry (its calls would count as $0 and the budget would never stop the run).
+        """
+        if max_cost is None:
+            return
+        if not (math.isfinite(max_cost) and max_cost > 0):
+            raise ConfigError(f"--max-cost {max_cost:g} must be a positive number of dollars, e.g. --max-cost 5")
+        roles = ("affirmative", "negative", "judge")
+        missing = [spec for spec in dict.fromkeys(self.role_model(r) for r in roles) if spec not in self.prices]
+        if missing:
+            raise ConfigError(
+                f"--max-cost needs a price for every model, and {', '.join(missing)} has none: add "
+                f'[prices."{missing[0]}"] with input = ... and output = ... (USD per million tokens) '
+                "to a TOML config file and pass it with --config"
+            )
 
     def resolve_path(self, value: str) -> Path:
         """Resolve a path from the config file against its folder."""

@@ -15,6 +15,24 @@ class MediaError(VhdError):
     """A media file cannot be used: unreadable, corrupt, unsupported or over a limit."""
 
 
+class StoreWriteError(VhdError):
+    """The store could not be written: full disk, read-only file, I/O error, or locked too long.
+
+    Everything committed before stays in the store, readable; running the same command again
+    resumes once the cause is fixed.
+
+    Attributes:
+        full: The disk (or the store's size limit) is full.
+    """
+
+    def __init__(self, message: str, *, full: bool = False) -> None:
+        super().__init__(message)
+        self.full = full
+
+    def __reduce__(self) -> tuple[type[StoreWriteError], tuple[str], dict[str, bool]]:
+        return (type(self), (str(self),), {"full": self.full})
+
+
 class MissingDependencyError(VhdError):
     """An optional extra is not installed; the message gives the exact pip line."""
 

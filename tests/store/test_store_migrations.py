@@ -115,3 +115,125 @@ def test_concurrent_first_opens_apply_each_migration_once(tmp_path: Path, attemp
     with Store(db) as store:
         assert mig.applied_migrations(store.conn) == [name for name, _ in mig.MIGRATIONS]
         assert len(store.runs()) == 8
+
+
+NEW = ("9000_test_extra", "CREATE TABLE test_extra (x INTEGER);")
+
+
+def _old_store_with_a_run(db: Path) -> str:
+    with Store(db) as store:
+        return store.start_run({"k": "v"}, "h", {}, "p")
+
+
+def test_migrating_an_existing_store_backs_it_up_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "vhd.db"
+    run_id = _old_store_with_a_run(db)
+    version = len(mig.MIGRATIONS)
+    monkeypatch.setattr(mig, "MIGRATIONS", [*mig.MIGRATIONS, NEW])
+    with Store(db) as store:
+        assert mig.applied_migrations(store.conn)[-1] == NEW[0]
+    backup = tmp_path / f"vhd.db.bak-{version}"
+    assert backup.is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["vhd.db", backup.name]
+    with sqlite3.connect(backup) as conn:  # a consistent copy of the store as it was
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY id")] == [
+            n for n, _ in mig.MIGRATIONS[:-1]
+        ]
+        assert conn.execute("SELECT id FROM runs").fetchall() == [(run_id,)]
+        assert "test_extra" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    # opening again migrates nothing and writes no second backup
+    with Store(db):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vhd.db", backup.name]
+
+
+def test_new_and_current_stores_are_not_backed_up(tmp_path: Path) -> None:
+    db = tmp_path / "vhd.db"
+    _old_store_with_a_run(db)
+    _old_store_with_a_run(db)
+    assert [p.name for p in tmp_path.iterdir()] == ["vhd.db"]
+
+
+def test_failed_migration_keeps_the_store_and_its_backup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "vhd.db"
+    run_id = _old_store_with_a_run(db)
+    version = len(mig.MIGRATIONS)
+    monkeypatch.setattr(mig, "MIGRATIONS", [*mig.MIGRATIONS, NEW, ("9001_bad", "INSERT INTO nowhere VALUES (1);")])
+    with pytest.raises(ConfigError):
+        Store(db)
+    assert "test_extra" not in _tables(db)  # all pending migrations or none
+    with sqlite3.connect(tmp_path / f"vhd.db.bak-{version}") as conn:
+        assert conn.execute("SELECT id FROM runs").fetchall() == [(run_id,)]
+
+
+def test_concurrent_opens_of_an_old_store_migrate_and_back_up_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "vhd.db"
+    _old_store_with_a_run(db)
+    monkeypatch.setattr(mig, "MIGRATIONS", [*mig.MIGRATIONS, NEW])
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            barrier.wait()
+            with Store(db) as store:
+                store.start_run({}, "h", {}, "p")
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vhd.db", f"vhd.db.bak-{len(mig.MIGRATIONS) - 1}"]
+    with Store(db) as store:
+        assert mig.applied_migrations(store.conn).count(NEW[0]) == 1 and len(store.runs()) == 7
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["annotate", "MEDIA", "--model", "scripted:demo", "--store", "DB", "--no-progress"],
+        ["annotate", "MEDIA", "--model", "scripted:demo", "--store", "DB", "--dry-run"],
+        ["export", "DB", "--format", "jsonl", "-o", "OUT"],
+        ["show", "DB", "MEDIA"],
+    ],
+)
+def test_cli_on_a_store_from_a_newer_vhd_exits_2_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    from PIL import Image
+
+    from vhd.cli.main import main
+
+    db = tmp_path / "vhd.db"
+    Store(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO migrations (name, applied_at) VALUES ('9999_future', 0)")
+    before = db.read_bytes()
+    media = tmp_path / "m"
+    media.mkdir()
+    Image.new("RGB", (32, 32), (9, 9, 9)).save(media / "a.png")
+    subst = {"MEDIA": str(media), "DB": str(db), "OUT": str(tmp_path / "o.jsonl")}
+    assert main([subst.get(a, a) for a in argv]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("vhd: error: ") and "newer vhd" in err[0]
+    assert "pip install -U vhd" in err[0]
+    assert db.read_bytes() == before and not list(tmp_path.glob("vhd.db.bak-*"))
+
+
+def test_backup_that_cannot_be_written_leaves_the_store_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "vhd.db"
+    _old_store_with_a_run(db)
+    version = len(mig.MIGRATIONS)
+    (tmp_path / f"vhd.db.bak-{version}.tmp").mkdir()  # stands in for a full disk: the copy cannot be made
+    monkeypatch.setattr(mig, "MIGRATIONS", [*mig.MIGRATIONS, NEW])
+    with pytest.raises(ConfigError, match=rf"cannot back up .*vhd\.db\.bak-{version}.*the store is unchanged"):
+        Store(db)
+    assert "test_extra" not in _tables(db) and not (tmp_path / f"vhd.db.bak-{version}").exists()

@@ -30,7 +30,7 @@ from vhd.align.compare_single import AnswerCache, SampleOutcome, SingleRunner, S
 from vhd.align.labels import LabelledItem
 from vhd.bench.metrics import BOOTSTRAP
 from vhd.config import AnnotateConfig, load_config
-from vhd.errors import ConfigError
+from vhd.errors import ConfigError, StoreWriteError
 from vhd.progress import ProgressFn, staged
 from vhd.store.label_rules import LabelOptions
 
@@ -79,6 +79,13 @@ def score_config(result: ConfigResult, truth: Sequence[bool], *, resamples: int 
     result.run_kappa = sum(kappas) / len(kappas) if kappas else None
     result.run_agreement = sum(agreements) / len(agreements) if agreements else None
     return result
+
+
+def models_of(conf: ConfigResult) -> list[str]:
+    """The model specs a configuration called (the ones whose prices its cost needs)."""
+    if conf.family == "debate":
+        return [str(conf.params[role]) for role in ("affirmative", "negative", "judge")]
+    return [str(conf.params["model"])]
 
 
 def match_budgets(configs: Sequence[ConfigResult]) -> list[dict[str, Any]]:
@@ -219,6 +226,8 @@ def compare(
         result.configs.append(_run_debate(name, r, plan_cfg, items, icl_path, repeats, store_path, progress, say))
     for conf in result.configs:
         score_config(conf, truth, resamples=resamples)
+        if not all(spec in cfg.prices for spec in models_of(conf)):
+            conf.cost_per_sample = None  # a model without a price: unknown, not $0
     result.matched = match_budgets(result.configs)
     write_outputs(result)
     return result
@@ -308,6 +317,8 @@ def _run_debate(
         stage = name if repeats == 1 else f"{name} repeat {rep + 1}"
         paths = [str(i.path) for i in items]
         summary = annotate(paths, store=store, config=c, icl=icl, progress=staged(progress, stage), on_event=say)
+        if summary.store_error:
+            raise StoreWriteError(summary.store_error)
         say(f"{name} repeat {rep + 1}: {summary.annotated} annotated, {summary.already_done} already done")
         with Store(store) as db:
             config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)

@@ -48,13 +48,18 @@ def csv_row(c: ConfigResult) -> dict[str, Any]:
     row |= {
         "tokens_per_sample": round(c.tokens_per_sample, 2),
         "calls_per_sample": round(c.calls_per_sample, 3),
-        "cost_per_sample": round(c.cost_per_sample, 8),
+        "cost_per_sample": None if c.cost_per_sample is None else round(c.cost_per_sample, 8),
         "run_kappa": c.run_kappa,
         "run_agreement": c.run_agreement,
         "unparsed": c.unparsed,
         "errors": c.errors,
     }
     return row
+
+
+def cost_text(cost: float | None) -> str:
+    """Dollars per sample, or ``unknown`` when a model has no price (never a made-up $0)."""
+    return "unknown" if cost is None else f"${cost:.6f}"
 
 
 def _num(v: float | None, digits: int = 3) -> str:
@@ -90,7 +95,7 @@ def markdown(result: CompareResult) -> str:
         lines.append(
             f"| {c.name} | {c.metrics['accuracy'].n} | {_ci(c, 'accuracy')} | {_ci(c, 'f1')} | {_ci(c, 'kappa')} "
             f"| {_num(c.metrics['tpr'].value)} | {_num(c.metrics['tnr'].value)} | {c.tokens_per_sample:.1f} "
-            f"| ${c.cost_per_sample:.6f} | {_num(c.run_kappa)} | {c.unparsed} | {c.errors} |"
+            f"| {cost_text(c.cost_per_sample)} | {_num(c.run_kappa)} | {c.unparsed} | {c.errors} |"
         )
     if result.matched:
         lines += [

@@ -30,7 +30,8 @@ class ConfigResult:
         accuracy_runs: Accuracy of each repeat.
         tokens_per_sample: Mean prompt + completion tokens per sample (all repeats).
         calls_per_sample: Mean model calls per sample.
-        cost_per_sample: Mean dollars per sample (0 without prices).
+        cost_per_sample: Mean dollars per sample; None (unknown) when a model it called has no
+            ``[prices]`` entry.
         unparsed: Samples of the first repeat without a readable answer (errors excluded).
         errors: Outcomes, over all repeats, whose model calls failed (retried on the next run).
         run_kappa: Mean pairwise Cohen's kappa between repeats (None with one repeat, or when
@@ -46,7 +47,7 @@ class ConfigResult:
     accuracy_runs: list[float | None] = field(default_factory=list)
     tokens_per_sample: float = 0.0
     calls_per_sample: float = 0.0
-    cost_per_sample: float = 0.0
+    cost_per_sample: float | None = 0.0
     unparsed: int = 0
     errors: int = 0
     run_kappa: float | None = None

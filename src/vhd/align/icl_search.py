@@ -133,7 +133,9 @@ class _Annotator:
         summary = annotate(paths, max_cost=left, progress=progress, on_event=self.on_event, **kwargs)
         self.calls += summary.usage.calls
         self.cost += summary.usage.cost
-        if summary.budget_reached or summary.remaining or summary.interrupted:
+        if summary.store_error:
+            raise _Stop("errors", summary.store_error)
+        if summary.budget_reached or summary.remaining or summary.interrupted or summary.leased_unfinished:
             raise _Stop("budget", f"stopped after ${self.cost:.4f} and {self.calls} calls; run again to resume")
         if summary.errors:
             raise _Stop("errors", f"{summary.errors} sample(s) failed (see the store); run again to retry them")
@@ -181,7 +183,8 @@ def search_icl(
         holdout: Share of the samples (per label) kept for the final estimate only.
         seed: Seed of the holdout split and of tie-breaking.
         max_calls: Stop cleanly before a round that would exceed this many model calls.
-        max_cost: Stop cleanly once this many dollars are spent (needs prices in the config).
+        max_cost: Stop cleanly once this many dollars are spent (every role's model needs a
+            ``[prices]`` entry, else nothing runs).
         progress: True shows annotation progress bars on stderr (on a terminal); a
             `vhd.progress.ProgressFn` is called instead, each annotation run under its own stage.
         on_event: Called with one-line progress messages (and the labels file's rows left out).
@@ -201,6 +204,7 @@ def search_icl(
     store_path = Path(store) if store is not None else out_dir / "icl.db"
     cfg = config if isinstance(config, AnnotateConfig) else load_config(None if config is None else Path(config))
     cfg = cfg.with_overrides(model=model).model_copy(update={"icl": None})
+    cfg.check_max_cost(max_cost)
     items = resolve_validation(validation, store_path, label_options, say)
     search, held = split_holdout(items, holdout, seed)
     if not any(i.harmful for i in search) or all(i.harmful for i in search):

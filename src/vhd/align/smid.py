@@ -342,7 +342,8 @@ def align_ratings(
         id_column: Column of the image name (default ``img_name``, else an unnamed first column).
         rating_column: Column of the mean rating (default ``moral_mean``).
         concurrency: Samples in flight.
-        max_cost: Stop the annotation at this spend (dollars).
+        max_cost: Stop the annotation at this spend (dollars; every role's model needs a
+            ``[prices]`` entry, else nothing runs).
         resamples: Bootstrap resamples per interval (0: none).
         progress: True shows the annotation's progress bar on stderr (on a terminal); a
             `vhd.progress.ProgressFn` is called instead.
@@ -351,10 +352,12 @@ def align_ratings(
     Raises:
         ConfigError: Bad thresholds, file or columns, or no labelled image was found.
     """
-    from vhd.annotate.api import annotate
+    from vhd.annotate.api import annotate, annotate_config
     from vhd.media.hashing import sha256_file
     from vhd.store.sqlite import Store
 
+    if max_cost is not None:  # refuse an unkeepable budget before reading anything
+        annotate_config(config, model=model, debaters=debaters, judge=judge).check_max_cost(max_cost)
     if not harmful_below <= unharmful_above:
         raise ConfigError(
             f"--harmful-below ({harmful_below:g}) must not exceed --unharmful-above ({unharmful_above:g}): swap them"

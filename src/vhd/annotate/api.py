@@ -17,6 +17,37 @@ from vhd.config import AnnotateConfig, load_config
 from vhd.progress import ProgressFn
 
 
+def annotate_config(
+    config: AnnotateConfig | str | Path | None,
+    *,
+    model: str | None = None,
+    affirmative: str | None = None,
+    negative: str | None = None,
+    debaters: str | None = None,
+    judge: str | None = None,
+    concurrency: int | None = None,
+    icl: str | Path | None = None,
+    rounds: int | None = None,
+) -> AnnotateConfig:
+    """The configuration `annotate` runs with: the file (or object) with the flags applied.
+
+    Raises:
+        vhd.errors.ConfigError: Unreadable config file or a bad value.
+    """
+    cfg = config if isinstance(config, AnnotateConfig) else load_config(config)
+    debate = cfg.debate.model_copy(update={"rounds": rounds}) if rounds is not None else cfg.debate
+    return cfg.with_overrides(
+        model=model,
+        affirmative=affirmative,
+        negative=negative,
+        debaters=debaters,
+        judge=judge,
+        concurrency=concurrency,
+        icl=str(icl) if icl is not None else None,
+        debate=debate.model_dump(),
+    )
+
+
 def annotate(
     inputs: Sequence[str | Path],
     *,
@@ -61,7 +92,8 @@ def annotate(
         allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
             (rows naming a sample the store holds are always accepted).
         dry_run: Count samples and estimate calls, tokens and cost; send nothing.
-        max_cost: Stop cleanly once this many dollars are spent (needs prices in the config).
+        max_cost: Stop cleanly once this many dollars are spent; every role's model needs a
+            ``[prices]`` entry in the config, else nothing runs.
         progress: True shows a live progress bar on stderr (on a terminal); a `vhd.progress.ProgressFn`
             receives the counts instead.
         command: The command line, recorded with the run.
@@ -71,23 +103,24 @@ def annotate(
         The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
 
     Raises:
-        vhd.errors.ConfigError: Bad configuration or inputs (nothing was run).
+        vhd.errors.ConfigError: Bad configuration or inputs, or ``max_cost`` without prices
+            (nothing was run).
         vhd.errors.BackendUnavailableError: A backend cannot work at all (nothing was run).
     """
     from vhd.annotate.loop import run
 
-    cfg = config if isinstance(config, AnnotateConfig) else load_config(config)
-    debate = cfg.debate.model_copy(update={"rounds": rounds}) if rounds is not None else cfg.debate
-    cfg = cfg.with_overrides(
+    cfg = annotate_config(
+        config,
         model=model,
         affirmative=affirmative,
         negative=negative,
         debaters=debaters,
         judge=judge,
         concurrency=concurrency,
-        icl=str(icl) if icl is not None else None,
-        debate=debate.model_dump(),
+        icl=icl,
+        rounds=rounds,
     )
+    cfg.check_max_cost(max_cost)
     start = time.perf_counter()
     summary = asyncio.run(
         run(

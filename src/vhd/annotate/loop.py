@@ -1,8 +1,13 @@
 """The asynchronous annotation loop behind `vhd.annotate`.
 
-Samples flow through ``concurrency`` workers: hash (skip what is already final), load and
-encode (in threads), debate, commit to the store. Ctrl-C once stops taking new samples and
-lets those in flight finish; twice abandons them. Nothing finished is ever lost.
+A feeder hashes the inputs a batch at a time and claims the samples in the store: what is
+already final is skipped, what another live run holds a lease on is left to it, the rest is
+leased to this run (`vhd.store.leases`) and queued. ``concurrency`` workers load and encode (in
+threads), debate, and commit each sample to the store, which releases its lease. Every answered
+model call goes to the run's ledger at once (`vhd.annotate.ledger`), written to the store in the
+background and used for the budget. Ctrl-C once stops taking new samples and lets those in
+flight finish; twice abandons them. Nothing finished is ever lost; a store that cannot be
+written (full disk) stops the run with one line.
 """
 
 from __future__ import annotations
@@ -18,19 +23,24 @@ from typing import TYPE_CHECKING
 from vhd.annotate.summary import RunSummary, count_status
 from vhd.backends.registry import build_backends
 from vhd.config import AnnotateConfig
-from vhd.errors import MediaError
+from vhd.errors import MediaError, StoreWriteError
 from vhd.fileio import display_path
 from vhd.progress import ProgressFn, bar, no_progress
-from vhd.records import Annotation, MediaItem, Status
+from vhd.records import Annotation, MediaItem, Status, Usage
 from vhd.redaction import redact
 
 if TYPE_CHECKING:
+    from vhd.annotate.ledger import Ledger
     from vhd.debate.engine import Debate
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
 
 NON_RETRYABLE_LIMIT = 8
 """Consecutive samples failing with non-retryable errors after which the run stops."""
+
+CLAIM_BATCH = 64
+"""Most samples claimed in one store transaction (fewer with low concurrency: twice its value,
+at least 8), so runs sharing a store share the work."""
 
 
 async def run(
@@ -71,6 +81,7 @@ async def run(
     identity = config_identity(config, backends, prompts, examples)
     config_hash = digest(identity)
 
+    from vhd.annotate.ledger import Ledger
     from vhd.store.curation import excluded_samples
     from vhd.store.sqlite import Store
 
@@ -87,25 +98,45 @@ async def run(
         await backend.check()
     db = Store(store)
     try:
-        run_id = db.start_run(
-            redact(config.model_dump()),
-            config_hash,
-            {role.value: b.spec for role, b in backends.items()},
-            prompts.digest(),
-            command=command,
-        )
+        try:
+            run_id = db.start_run(
+                redact(config.model_dump()),
+                config_hash,
+                {role.value: b.spec for role, b in backends.items()},
+                prompts.digest(),
+                command=command,
+            )
+        except StoreWriteError as exc:
+            summary.store_error = store_message(exc, summary)
+            return summary
         summary.run_id = run_id
-        for skip in found.skipped:
-            db.record_skip(run_id, display_path(skip.path), skip.reason)
-        debate = Debate(backends, config, prompts, examples)
-        job = _Job(db, debate, settings, summary, config_hash, run_id, max_cost, on_event)
-        job.done = db.final_ids(config_hash, retry_unparsed=retry_unparsed)
-        job.excluded = excluded_samples(db, duplicates=not include_duplicates)
-        drawn = nullcontext(progress) if callable(progress) else bar("annotating", progress, unit="samples")
-        with drawn as on_progress:
-            job.on_progress = on_progress
-            await job.run(found.items, config.concurrency)
-        db.finish_run(run_id, summary.to_dict())
+        job = _Job(db, settings, summary, config_hash, run_id, max_cost, on_event)
+        job.retry_unparsed = retry_unparsed
+        job.lease_seconds = config.lease_seconds
+        try:
+            for skip in found.skipped:
+                db.record_skip(run_id, display_path(skip.path), skip.reason)
+            job.excluded = excluded_samples(db, duplicates=not include_duplicates)
+            with Ledger(db, run_id, lease_seconds=config.lease_seconds) as ledger:
+                job.ledger = ledger
+                job.debate = Debate(backends, config, prompts, examples, on_call=job.on_call)
+                drawn = nullcontext(progress) if callable(progress) else bar("annotating", progress, unit="samples")
+                with drawn as on_progress:
+                    job.on_progress = on_progress
+                    await job.run(found.items, config.concurrency)
+            if ledger.error is not None:  # the last write of the counters failed
+                job.fail_store(ledger.error)
+            job.finish()
+            if job.store_error is not None:
+                summary.store_error = store_message(job.store_error, summary)
+            db.finish_run(run_id, summary.to_dict())
+        except StoreWriteError as exc:
+            job.store_error = job.store_error or exc
+        finally:
+            with suppress(StoreWriteError):
+                db.release_leases(run_id)
+        if job.store_error is not None:
+            summary.store_error = store_message(job.store_error, summary)
     finally:
         db.close()
         for backend in unique:
@@ -114,13 +145,28 @@ async def run(
     return summary
 
 
+def store_message(exc: StoreWriteError, summary: RunSummary) -> str:
+    """The one line a run stopped by a store that cannot be written ends with."""
+    fix = "free some disk space" if exc.full else "fix that"
+    earlier = f" ({summary.already_done} done by earlier runs)" if summary.already_done else ""
+    return (
+        f"{exc}: {summary.annotated} sample(s) annotated in this run are saved{earlier}; "
+        f"{fix}, then run the same command again to resume"
+    )
+
+
 class _Job:
-    """State shared by the workers of one run."""
+    """State shared by the feeder and the workers of one run.
+
+    The feeder hashes the inputs a batch at a time and claims the new samples in the store
+    (`vhd.store.leases`): done ones and those another run holds are counted, the others queued
+    for the workers. It claims the next batch when fewer than a batch are queued, so a run holds
+    leases on at most two batches plus the samples in flight.
+    """
 
     def __init__(
         self,
         db: Store,
-        debate: Debate,
         settings: MediaSettings,
         summary: RunSummary,
         config_hash: str,
@@ -128,39 +174,77 @@ class _Job:
         max_cost: float | None,
         on_event: Callable[[str], None],
     ) -> None:
+        from vhd.store.leases import LeaseOwner
+
         self.db = db
-        self.debate = debate
         self.settings = settings
         self.summary = summary
         self.config_hash = config_hash
         self.run_id = run_id
+        self.owner = LeaseOwner.here(run_id)
         self.max_cost = max_cost
         self.on_event = on_event
-        self.done: set[str] = set()
+        self.debate: Debate | None = None
+        self.ledger: Ledger | None = None
+        self.retry_unparsed = False
+        self.lease_seconds = 60.0
         self.excluded: dict[str, str] = {}
         self.seen: set[str] = set()
+        self.leased_ids: list[str] = []
         self.stopping = False
+        self.store_error: StoreWriteError | None = None
         self.fatal_streak = 0
         self.on_progress: ProgressFn = no_progress
         self.total = 0
+        self.consumed = 0
+        self.in_flight = 0
+        self.room = asyncio.Event()
 
-    def stop(self, message: str) -> None:
+    def stop(self, message: str | None) -> None:
+        """Take no new sample; ``message`` (if any) goes to the user once."""
         if not self.stopping:
             self.stopping = True
-            self.on_event(message)
+            self.room.set()
+            if message:
+                self.on_event(message)
+
+    def fail_store(self, exc: StoreWriteError) -> None:
+        """The store cannot be written: stop at once, quietly (the run ends with one line)."""
+        self.store_error = self.store_error or exc
+        self.stop(None)
+
+    def on_call(self, usage: Usage) -> None:
+        """Every answered model call: counted at once, in the summary and the store's ledger."""
+        self.summary.usage.add(usage)
+        if self.ledger is not None:
+            self.ledger.add(usage)
+            if self.ledger.error is not None:
+                self.fail_store(self.ledger.error)
+        if self.max_cost is not None and self.summary.usage.cost >= self.max_cost and not self.stopping:
+            self.summary.budget_reached = True
+            self.stop(
+                f"budget reached: ${self.summary.usage.cost:.4f} of ${self.max_cost:.4f}; finishing samples in flight"
+            )
 
     def report(self) -> None:
         """Send the run's counts to the progress callback."""
         s = self.summary
         info = f"tok {s.usage.total_tokens:,}  refusals {s.refused}  unparsed {s.unparsed}  errors {s.errors}"
-        self.on_progress(s.already_done + s.annotated + s.errors, self.total, info=info)
+        self.on_progress(s.already_done + s.annotated + s.errors + s.leased, self.total, info=info)
+
+    def finish(self) -> None:
+        """Count the samples other runs held that are still without a final verdict."""
+        if self.leased_ids:
+            unfinished = self.db.unfinished(self.config_hash, self.leased_ids, retry_unparsed=self.retry_unparsed)
+            self.summary.leased_unfinished = len(unfinished)
 
     async def run(self, items: Sequence[MediaItem], concurrency: int) -> None:
-        queue: asyncio.Queue[MediaItem] = asyncio.Queue()
-        for item in items:
-            queue.put_nowait(item)
         self.total = len(items)
-        workers = [asyncio.create_task(self.worker(queue)) for _ in range(min(concurrency, max(len(items), 1)))]
+        n_workers = min(concurrency, max(len(items), 1))
+        batch = max(8, min(CLAIM_BATCH, 2 * concurrency))
+        queue: asyncio.Queue[tuple[MediaItem, str] | None] = asyncio.Queue()
+        feeder = asyncio.create_task(self.feed(items, queue, batch, n_workers))
+        workers = [asyncio.create_task(self.worker(queue, batch)) for _ in range(n_workers)]
         loop = asyncio.get_running_loop()
         interrupts = 0
 
@@ -172,58 +256,137 @@ class _Job:
                 self.stop("interrupted: finishing the samples in flight (Ctrl-C again to abandon them)")
             else:
                 self.on_event("abandoning the samples in flight")
-                for w in workers:
-                    w.cancel()
+                for task in (feeder, *workers):
+                    task.cancel()
 
         installed = False
         with suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGINT, on_sigint)
             installed = True
         try:
-            outcomes = await asyncio.gather(*workers, return_exceptions=True)
+            outcomes = await asyncio.gather(feeder, *workers, return_exceptions=True)
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
-        self.summary.remaining = queue.qsize() + sum(1 for w in workers if w.cancelled())
+        queued = 0
+        while not queue.empty():
+            queued += queue.get_nowait() is not None
+        self.summary.remaining += (len(items) - self.consumed) + queued + self.in_flight
         failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)]
         if failures:  # a bug, not a sample's error: finished samples are stored; surface it
             raise failures[0]
         if self.summary.interrupted:
             self.on_event("run the same command again to resume; finished samples are kept")
 
-    async def worker(self, queue: asyncio.Queue[MediaItem]) -> None:
-        from vhd.media.load import load_sample, sample_id
+    async def feed(
+        self, items: Sequence[MediaItem], queue: asyncio.Queue[tuple[MediaItem, str] | None], batch: int, workers: int
+    ) -> None:
+        """Hash, de-duplicate and claim the inputs a batch at a time; then tell the workers to end."""
+        try:
+            for start in range(0, len(items), batch):
+                while queue.qsize() >= batch and not self.stopping:
+                    self.room.clear()
+                    await self.room.wait()
+                if self.stopping:
+                    return
+                chunk = items[start : start + batch]
+                ready = await self.claim(chunk)
+                for entry in ready:
+                    queue.put_nowait(entry)
+                self.consumed = start + len(chunk)
+                self.report()
+        except StoreWriteError as exc:
+            self.fail_store(exc)
+        finally:
+            for _ in range(workers):
+                queue.put_nowait(None)
 
-        while not self.stopping:
+    async def claim(self, chunk: Sequence[MediaItem]) -> list[tuple[MediaItem, str]]:
+        """The samples of a batch to debate, leased in one transaction; counts the others."""
+        from vhd.media.load import sample_id
+
+        def hashed(item: MediaItem) -> str | MediaError:
             try:
-                item = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            try:
-                sid = await asyncio.to_thread(sample_id, item)
-                if sid in self.seen:
-                    self.summary.duplicates += 1
-                    continue
-                self.seen.add(sid)
-                if sid in self.excluded:
-                    self.summary.excluded += 1
-                    self.summary.skip_reasons.append((display_path(item.path), self.excluded[sid]))
-                    continue
-                if sid in self.done:
-                    self.summary.found += 1
-                    self.summary.already_done += 1
-                    self.report()
-                    continue
-                loaded = await asyncio.to_thread(load_sample, item, self.settings)
-                self.summary.found += 1
+                return sample_id(item)
             except MediaError as exc:
-                self.summary.skipped += 1
-                self.summary.skip_reasons.append((display_path(item.path), display_path(str(exc))))
-                self.db.record_skip(self.run_id, display_path(item.path), display_path(str(exc)))
+                return exc
+
+        ids = await asyncio.gather(*(asyncio.to_thread(hashed, item) for item in chunk))
+        fresh: list[tuple[MediaItem, str]] = []
+        for item, sid in zip(chunk, ids, strict=True):
+            if isinstance(sid, MediaError):
+                self.skip(item, str(sid))
+            elif sid in self.seen:
+                self.summary.duplicates += 1
+            elif sid in self.excluded:
+                self.seen.add(sid)
+                self.summary.excluded += 1
+                self.summary.skip_reasons.append((display_path(item.path), self.excluded[sid]))
+            else:
+                self.seen.add(sid)
+                fresh.append((item, sid))
+        if not fresh:
+            return []
+        claim = self.db.claim(
+            self.owner,
+            self.config_hash,
+            [sid for _, sid in fresh],
+            ttl=self.lease_seconds,
+            retry_unparsed=self.retry_unparsed,
+        )
+        done, leased = set(claim.done), set(claim.leased)
+        ready = []
+        for item, sid in fresh:
+            if sid in done:
+                self.summary.found += 1
+                self.summary.already_done += 1
+            elif sid in leased:
+                self.summary.found += 1
+                self.summary.leased += 1
+                self.leased_ids.append(sid)
+            else:
+                ready.append((item, sid))
+        return ready
+
+    def skip(self, item: MediaItem, reason: str) -> None:
+        self.summary.skipped += 1
+        path, reason = display_path(item.path), display_path(reason)
+        self.summary.skip_reasons.append((path, reason))
+        self.db.record_skip(self.run_id, path, reason)
+
+    async def worker(self, queue: asyncio.Queue[tuple[MediaItem, str] | None], batch: int) -> None:
+        while True:
+            entry = await queue.get()
+            if queue.qsize() < batch:
+                self.room.set()
+            if entry is None:
+                return
+            if self.stopping:
+                self.summary.remaining += 1
                 continue
+            self.in_flight += 1
+            await self.process(*entry)  # abandoned (second Ctrl-C): stays counted in flight
+            self.in_flight -= 1
+
+    async def process(self, item: MediaItem, sid: str) -> None:
+        """Load, debate and save one claimed sample."""
+        from vhd.media.load import load_sample
+
+        try:
+            try:
+                loaded = await asyncio.to_thread(load_sample, item, self.settings)
+            except MediaError as exc:
+                self.skip(item, str(exc))
+                self.db.release_leases(self.run_id, [sid])
+                return
+            self.summary.found += 1
             await self.annotate_one(loaded)
+        except StoreWriteError as exc:
+            self.summary.remaining += 1  # debated, perhaps, but not saved
+            self.fail_store(exc)
 
     async def annotate_one(self, loaded: LoadedSample) -> None:
+        assert self.debate is not None
         sample = loaded.sample
         started = time.time()
         result = await self.debate.run(sample.kind, loaded.images)
@@ -239,7 +402,6 @@ class _Job:
             finished_at=time.time(),
         )
         self.db.save_annotation(ann, sample)
-        self.summary.usage.add(result.usage)
         count_status(self.summary, result.verdict.status, result.verdict.harmful)
         self.report()
         if result.verdict.status is Status.ERROR and not result.retryable:
@@ -248,8 +410,3 @@ class _Job:
                 self.stop(f"stopping: {self.fatal_streak} samples in a row failed with: {result.error}")
         else:
             self.fatal_streak = 0
-        if self.max_cost is not None and self.summary.usage.cost >= self.max_cost:
-            self.summary.budget_reached = True
-            self.stop(
-                f"budget reached: ${self.summary.usage.cost:.4f} of ${self.max_cost:.4f}; finishing samples in flight"
-            )

@@ -27,14 +27,20 @@ class RunSummary:
         duplicates: Inputs whose content was already among the samples.
         excluded: Samples left out because the store marks them removed, quarantined, or a
             duplicate of a kept sample (reasons in ``skip_reasons``).
-        remaining: Samples not attempted (interrupted or stopped at the budget).
-        usage: Calls, tokens and cost of this run.
+        remaining: Samples not attempted, or whose result could not be saved (interrupted,
+            stopped at the budget or by a store error).
+        leased: Samples skipped because another live run on the store was annotating them.
+        leased_unfinished: Of those, the ones still without a final verdict when this run ended.
+        usage: Calls, tokens and cost of this run: every answered call, samples abandoned by a
+            second Ctrl-C included.
         elapsed_s: Wall time.
         interrupted: Stopped by Ctrl-C.
         budget_reached: Stopped by ``max_cost``.
         dry_run: Nothing was sent; see ``estimate``.
         estimate: For a dry run, the expected calls, tokens and cost.
         skip_reasons: ``(path, reason)`` for each skipped input (first 1000).
+        store_error: One line when the store could not be written (full disk...): what happened,
+            what is saved, and that the same command resumes; None otherwise.
     """
 
     run_id: str | None
@@ -51,6 +57,8 @@ class RunSummary:
     duplicates: int = 0
     excluded: int = 0
     remaining: int = 0
+    leased: int = 0
+    leased_unfinished: int = 0
     usage: Usage = field(default_factory=Usage)
     elapsed_s: float = 0.0
     interrupted: bool = False
@@ -58,12 +66,17 @@ class RunSummary:
     dry_run: bool = False
     estimate: dict[str, Any] | None = None
     skip_reasons: list[tuple[str, str]] = field(default_factory=list)
+    store_error: str | None = None
 
     def exit_code(self, strict: bool = False) -> int:
-        """0 when every readable sample has a final verdict, 1 when work remains, 130 after Ctrl-C."""
+        """0 when every readable sample has a final verdict, 1 when work remains, 130 after Ctrl-C.
+
+        Work remains after errors, samples not attempted, samples another run had leased and not
+        finished by the end of this one, and a store that could not be written.
+        """
         if self.interrupted:
             return 130
-        if self.errors or self.remaining or (strict and self.skipped):
+        if self.store_error or self.errors or self.remaining or self.leased_unfinished or (strict and self.skipped):
             return 1
         return 0
 

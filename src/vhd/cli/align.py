@@ -39,7 +39,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--id-column", metavar="C", help="image-name column (default img_name)")
     p.add_argument("--rating-column", metavar="C", help="mean-rating column (default moral_mean)")
     p.add_argument("--concurrency", type=int, metavar="N", help="samples in flight (default 16)")
-    p.add_argument("--max-cost", type=float, metavar="USD", help="stop the annotation at this spend")
+    p.add_argument("--max-cost", type=float, metavar="USD", help="stop the annotation at this spend (needs [prices])")
     p.add_argument("--resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of the summary")
@@ -79,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(result.lines()))
         if args.out:
             print(f"wrote {args.out}")
-    if result.exit_code == 1:
+    store_error = (result.run or {}).get("store_error")
+    if store_error:
+        print(f"vhd: error: {store_error}", file=sys.stderr)
+    elif result.exit_code == 1:
         print("vhd: some images have no verdict yet; run the same command again to retry them", file=sys.stderr)
     return result.exit_code

@@ -68,6 +68,13 @@ def _fmt_summary(s: Any) -> list[str]:
         f"{u.calls} calls, {u.prompt_tokens:,} prompt + {u.completion_tokens:,} completion tokens"
         + (f", ${u.cost:.4f}" if u.cost else ""),
     ]
+    if s.leased:
+        pending = (
+            f"{s.leased_unfinished} not finished there yet: run the same command again once it ends"
+            if s.leased_unfinished
+            else "all finished there"
+        )
+        lines.append(f"{s.leased} leased by another run on this store ({pending})")
     for path, reason in s.skip_reasons[:10]:
         lines.append(f"skipped {path}: {reason}")
     if len(s.skip_reasons) > 10:
@@ -121,4 +128,6 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print("\n".join(printable(line) for line in _fmt_summary(summary)))
+    if summary.store_error:
+        print(f"vhd: error: {printable(summary.store_error)}", file=sys.stderr)
     return summary.exit_code(strict=args.strict)

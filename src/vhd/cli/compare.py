@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.labels:
         raise ConfigError("give --labels LABELS_OR_SET (a labels CSV or a labelled set), or --injection")
     from vhd.align.compare import compare
-    from vhd.align.compare_report import matched_lines
+    from vhd.align.compare_report import cost_text, matched_lines
     from vhd.progress import bar
 
     with bar("annotating", not args.no_progress, unit="samples") as on_progress:
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         acc = c.metrics["accuracy"].value
         print(
             f"{c.name:<18} accuracy {'n/a' if acc is None else f'{acc:.3f}'}  "
-            f"tokens/sample {c.tokens_per_sample:.0f}  cost/sample ${c.cost_per_sample:.6f}"
+            f"tokens/sample {c.tokens_per_sample:.0f}  cost/sample {cost_text(c.cost_per_sample)}"
         )
     for line in matched_lines(result):
         print(f"matched: {line}")

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from vhd.errors import BackendError, MediaError, VhdError
+from vhd.errors import BackendError, MediaError, StoreWriteError, VhdError
 from vhd.fileio import printable
 from vhd.version import version
 
@@ -84,8 +84,9 @@ def _stdout_gone() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the vhd command line and return its exit status.
 
-    Exit codes: 0 success; 1 work remains (errors to retry); 2 usage or configuration error;
-    130 interrupted; 141 the reader of the output went away (``| head``): quietly, like Unix tools.
+    Exit codes: 0 success; 1 work remains (errors to retry, or the store could not be written);
+    2 usage or configuration error; 130 interrupted; 141 the reader of the output went away
+    (``| head``): quietly, like Unix tools.
     """
     args = build_parser().parse_args(argv)
     try:
@@ -96,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         error("interrupted")
         return 130
-    except (BackendError, MediaError) as exc:
+    except (BackendError, MediaError, StoreWriteError) as exc:  # the same command resumes
         error(str(exc))
         return 1
     except VhdError as exc:

@@ -15,7 +15,7 @@ judge's turn. The nonce is the same on every run of a configuration, so prompts 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vhd.backends.base import Backend, GenerateConfig, Message, Output, Part
@@ -86,6 +86,7 @@ class Debate:
         config: The annotation configuration (rounds, temperatures, token caps, prices).
         prompts: The templates.
         examples: In-context examples for the judge (each used for samples of its kind).
+        on_call: Called with the usage of every answered call as it comes (a run's ledger).
     """
 
     def __init__(
@@ -94,8 +95,10 @@ class Debate:
         config: AnnotateConfig,
         prompts: Prompts,
         examples: Sequence[ICLExample] = (),
+        on_call: Callable[[Usage], None] | None = None,
     ) -> None:
         self.backends = dict(backends)
+        self.on_call = on_call
         self.config = config
         self.prompts = prompts
         self.rounds = config.debate.rounds
@@ -164,7 +167,10 @@ class Debate:
         backend = self.backends[role]
         out = await backend.generate(messages, self._gen[role])
         refused = out.refused or (role is not Role.JUDGE and is_refusal(out.text))
-        usage.add(Usage(1, out.prompt_tokens, out.completion_tokens, self._cost(backend.spec, out)))
+        call = Usage(1, out.prompt_tokens, out.completion_tokens, self._cost(backend.spec, out))
+        usage.add(call)
+        if self.on_call is not None:
+            self.on_call(call)
         turn = Turn(
             role,
             round_,

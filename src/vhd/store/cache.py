@@ -24,6 +24,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +32,7 @@ from typing import Any
 
 from vhd.errors import ConfigError
 from vhd.store.connection import Connection
+from vhd.store.rows import write_error
 
 Key = str | int
 """One key column's value."""
@@ -106,6 +108,7 @@ class JsonCache:
 
     Raises:
         ConfigError: The file cannot be opened or is not an SQLite database.
+        vhd.errors.StoreWriteError: From a write: full disk, read-only, locked (one line).
     """
 
     def __init__(
@@ -120,6 +123,7 @@ class JsonCache:
         memory = str(path) == ":memory:"
         self.path = Path(path)
         self.tables = {t.name: t for t in tables}
+        self.what = what
         if not memory:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -217,13 +221,17 @@ class JsonCache:
         cols = t.columns
         sql = f"INSERT OR REPLACE INTO {t.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
+                self._conn.execute("BEGIN IMMEDIATE")
                 self._conn.executemany(sql, rows)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._conn.execute("COMMIT")
+            except BaseException as exc:
+                if self._conn.in_transaction:  # SQLite rolls back by itself after some errors (full disk)
+                    with suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise write_error(self.path, exc, self.what) from exc
                 raise
-            self._conn.execute("COMMIT")
         return len(rows)
 
     def count(self, table: str, prefix: Sequence[Key] = ()) -> int:

@@ -1,15 +1,20 @@
 """Schema of the vhd store as an ordered list of named migrations.
 
 Each migration is a ``(name, sql)`` pair. `apply_migrations` runs the ones a database has not
-seen yet, in order, each inside its own transaction, and records it in the ``migrations`` table.
-Never edit or reorder a released migration: append a new one instead. A database that records
-a migration this version does not know was written by a newer vhd and is refused.
+seen yet, in order, all inside one transaction (a concurrent opener sees the old schema or the new
+one, never half), and records each in the ``migrations`` table. Before it changes an existing
+store it writes a consistent copy of it next to it, ``STORE.bak-<schema version>``. Never edit
+or reorder a released migration: append a new one instead. A database that records a migration
+this version does not know was written by a newer vhd and is refused.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
+from contextlib import suppress
+from pathlib import Path
 
 from vhd.errors import ConfigError, VhdError
 
@@ -177,6 +182,34 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX labelled_sets_sample ON labelled_sets (sample_id);
         """,
     ),
+    (
+        "0005_leases",
+        """
+        CREATE TABLE leases (
+            sample_id TEXT NOT NULL,
+            config_hash TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (sample_id, config_hash)
+        );
+        CREATE INDEX leases_run ON leases (run_id);
+        """,
+    ),
+    (
+        "0006_run_usage",
+        """
+        CREATE TABLE run_usage (
+            run_id TEXT PRIMARY KEY REFERENCES runs (id),
+            calls INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL NOT NULL DEFAULT 0,
+            updated_at REAL NOT NULL
+        );
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 
@@ -217,16 +250,20 @@ def applied_migrations(conn: sqlite3.Connection) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def apply_migrations(conn: sqlite3.Connection, *, label: str = "the store") -> list[str]:
-    """Bring a database's schema up to date.
+def apply_migrations(
+    conn: sqlite3.Connection, *, label: str = "the store", path: str | os.PathLike[str] | None = None
+) -> list[str]:
+    """Bring a database's schema up to date, backing an existing store up first.
 
-    The connection must be in autocommit mode (``isolation_level=None``): each migration runs
-    in its own ``BEGIN IMMEDIATE`` transaction, so two processes opening a fresh file at the
-    same time do not both apply it.
+    The connection must be in autocommit mode (``isolation_level=None``): the pending migrations
+    run in one ``BEGIN IMMEDIATE`` transaction, so two processes opening a store at the same time
+    neither both apply them nor see half of them.
 
     Args:
         conn: An open connection in autocommit mode.
         label: How to name the database in error messages (usually its path).
+        path: The database file; when given and the store already holds migrations, a copy of it
+            is written to ``<path>.bak-<number of migrations it holds>`` before any is applied.
 
     Returns:
         The names of the migrations applied by this call (empty when already current).
@@ -234,7 +271,8 @@ def apply_migrations(conn: sqlite3.Connection, *, label: str = "the store") -> l
     Raises:
         VhdError: The database records a migration this vhd does not know (written by a newer
             vhd).
-        ConfigError: The file holds tables but is not a vhd store.
+        ConfigError: The file holds tables but is not a vhd store, or the backup could not be
+            written (the store is then unchanged).
     """
     tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if tables and "migrations" not in tables:
@@ -242,24 +280,63 @@ def apply_migrations(conn: sqlite3.Connection, *, label: str = "the store") -> l
             f"{label} is an SQLite database but not a vhd store: pass a new or existing vhd store path instead"
         )
     conn.execute(_MIGRATIONS_TABLE)
-    _check_known(applied_migrations(conn), label)
+    applied = applied_migrations(conn)
+    _check_known(applied, label)
+    if all(name in applied for name, _ in MIGRATIONS):
+        return []
     done: list[str] = []
-    for index, (name, sql) in enumerate(MIGRATIONS):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            applied = applied_migrations(conn)
-            _check_known(applied, label)
-            if name not in applied:
-                for statement in split_statements(sql):
-                    conn.execute(statement)
-                conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
-                conn.execute(f"PRAGMA user_version = {index + 1}")
-                done.append(name)
-            conn.execute("COMMIT")
-        except BaseException:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        applied = applied_migrations(conn)
+        _check_known(applied, label)
+        pending = [(index, name, sql) for index, (name, sql) in enumerate(MIGRATIONS) if name not in applied]
+        if pending and applied and path is not None:
+            backup_store(path, Path(f"{os.fspath(path)}.bak-{len(applied)}"), label)
+        for index, name, sql in pending:
+            for statement in split_statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
+            conn.execute(f"PRAGMA user_version = {index + 1}")
+            done.append(name)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
             conn.execute("ROLLBACK")
-            raise
+        raise
     return done
+
+
+def backup_store(source: str | os.PathLike[str], target: Path, label: str = "the store") -> None:
+    """Write a consistent copy of a store with SQLite's backup API, atomically.
+
+    It reads through a connection of its own, so the caller may hold the write lock (and should,
+    to keep the copy current). The copy is a single file (rollback journal, no ``-wal``).
+
+    Raises:
+        ConfigError: The copy could not be written (full disk, permissions); nothing is left
+            behind but the untouched store.
+    """
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        src = sqlite3.connect(os.fspath(source), timeout=30)
+        try:
+            dest = sqlite3.connect(tmp)
+            try:
+                src.backup(dest)
+                dest.execute("PRAGMA journal_mode = DELETE")
+            finally:
+                dest.close()
+        finally:
+            src.close()
+        os.replace(tmp, target)
+    except (sqlite3.Error, OSError) as exc:
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
+            with suppress(OSError):
+                leftover.unlink()
+        raise ConfigError(
+            f"cannot back up {label} to {target} before upgrading its schema ({exc}): free some disk space "
+            "or fix the folder's permissions, then run again; the store is unchanged"
+        ) from exc
 
 
 def _check_known(applied: list[str], label: str) -> None:

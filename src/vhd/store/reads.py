@@ -25,6 +25,11 @@ _ANN_COLS = (
 )
 
 
+def final_statuses(retry_unparsed: bool = False) -> list[str]:
+    """The statuses that need no new attempt: ok, refused and (unless retried) unparsed."""
+    return [s for s in _FINAL if not (retry_unparsed and s == Status.UNPARSED.value)]
+
+
 class AnnotationReads(abc.ABC):
     """Read-only queries over annotations and their turns."""
 
@@ -44,7 +49,7 @@ class AnnotationReads(abc.ABC):
         Returns:
             Sample ids with an ok, refused or (unless ``retry_unparsed``) unparsed result.
         """
-        statuses = [s for s in _FINAL if not (retry_unparsed and s == Status.UNPARSED.value)]
+        statuses = final_statuses(retry_unparsed)
         marks = ",".join("?" * len(statuses))
         rows = self._query(
             f"SELECT sample_id FROM annotations WHERE config_hash = ? AND status IN ({marks})",

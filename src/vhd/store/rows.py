@@ -1,4 +1,4 @@
-"""Row types of the store, and conversions between SQLite rows and vhd records."""
+"""Row types of the store, and conversions between SQLite rows and vhd records (and errors)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from vhd.errors import StoreWriteError
 from vhd.records import Annotation, Kind, Sample, Source, Status, Turn, Usage, Verdict
 
 
@@ -143,3 +144,15 @@ def run_from_row(r: sqlite3.Row) -> RunInfo:
         finished_at=r["finished_at"],
         summary=None if r["summary_json"] is None else json.loads(r["summary_json"]),
     )
+
+
+def write_error(path: object, exc: sqlite3.OperationalError, what: str = "store") -> StoreWriteError:
+    """A failed write as one line that says what happened (full disk, read-only, locked, I/O)."""
+    text = str(exc)
+    if "full" in text:
+        return StoreWriteError(f"the disk holding {what} {path} is full ({text})", full=True)
+    if "readonly" in text or "read-only" in text:
+        return StoreWriteError(f"{what} {path} cannot be written: it is read-only ({text})")
+    if "locked" in text or "busy" in text:
+        return StoreWriteError(f"{what} {path} stayed locked by another process ({text})")
+    return StoreWriteError(f"cannot write {what} {path} ({text})")

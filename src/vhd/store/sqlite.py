@@ -32,6 +32,7 @@ from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.redaction import redact, redact_command
 from vhd.store.connection import Connection
 from vhd.store.labelled_sets import LabelledSets
+from vhd.store.leases import Leases
 from vhd.store.migrations import apply_migrations
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
 from vhd.store.rows import (
@@ -40,6 +41,7 @@ from vhd.store.rows import (
     dumps,
     run_from_row,
     sample_from_row,
+    write_error,
 )
 from vhd.version import version
 
@@ -57,8 +59,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     return Store(path)
 
 
-def _initialise(conn: sqlite3.Connection, label: str, timeout: float) -> None:
-    """Switch to WAL and bring the schema up to date, waiting out other first openers.
+def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path | None) -> None:
+    """Switch to WAL and bring the schema up to date (backing the store up first), waiting out other openers.
 
     SQLite does not call its busy handler where waiting could deadlock (two connections both
     upgrading a read lock on a fresh file), so several processes opening a brand-new store at
@@ -69,17 +71,15 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float) -> None:
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            apply_migrations(conn, label=label)
+            apply_migrations(conn, label=label, path=path)
             return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             time.sleep(0.02)
 
 
-class Store(AnnotationReads, LabelledSets):
+class Store(AnnotationReads, LabelledSets, Leases):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
@@ -117,7 +117,7 @@ class Store(AnnotationReads, LabelledSets):
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
-            _initialise(conn, label, timeout)
+            _initialise(conn, label, timeout, None if memory else self.path)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise ConfigError(f"cannot use {label} as a vhd store ({exc}): pass another store path") from exc
@@ -155,15 +155,20 @@ class Store(AnnotationReads, LabelledSets):
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a refused write raises `vhd.errors.StoreWriteError`."""
         with self._lock:
             conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
             try:
+                conn.execute("BEGIN IMMEDIATE")
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:  # SQLite rolls back by itself after some errors (full disk)
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise write_error(self.path, exc) from exc
                 raise
-            conn.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -366,7 +371,8 @@ class Store(AnnotationReads, LabelledSets):
     def save_annotation(self, ann: Annotation, sample: Sample | None = None) -> None:
         """Write one annotation with all its turns (and its sample) in one transaction.
 
-        A stored annotation for the same sample and config hash is replaced. ``harmful`` is
+        A stored annotation for the same sample and config hash is replaced, and the run's lease
+        on the sample (`vhd.store.leases`) is released. ``harmful`` is
         stored as NULL for unparsed and error results.
 
         Args:
@@ -375,6 +381,7 @@ class Store(AnnotationReads, LabelledSets):
 
         Raises:
             VhdError: The run or the sample is not in the store.
+            StoreWriteError: The write failed (full disk...); the store keeps what it had.
         """
         v = ann.verdict
         status = Status(v.status)
@@ -398,6 +405,10 @@ class Store(AnnotationReads, LabelledSets):
             conn.execute(
                 "DELETE FROM annotations WHERE sample_id = ? AND config_hash = ?",
                 (ann.sample_id, ann.config_hash),
+            )
+            conn.execute(  # the run's lease on the sample, if any, ends with its annotation
+                "DELETE FROM leases WHERE sample_id = ? AND config_hash = ? AND run_id = ?",
+                (ann.sample_id, ann.config_hash, ann.run_id),
             )
             cur = conn.execute(
                 "INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, "
