@@ -5,6 +5,10 @@ committed annotation survives the process being killed at any moment, and every 
 written in one transaction together with its sample and turns, so a reader never sees an
 annotation without its debate.
 
+This module is a little long (about 460 lines) on purpose: `Store`'s opening, transactions and
+writes are one unit; its reads, labelled sets, leases, curation and caches already live in their
+own modules of `vhd.store`.
+
 Example:
     >>> with Store("run.db") as store:  # doctest: +SKIP
     ...     run_id = store.start_run(config, config_hash, models, prompt_hash)
