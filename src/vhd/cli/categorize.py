@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.fileio import printable
 from vhd.registry import Registry, RegistryNames
 
 
@@ -85,7 +86,7 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def _event(message: str) -> None:
-    print(f"vhd: {message}", file=sys.stderr)
+    print(f"vhd: {printable(message)}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -161,7 +162,7 @@ def _discover(args: argparse.Namespace) -> int:
     )
     for i, cat in enumerate(result.taxonomy):
         size = f" ({result.clusters[i].size})" if i < len(result.clusters) else ""
-        print(f"  {cat.code}. {cat.name}{size}: " + "; ".join(cat.examples[:4]))
+        print(printable(f"  {cat.code}. {cat.name}{size}: " + "; ".join(cat.examples[:4])))
     if result.left_out:
         print(f"{len(result.left_out)} reason(s) joined no category (listed at the end of the file)")
     print(f"draft written to {result.out}: edit it, then `vhd categorize --taxonomy {result.out}`")

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from vhd.cli.label_flags import add_label_flags, label_options
+from vhd.fileio import printable
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             store=args.store,
             config=args.config,
             progress=on_progress,
-            on_event=lambda m: print(m, file=sys.stderr),
+            on_event=lambda m: print(printable(m), file=sys.stderr),
             label_options=label_options(args),
         )
     for c in result.configs:
@@ -111,7 +112,7 @@ def _run_injection(args: argparse.Namespace) -> int:
             store=args.store,
             config=args.config,
             progress=on_progress,
-            on_event=lambda m: print(m, file=sys.stderr),
+            on_event=lambda m: print(printable(m), file=sys.stderr),
         )
     for c in result.configs:
         t, control = c.total(), c.total(control=True)

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from vhd.cli.label_flags import add_label_flags, label_options
+from vhd.fileio import printable
 from vhd.registry import Registry, RegistryNames
 
 
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             max_calls=args.max_calls,
             max_cost=args.max_cost,
             progress=on_progress,
-            on_event=lambda m: print(m, file=sys.stderr),
+            on_event=lambda m: print(printable(m), file=sys.stderr),
             label_options=label_options(args),
         )
     if result.best_examples is not None:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from vhd.cli.label_flags import add_label_flags, label_options
+from vhd.fileio import printable
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.import_labelstudio:
         got = import_labelstudio(args.import_labelstudio, store=args.store, name=args.set_name or "labelstudio")
         for task in got.skipped[:20]:
-            print(f"{task.name}: {task.reason}")
+            print(printable(f"{task.name}: {task.reason}"))
         if len(got.skipped) > 20:
             print(f"... and {len(got.skipped) - 20} more task(s) left out")
         if got.decided > got.samples:
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     imp = import_labels(args.labels, store=args.store, name=args.set_name, options=label_options(args))
     listed = sorted([*imp.skipped, *imp.notes])
     for line, why in listed[:20]:
-        print(f"row {line}: {why}")
+        print(printable(f"row {line}: {why}"))
     if len(listed) > 20:
         print(f"... and {len(listed) - 20} more row(s)")
     merged = f", {len(imp.notes)} merged into another row of their sample" if imp.notes else ""

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from vhd.cli.label_flags import add_label_flags, label_options
+from vhd.fileio import printable
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 1 if result.rows_left_out else 0
     for line in result.label_problems[:20]:
-        print(f"{args.labels} {line}")
+        print(printable(f"{args.labels} {line}"))
     if len(result.label_problems) > 20:
         print(f"... and {len(result.label_problems) - 20} more row(s) of {args.labels}")
     print("\n".join(result.table()))
