@@ -141,3 +141,25 @@ def test_export_without_items(contested: tuple[Path, list[str], Path], tmp_path:
     q.items = []
     path = export_review_labelstudio(q, tmp_path / "t.json")
     assert json.loads(path.read_text()) == []
+
+
+def test_uncertainty_is_highest_at_one_half_and_the_queue_starts_there() -> None:
+    from vhd.align.review import ReviewItem
+
+    def item(name: str, harmful: bool | None, score: float | None) -> ReviewItem:
+        return ReviewItem(name, f"{name}.jpg", "image", harmful, score)
+
+    sure_yes, sure_no = item("sure-yes", True, 1.0), item("sure-no", False, 0.0)
+    even, leaning, confident = item("even", True, 0.5), item("leaning", True, 0.6), item("confident", False, 0.05)
+    unread, unscored = item("unread", None, None), item("unscored", True, None)
+    # 1 - |2p - 1|: grows as the score nears 0.5, never with certainty
+    assert even.uncertainty == pytest.approx(1.0)
+    assert leaning.uncertainty == pytest.approx(0.8)
+    assert confident.uncertainty == pytest.approx(0.1)
+    assert sure_yes.uncertainty == 0.0 and sure_no.uncertainty == 0.0
+    assert unread.uncertainty == 1.0 and unscored.uncertainty == 0.0
+    assert float(even.row(1)["uncertainty"]) > float(confident.row(2)["uncertainty"])
+    items = [sure_yes, confident, unscored, leaning, even, unread, sure_no]
+    order = [i.sample_id for i in sorted(items, key=ReviewItem.sort_key)]
+    # most uncertain first; the tie (unread and even at 1) goes by path
+    assert order == ["even", "unread", "leaning", "confident", "sure-no", "sure-yes", "unscored"]
