@@ -69,7 +69,8 @@ def test_calibrate_split_then_reuse(tmp_path: Path, labelled: tuple[Path, Path])
     rep = benchmark(labels, build_detectors(["red"]), out, media=media, calibrate_split="cal", plots=False, resamples=0)
     saved = json.loads((out / "calibration.json").read_text())
     assert saved["detectors"]["red"]["n"] == 4 and saved["detectors"]["red"]["method"] == "temperature"
-    assert rep.results[0].groups["all"].binary.n == 5  # 6 test rows, green fails
+    all_red = rep.results[0].groups["all"].binary
+    assert all_red.n == 6 and all_red.n_answered == 5  # 6 test rows, green fails (and counts as wrong)
     rep2 = benchmark(
         labels,
         build_detectors(["red"]),

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.align.compare import compare
     from vhd.align.compare_report import matched_lines
+    from vhd.bench.metrics import fmt
     from vhd.progress import bar
 
     with bar("annotating", not args.no_progress, unit="samples") as on_progress:
@@ -63,9 +64,8 @@ def run(args: argparse.Namespace) -> int:
             on_event=lambda m: print(m, file=sys.stderr),
         )
     for c in result.configs:
-        acc = c.metrics["accuracy"].value
         print(
-            f"{c.name:<18} accuracy {'n/a' if acc is None else f'{acc:.3f}'}  "
+            f"{c.name:<18} accuracy {fmt(c.metrics['accuracy'].value)} (answered {c.answered}/{c.asked})  "
             f"tokens/sample {c.tokens_per_sample:.0f}  cost/sample ${c.cost_per_sample:.6f}"
         )
     for line in matched_lines(result):
