@@ -163,3 +163,20 @@ def test_uncertainty_is_highest_at_one_half_and_the_queue_starts_there() -> None
     order = [i.sample_id for i in sorted(items, key=ReviewItem.sort_key)]
     # most uncertain first; the tie (unread and even at 1) goes by path
     assert order == ["even", "unread", "leaning", "confident", "sure-no", "sure-yes", "unscored"]
+
+
+def test_a_malformed_bench_report_is_one_clear_error_or_skipped_entries(tmp_path: Path) -> None:
+    from vhd.align.review import read_detector_report
+
+    report = tmp_path / "report"
+    report.mkdir()
+    with PredictionCache(report / "predictions.sqlite") as cache:
+        cache.put_many("k1", {"s1": Prediction(True, 0.7), "s2": Prediction(None, error="boom")})
+    results = report / "results.json"
+    for bad in ("[]", '{"detectors": 3}', "null"):
+        results.write_text(bad)
+        with pytest.raises(ConfigError, match="not a `vhd bench` results.json"):
+            read_detector_report(report)
+    # entries that are not detectors are skipped; the good one is read
+    results.write_text(json.dumps({"detectors": [1, "x", {"run": 5}, {"label": "cheap", "run": {"key": "k1"}}]}))
+    assert read_detector_report(report) == {"cheap": {"s1": (True, 0.7)}}

@@ -180,14 +180,18 @@ def read_detector_report(folder: str | Path) -> dict[str, dict[str, tuple[bool, 
         data = json.loads(results.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cannot read {results}: {exc}; run `vhd bench` again") from None
+    detectors = data.get("detectors") if isinstance(data, dict) else None
+    if not isinstance(detectors, list):
+        raise ConfigError(f"{results} is not a `vhd bench` results.json (no list of detectors); run `vhd bench` again")
     out: dict[str, dict[str, tuple[bool, float | None]]] = {}
     with PredictionCache(cache_file) as cache:
-        for det in data.get("detectors") or []:
-            key = (det.get("run") or {}).get("key")
+        for det in detectors:  # an entry that is not a detector is skipped, never a crash
+            run = det.get("run") if isinstance(det, dict) else None
+            key = run.get("key") if isinstance(run, dict) else None
             if not key:
                 continue
             preds = cache.get_many(str(key))
-            out[str(det.get("label") or key[:12])] = {
+            out[str(det.get("label") or str(key)[:12])] = {
                 sid: (bool(p.harmful), p.score) for sid, p in preds.items() if p.harmful is not None
             }
     return out
