@@ -114,3 +114,13 @@ def test_bad_crosswalk_file(tmp_path: Path) -> None:
     bad.write_text("version: 1\nschemes:\n  x: {labels: {a: {to: nope}}}\n")
     with pytest.raises(ConfigError, match=r"x\.a"):
         load_crosswalk(bad)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"detectors": []}', "[]", '{"detectors": {"a": []}}', '{"detectors": {"a": {"a": 1}}}']
+)
+def test_malformed_calibration_file_is_one_clear_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "calibration.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="re-create it with --calibrate"):
+        load_calibrations(path)
