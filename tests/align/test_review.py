@@ -175,7 +175,7 @@ def test_a_malformed_bench_report_is_one_clear_error_or_skipped_entries(tmp_path
     results = report / "results.json"
     for bad in ("[]", '{"detectors": 3}', "null"):
         results.write_text(bad)
-        with pytest.raises(ConfigError, match="not a `vhd bench` results.json"):
+        with pytest.raises(ConfigError, match=r"not a `vhd bench` results\.json"):
             read_detector_report(report)
     # entries that are not detectors are skipped; the good one is read
     results.write_text(json.dumps({"detectors": [1, "x", {"run": 5}, {"label": "cheap", "run": {"key": "k1"}}]}))
