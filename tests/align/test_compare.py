@@ -119,9 +119,10 @@ def test_compare_numbers_by_hand(tmp_path: Path) -> None:
     assert short.tokens_per_sample == SHORT + 1
     assert short.cost_per_sample == pytest.approx((SHORT * 1.0 + 1 * 2.0) / 1e6)
     assert short.run_kappa is None and short.run_agreement == 1.0  # constant answers: kappa undefined
-    # single-long: u1 unreadable counts as wrong and is counted
+    # single-long: u1 unreadable counts as wrong and is counted (in each of the two repeats)
     long = c["single-long"]
-    assert long.metrics["accuracy"].value == 0.75 and long.unparsed == 1 and long.errors == 0
+    assert long.metrics["accuracy"].value == 0.75 and long.unparsed == 2 and long.errors == 0
+    assert (long.answered, long.asked) == (6, 8) and long.metrics["coverage"].value == 0.75
     assert long.metrics["f1"].value == pytest.approx(2 * 2 / (2 * 2 + 1))  # u1 read as a false positive
     assert long.tokens_per_sample == pytest.approx(LONG + (3 * 2 + 2 + 2) / 4)
     assert long.run_kappa == 1.0  # deterministic: repeats agree wherever both answered
@@ -153,11 +154,11 @@ def test_compare_numbers_by_hand(tmp_path: Path) -> None:
     assert res.matched[0]["debate"] == "debate-r1" and res.matched[0]["sc"] == closest.name
     # the files
     rows = list(csv.DictReader((out / "compare.csv").open()))
-    assert [r["config"] for r in rows] == list(c) and rows[1]["accuracy"] == "0.75" and rows[1]["unparsed"] == "1"
+    assert [r["config"] for r in rows] == list(c) and rows[1]["accuracy"] == "0.75" and rows[1]["unparsed"] == "2"
     data = json.loads((out / "compare.json").read_text())
     assert data["configs"][0]["outcomes"][0][res.items[0].id]["prompt_tokens"] == SHORT
     md = (out / "compare.md").read_text()
-    assert "| single-long | 4 | 0.750 [" in md and "## Matched token budgets" in md
+    assert "| single-long | 4 | 6/8 | 0.750 [" in md and "## Matched token budgets" in md
     assert (out / "compare.png").stat().st_size > 1000
     # run again: everything comes from the cache and the store
     events.clear()

@@ -141,3 +141,42 @@ def test_export_without_items(contested: tuple[Path, list[str], Path], tmp_path:
     q.items = []
     path = export_review_labelstudio(q, tmp_path / "t.json")
     assert json.loads(path.read_text()) == []
+
+
+def test_uncertainty_is_highest_at_one_half_and_the_queue_starts_there() -> None:
+    from vhd.align.review import ReviewItem
+
+    def item(name: str, harmful: bool | None, score: float | None) -> ReviewItem:
+        return ReviewItem(name, f"{name}.jpg", "image", harmful, score)
+
+    sure_yes, sure_no = item("sure-yes", True, 1.0), item("sure-no", False, 0.0)
+    even, leaning, confident = item("even", True, 0.5), item("leaning", True, 0.6), item("confident", False, 0.05)
+    unread, unscored = item("unread", None, None), item("unscored", True, None)
+    # 1 - |2p - 1|: grows as the score nears 0.5, never with certainty
+    assert even.uncertainty == pytest.approx(1.0)
+    assert leaning.uncertainty == pytest.approx(0.8)
+    assert confident.uncertainty == pytest.approx(0.1)
+    assert sure_yes.uncertainty == 0.0 and sure_no.uncertainty == 0.0
+    assert unread.uncertainty == 1.0 and unscored.uncertainty == 0.0
+    assert float(even.row(1)["uncertainty"]) > float(confident.row(2)["uncertainty"])
+    items = [sure_yes, confident, unscored, leaning, even, unread, sure_no]
+    order = [i.sample_id for i in sorted(items, key=ReviewItem.sort_key)]
+    # most uncertain first; the tie (unread and even at 1) goes by path
+    assert order == ["even", "unread", "leaning", "confident", "sure-no", "sure-yes", "unscored"]
+
+
+def test_a_malformed_bench_report_is_one_clear_error_or_skipped_entries(tmp_path: Path) -> None:
+    from vhd.align.review import read_detector_report
+
+    report = tmp_path / "report"
+    report.mkdir()
+    with PredictionCache(report / "predictions.sqlite") as cache:
+        cache.put_many("k1", {"s1": Prediction(True, 0.7), "s2": Prediction(None, error="boom")})
+    results = report / "results.json"
+    for bad in ("[]", '{"detectors": 3}', "null"):
+        results.write_text(bad)
+        with pytest.raises(ConfigError, match=r"not a `vhd bench` results\.json"):
+            read_detector_report(report)
+    # entries that are not detectors are skipped; the good one is read
+    results.write_text(json.dumps({"detectors": [1, "x", {"run": 5}, {"label": "cheap", "run": {"key": "k1"}}]}))
+    assert read_detector_report(report) == {"cheap": {"s1": (True, 0.7)}}

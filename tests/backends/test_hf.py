@@ -77,7 +77,7 @@ def test_unavailable_messages_are_one_line_with_a_fix(tmp_path: Path) -> None:
     raw = OSError("We couldn't connect to 'https://huggingface.co'\nto load the files,\nand couldn't find them")
     hub = unavailable_message("org/some-vlm", raw, offline=True)
     assert "\n" not in hub
-    assert "huggingface-cli download org/some-vlm" in hub
+    assert "hf download org/some-vlm" in hub
     assert "--model openai:MODEL" in hub
     assert "couldn't connect" not in hub  # the raw text adds nothing to the fix
     missing = unavailable_message(str(tmp_path / "nope"), raw, offline=True)
@@ -157,7 +157,7 @@ def test_hub_id_offline_says_how_to_fix() -> None:
     message = str(info.value)
     assert "\n" not in message
     assert "not in the local cache and the hub is unreachable" in message
-    assert "huggingface-cli download vhd-tests/does-not-exist-vlm" in message
+    assert "hf download vhd-tests/does-not-exist-vlm" in message
     asyncio.run(backend.aclose())
 
 

@@ -69,7 +69,8 @@ def test_calibrate_split_then_reuse(tmp_path: Path, labelled: tuple[Path, Path])
     rep = benchmark(labels, build_detectors(["red"]), out, media=media, calibrate_split="cal", plots=False, resamples=0)
     saved = json.loads((out / "calibration.json").read_text())
     assert saved["detectors"]["red"]["n"] == 4 and saved["detectors"]["red"]["method"] == "temperature"
-    assert rep.results[0].groups["all"].binary.n == 5  # 6 test rows, green fails
+    all_red = rep.results[0].groups["all"].binary
+    assert all_red.n == 6 and all_red.n_answered == 5  # 6 test rows, green fails (and counts as wrong)
     rep2 = benchmark(
         labels,
         build_detectors(["red"]),
@@ -113,3 +114,13 @@ def test_bad_crosswalk_file(tmp_path: Path) -> None:
     bad.write_text("version: 1\nschemes:\n  x: {labels: {a: {to: nope}}}\n")
     with pytest.raises(ConfigError, match=r"x\.a"):
         load_crosswalk(bad)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"detectors": []}', "[]", '{"detectors": {"a": []}}', '{"detectors": {"a": {"a": 1}}}']
+)
+def test_malformed_calibration_file_is_one_clear_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "calibration.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="re-create it with --calibrate"):
+        load_calibrations(path)

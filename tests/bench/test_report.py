@@ -32,7 +32,7 @@ def test_report_files(tmp_path: Path, labelled: tuple[Path, Path]) -> None:
 
     # Table 1 parses: a header, a separator, one row per detector, bold best values
     md = (out / "table1.md").read_text().strip().splitlines()
-    assert md[0].startswith("| Detector | Images Harm. | Images Unharm. | Images Avg. | Images Multi-class")
+    assert md[0].startswith("| Detector | Answered | Images Harm. | Images Unharm. | Images Avg. | Images Multi-class")
     assert [ln.split("|")[1].strip() for ln in md[2:]] == ["red", "bright"]
     assert "**" in md[2] + md[3]
     rows = list(csv.DictReader((out / "table1.csv").open()))
@@ -44,16 +44,16 @@ def test_report_files(tmp_path: Path, labelled: tuple[Path, Path]) -> None:
 
     # hand count: harmful red1 red2 red3 blue2 dark; unharmful pink blue1 gray green white; green fails
     all_red = report.results[0].groups["all"].binary
-    assert all_red.n == 9 and all_red.n_harmful == 5
+    assert all_red.n == 10 and all_red.n_answered == 9 and all_red.n_harmful == 5
     assert all_red.values["harmful_acc"].value == pytest.approx(3 / 5)  # red1, red2, red3 >= 0.5
-    assert all_red.values["unharmful_acc"].value == pytest.approx(2 / 4)  # pink and white are red enough
+    assert all_red.values["unharmful_acc"].value == pytest.approx(2 / 5)  # pink, white red enough; green failed
 
     # every number of metrics.csv is in results.json
     data = json.loads((out / "results.json").read_text())
     in_json = {round(x, 9) for x in _numbers(data)}
     for row in csv.DictReader((out / "metrics.csv").open()):
         for key in ("value", "low", "high", "n"):
-            if row[key]:
+            if row[key] not in ("", "n/a"):
                 assert round(float(row[key]), 9) in in_json, (row, key)
     assert data["samples"] == 10 and data["detectors"][0]["run"]["failed"] == 1
     assert "green confuses me" in next(iter(data["failures"]["red"].values()))

@@ -8,7 +8,10 @@ configuration records every sample's decision, score and tokens; the report puts
 and Cohen's kappa (with 95% bootstrap intervals) beside tokens and cost per sample, and pairs
 each debate with the self-consistency run whose token budget is closest. ``repeats`` runs every
 configuration several times: verdicts sampled at temperature 0.5 are draws, so run-to-run
-agreement (mean pairwise kappa) is part of the answer.
+agreement (mean pairwise kappa) is part of the answer. The metrics pool every repeat; the
+bootstrap's unit is the sample (a sample's repeats are resampled together), so more repeats of
+the same answers never narrow an interval. An answer that could not be read, or a call that
+failed, counts as wrong, as in ``vhd bench``; coverage (answered / asked) says how many.
 
 The debate goes through `vhd.annotate` and its store (each repeat a distinct ``debate.seed``, so a
 distinct configuration hash); single calls are cached under ``out``. Running the same call again
@@ -38,33 +41,37 @@ METRIC_KEYS = ("accuracy", "f1", "kappa", "tpr", "tnr")
 
 
 def score_config(result: ConfigResult, truth: Sequence[bool], *, resamples: int = BOOTSTRAP) -> ConfigResult:
-    """Fill a configuration's metrics, budgets and run-to-run agreement from its outcomes."""
-    from vhd.align.agreement import cohen_kappa, kappa_value
-    from vhd.bench.metrics import BinaryMetrics
+    """Fill a configuration's metrics, budgets and run-to-run agreement from its outcomes.
 
-    def decisions(run: Sequence[SampleOutcome]) -> list[bool]:  # unreadable counts as wrong
-        return [o.harmful if o.harmful is not None else not t for o, t in zip(run, truth, strict=True)]
+    The metrics pool every repeat and count an unreadable or failed answer as wrong (the rule of
+    `vhd.bench.metrics`, which ``vhd bench`` uses too); each bootstrap resample draws samples
+    with replacement, each with all its repeats.
+    """
+    from vhd.align.agreement import cohen_kappa, kappa_runs
+    from vhd.bench.metrics import binary_result, counted_wrong
 
-    first = result.runs[0]
-    computed = BinaryMetrics(resamples=resamples).update(truth, decisions(first)).compute()
+    runs = [[o.harmful for o in run] for run in result.runs]
+    computed = binary_result(truth, runs, resamples=resamples)
     v = computed.values
     result.metrics = {
         "accuracy": v["accuracy"],
         "f1": v["f1"],
-        "kappa": kappa_value(truth, decisions(first), resamples=resamples),
+        "kappa": kappa_runs(truth, [counted_wrong(truth, r) for r in runs], resamples=resamples),
         "tpr": v["harmful_acc"],
         "tnr": v["unharmful_acc"],
+        "coverage": v["coverage"],
     }
+    result.answered, result.asked = computed.n_answered, computed.total
     result.accuracy_runs = [
-        sum(d == t for d, t in zip(decisions(run), truth, strict=True)) / len(truth) if truth else None
-        for run in result.runs
+        sum(d == t for d, t in zip(counted_wrong(truth, run), truth, strict=True)) / len(truth) if truth else None
+        for run in runs
     ]
     every = [o for run in result.runs for o in run]
     n = max(len(every), 1)
     result.tokens_per_sample = sum(o.tokens for o in every) / n
     result.calls_per_sample = sum(o.calls for o in every) / n
     result.cost_per_sample = sum(o.cost for o in every) / n
-    result.unparsed = sum(o.harmful is None and o.error is None for o in first)
+    result.unparsed = sum(o.harmful is None and o.error is None for o in every)
     result.errors = sum(o.error is not None for o in every)
     kappas: list[float] = []
     agreements: list[float] = []

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vhd.bench.metrics import UNDEFINED_CSV, fmt
 from vhd.fileio import atomic_write, escape_cell
 
 if TYPE_CHECKING:
@@ -17,6 +18,8 @@ CSV_COLUMNS = (
     "config",
     "family",
     "n",
+    "answered",
+    "asked",
     "accuracy",
     "accuracy_low",
     "accuracy_high",
@@ -41,6 +44,7 @@ CSV_COLUMNS = (
 def csv_row(c: ConfigResult) -> dict[str, Any]:
     """One configuration as a CSV row (see `CSV_COLUMNS`)."""
     row: dict[str, Any] = {"config": c.name, "family": c.family, "n": c.metrics["accuracy"].n}
+    row |= {"answered": c.answered, "asked": c.asked}
     for key in ("accuracy", "f1", "kappa"):
         v = c.metrics[key]
         row |= {key: v.value, f"{key}_low": v.low, f"{key}_high": v.high}
@@ -63,16 +67,16 @@ def cost_text(cost: float | None) -> str:
 
 
 def _num(v: float | None, digits: int = 3) -> str:
-    return "n/a" if v is None else f"{v:.{digits}f}"
+    return fmt(v, digits)
 
 
 def _ci(c: ConfigResult, key: str) -> str:
     v = c.metrics[key]
     if v.value is None:
-        return "n/a"
+        return fmt(None)
     if v.low is None or v.high is None:
-        return f"{v.value:.3f}"
-    return f"{v.value:.3f} [{v.low:.3f}, {v.high:.3f}]"
+        return fmt(v.value)
+    return f"{fmt(v.value)} [{fmt(v.low)}, {fmt(v.high)}]"
 
 
 def markdown(result: CompareResult) -> str:
@@ -84,16 +88,19 @@ def markdown(result: CompareResult) -> str:
         "# What the debate buys for what it costs",
         "",
         f"{n} labelled samples ({harmful} harmful, {n - harmful} unharmful); {repeats} run(s) of each configuration. "
-        "Metrics of the first run with 95% bootstrap intervals; unreadable answers count as wrong. Tokens and cost "
-        "are means per sample over every run; run-to-run kappa is the mean pairwise Cohen's kappa between runs.",
+        "Metrics pool every run, with 95% bootstrap intervals over samples (a sample's runs resampled together); "
+        "an answer that could not be read or whose call failed counts as wrong (answered: answers given / asked). "
+        "Tokens and cost are means per sample over every run; run-to-run kappa is the mean pairwise Cohen's kappa "
+        f"between runs. {fmt(None)}: undefined.",
         "",
-        "| configuration | n | accuracy | F1 | kappa | TPR | TNR | tokens/sample | cost/sample | run-to-run kappa "
-        "| unparsed | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| configuration | n | answered | accuracy | F1 | kappa | TPR | TNR | tokens/sample | cost/sample "
+        "| run-to-run kappa | unparsed | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in result.configs:
         lines.append(
-            f"| {c.name} | {c.metrics['accuracy'].n} | {_ci(c, 'accuracy')} | {_ci(c, 'f1')} | {_ci(c, 'kappa')} "
+            f"| {c.name} | {c.metrics['accuracy'].n} | {c.answered}/{c.asked} | {_ci(c, 'accuracy')} "
+            f"| {_ci(c, 'f1')} | {_ci(c, 'kappa')} "
             f"| {_num(c.metrics['tpr'].value)} | {_num(c.metrics['tnr'].value)} | {c.tokens_per_sample:.1f} "
             f"| {cost_text(c.cost_per_sample)} | {_num(c.run_kappa)} | {c.unparsed} | {c.errors} |"
         )
@@ -140,7 +147,9 @@ def write_outputs(result: CompareResult) -> None:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: escape_cell(v) for k, v in csv_row(c).items()} for c in result.configs)
+    writer.writerows(
+        {k: UNDEFINED_CSV if v is None else escape_cell(v) for k, v in csv_row(c).items()} for c in result.configs
+    )
     atomic_write(out / "compare.csv", buf.getvalue())
     atomic_write(out / "compare.md", markdown(result))
 

@@ -25,18 +25,21 @@ class ConfigResult:
         family: ``single``, ``self-consistency`` or ``debate``.
         params: What defines it (prompt, k, temperature, rounds, models).
         runs: ``[repeat][sample]`` outcomes, samples in the order of `CompareResult.items`.
-        metrics: ``accuracy``, ``f1``, ``kappa`` (against people), ``tpr``, ``tnr`` of the first
-            repeat, with bootstrap intervals; an unreadable answer counts as wrong.
+        metrics: ``accuracy``, ``f1``, ``kappa`` (against people), ``tpr``, ``tnr`` and ``coverage``
+            (answered / asked), every repeat pooled, with bootstrap intervals over samples (a
+            sample's repeats resampled together); an unreadable or failed answer counts as wrong.
         accuracy_runs: Accuracy of each repeat.
         tokens_per_sample: Mean prompt + completion tokens per sample (all repeats).
         calls_per_sample: Mean model calls per sample.
         cost_per_sample: Mean dollars per sample; None (unknown) when a model it called has no
             ``[prices]`` entry.
-        unparsed: Samples of the first repeat without a readable answer (errors excluded).
+        unparsed: Outcomes, over all repeats, without a readable answer (errors excluded).
         errors: Outcomes, over all repeats, whose model calls failed (retried on the next run).
         run_kappa: Mean pairwise Cohen's kappa between repeats (None with one repeat, or when
             undefined: both repeats give one and the same answer everywhere).
         run_agreement: Mean pairwise share of samples with the same decision.
+        answered: Answers given, over every repeat.
+        asked: Answers asked for: samples x repeats.
     """
 
     name: str
@@ -52,6 +55,8 @@ class ConfigResult:
     errors: int = 0
     run_kappa: float | None = None
     run_agreement: float | None = None
+    answered: int = 0
+    asked: int = 0
 
     def to_dict(self, ids: Sequence[str] = ()) -> dict[str, Any]:
         """Plain data; with ``ids``, every outcome by sample id."""
@@ -60,6 +65,8 @@ class ConfigResult:
             "family": self.family,
             "params": self.params,
             "n": self.metrics["accuracy"].n if "accuracy" in self.metrics else 0,
+            "answered": self.answered,
+            "asked": self.asked,
             "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
             "accuracy_runs": self.accuracy_runs,
             "tokens_per_sample": self.tokens_per_sample,

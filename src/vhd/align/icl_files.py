@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.align.labels import LabelledItem
+from vhd.bench.metrics import fmt
 from vhd.fileio import atomic_write, escape_cell
 
 if TYPE_CHECKING:
@@ -111,7 +113,7 @@ def resolve_validation(
 
 
 def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{100 * v:.1f}"
+    return fmt(v, 1, scale=100)
 
 
 def _row(label: str, s: Scored) -> str:
@@ -160,11 +162,11 @@ def write_report(result: SearchResult) -> None:
     lines += ["", "## Rounds", "", "| round | examples | added | " + result.metric + " | best before | kept |"]
     lines.append("|---|---|---|---|---|---|")
     for r in result.rounds:
-        before = "" if r.best_before is None else f"{r.best_before.value(result.metric):.3f}"
+        before = "" if r.best_before is None else fmt(r.best_before.value(result.metric))
         kept = "yes" if r.accepted else "no"
         added = ", ".join(a[:8] for a in r.added)
         lines.append(
-            f"| {r.round} | {len(r.examples)} | {added} | {r.scored.value(result.metric):.3f} | {before} | {kept} |"
+            f"| {r.round} | {len(r.examples)} | {added} | {fmt(r.scored.value(result.metric))} | {before} | {kept} |"
         )
     atomic_write(out / "report.md", "\n".join(lines) + "\n")
     _plot(result, out / "metric.png")
@@ -179,10 +181,11 @@ def _plot(result: SearchResult, path: Path) -> None:
     except ImportError:
         return
     xs = [r.round for r in result.rounds]
-    ys = [r.scored.value(result.metric) for r in result.rounds]
+    # an undefined value is a gap in the line (NaN), never a point at -1 below the axis
+    ys = [math.nan if (v := r.scored.value(result.metric)) is None else v for r in result.rounds]
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(xs, ys, marker="o", label="candidate set")
-    kept = [(r.round, r.scored.value(result.metric)) for r in result.rounds if r.accepted]
+    kept = [(r.round, v) for r in result.rounds if r.accepted and (v := r.scored.value(result.metric)) is not None]
     ax.scatter([k[0] for k in kept], [k[1] for k in kept], s=80, facecolors="none", edgecolors="C2", label="kept")
     ax.set_xlabel("round")
     ax.set_ylabel(result.metric)

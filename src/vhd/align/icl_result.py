@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,13 +35,17 @@ class Scored:
     n: int
     unreadable: int
 
-    def value(self, metric: str) -> float:
-        """The metric (a plugin's is computed from the confusion counts), with -1 standing for undefined.
+    def value(self, metric: str) -> float | None:
+        """The metric (a plugin's is computed from the confusion counts); None where it is undefined."""
+        return self.metrics[metric] if metric in self.metrics else ICL_METRICS.load(metric)(**self.confusion)
 
-        (So any defined value beats an undefined one.)
+    def rank(self, metric: str) -> float:
+        """The metric for ranking example sets: an undefined value ranks below every defined one (-inf).
+
+        Never printed or plotted: `value` is what people see.
         """
-        v = self.metrics[metric] if metric in self.metrics else ICL_METRICS.load(metric)(**self.confusion)
-        return -1.0 if v is None else v
+        v = self.value(metric)
+        return -math.inf if v is None else v
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data."""

@@ -25,6 +25,7 @@ from vhd.align.icl_files import expected_answer, resolve_validation, write_examp
 from vhd.align.icl_metrics import ICL_METRICS
 from vhd.align.icl_result import Round, SearchResult, score
 from vhd.align.labels import LabelledItem
+from vhd.bench.metrics import fmt
 from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn, staged
@@ -246,7 +247,7 @@ def _search(
     first = Round(0, [], [], config_hash, score(search, preds), accepted=True)
     result.rounds.append(first)
     write_json(out_dir / "rounds" / "round_00.json", first.to_dict())
-    say(f"round 0 (no examples): {metric} {first.scored.value(metric):.3f} on {first.scored.n}")
+    say(f"round 0 (no examples): {metric} {fmt(first.scored.value(metric))} on {first.scored.n}")
     try:
         _rounds(result, run, search, out_dir, max_rounds, per_round, metric, patience, seed, say, preds)
     finally:
@@ -286,13 +287,13 @@ def _rounds(
         config_hash, preds = run(rest, folder)
         cand = Round(r, examples, [i.id for i in picked], config_hash, score(rest, preds))
         cand.best_before = score(rest, best_preds)
-        cand.accepted = cand.scored.value(metric) > cand.best_before.value(metric) + 1e-12
+        cand.accepted = cand.scored.rank(metric) > cand.best_before.rank(metric) + 1e-12
         result.rounds.append(cand)
         write_json(out_dir / "rounds" / f"round_{r:02d}.json", cand.to_dict())
         verdict = "kept" if cand.accepted else "not better"
         say(
-            f"round {r} (+{len(picked)}, {len(examples)} examples): {metric} {cand.scored.value(metric):.3f} "
-            f"vs best {cand.best_before.value(metric):.3f} on {cand.scored.n}: {verdict}"
+            f"round {r} (+{len(picked)}, {len(examples)} examples): {metric} {fmt(cand.scored.value(metric))} "
+            f"vs best {fmt(cand.best_before.value(metric))} on {cand.scored.n}: {verdict}"
         )
         if cand.accepted:
             best, best_preds, stale = cand, {**best_preds, **preds}, 0

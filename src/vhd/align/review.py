@@ -3,10 +3,10 @@
 A sample enters the queue when the judge is unsure (its score, P(harmful), lies within
 ``margin`` of 0.5), when its reply could not be read, when another configuration in the store
 (another model, prompt, round count or example set) decided otherwise, or when a detector of a
-``vhd bench`` report disagrees with the judge. The queue is ordered by uncertainty (the score's
-distance from 0.5, smallest first; no decision counts as 0, a decision without a score as 0.5),
-then by disagreement (the minority's share of all votes, largest first), then by the number of
-dissenting sources.
+``vhd bench`` report disagrees with the judge. The queue is ordered by uncertainty, highest
+first: ``1 - |2p - 1|`` for the judge's score p = P(harmful), so 1 at p = 0.5 and 0 at p = 0 or 1
+(no readable decision counts as 1, a decision without a score as 0); then by disagreement (the
+minority's share of all votes, largest first), then by the number of dissenting sources.
 
 Example:
     >>> queue = build_queue("run.db", detector_reports=["report/"], top=50)  # doctest: +SKIP
@@ -78,10 +78,15 @@ class ReviewItem:
 
     @property
     def uncertainty(self) -> float:
-        """Distance of the score from 0.5 (0 most uncertain; 0 without a decision, 0.5 without a score)."""
+        """How unsure the judge is: ``1 - |2p - 1|``, 1 at p = 0.5 (most uncertain), 0 at p = 0 or 1.
+
+        No readable decision counts as 1; a decision without a score as 0 (nothing says it is unsure).
+        """
         if self.harmful is None:
+            return 1.0
+        if self.score is None:
             return 0.0
-        return 0.5 if self.score is None else abs(self.score - 0.5)
+        return 1.0 - abs(2.0 * min(max(self.score, 0.0), 1.0) - 1.0)
 
     @property
     def dissent(self) -> int:
@@ -99,7 +104,7 @@ class ReviewItem:
 
     def sort_key(self) -> tuple[float, float, int, str]:
         """Most uncertain first, then most disagreement, then most dissent, then by path."""
-        return (round(self.uncertainty, 12), -self.disagreement, -self.dissent, self.path)
+        return (-round(self.uncertainty, 12), -self.disagreement, -self.dissent, self.path)
 
     def row(self, rank: int) -> dict[str, Any]:
         """The item as a CSV row."""
@@ -181,14 +186,18 @@ def read_detector_report(folder: str | Path) -> dict[str, dict[str, tuple[bool, 
         data = json.loads(results.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cannot read {results}: {exc}; run `vhd bench` again") from None
+    detectors = data.get("detectors") if isinstance(data, dict) else None
+    if not isinstance(detectors, list):
+        raise ConfigError(f"{results} is not a `vhd bench` results.json (no list of detectors); run `vhd bench` again")
     out: dict[str, dict[str, tuple[bool, float | None]]] = {}
     with PredictionCache(cache_file) as cache:
-        for det in data.get("detectors") or []:
-            key = (det.get("run") or {}).get("key")
+        for det in detectors:  # an entry that is not a detector is skipped, never a crash
+            run = det.get("run") if isinstance(det, dict) else None
+            key = run.get("key") if isinstance(run, dict) else None
             if not key:
                 continue
             preds = cache.get_many(str(key))
-            out[str(det.get("label") or key[:12])] = {
+            out[str(det.get("label") or str(key)[:12])] = {
                 sid: (bool(p.harmful), p.score) for sid, p in preds.items() if p.harmful is not None
             }
     return out

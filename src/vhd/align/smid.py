@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vhd.bench.metrics import BOOTSTRAP, Value
+from vhd.bench.metrics import BOOTSTRAP, Value, fmt
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
 
@@ -267,10 +267,10 @@ class AlignResult:
         ):
             v = self.metrics.get(key)
             if v is None or v.value is None:
-                out.append(f"{title:<16} n/a")
+                out.append(f"{title:<16} {fmt(None)}")
                 continue
-            ci = f" [{v.low:.3f}, {v.high:.3f}]" if v.low is not None and v.high is not None else ""
-            out.append(f"{title:<16} {v.value:.3f}{ci}  (n={v.n})")
+            ci = f" [{fmt(v.low)}, {fmt(v.high)}]" if v.low is not None and v.high is not None else ""
+            out.append(f"{title:<16} {fmt(v.value)}{ci}  (n={v.n})")
         (tn, fp), (fn, tp) = self.confusion
         out.append(f"confusion: TP {tp}, FN {fn}, TN {tn}, FP {fp}")
         return out

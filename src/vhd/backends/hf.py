@@ -22,29 +22,24 @@ import asyncio
 import contextlib
 import importlib
 import logging
-import os
 import re
-import socket
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from vhd.backends.base import Backend, GenerateConfig, Message, Output
 from vhd.backends.hf_batch import LoadedModel
 from vhd.backends.hf_worker import BatchWorker
+from vhd.backends.hub import brief, hub_failure, local_only, looks_local, offline_env
+from vhd.backends.hub import hub_reachable as hub_reachable  # re-exported: its home was here
 from vhd.errors import BackendUnavailableError, ConfigError, MissingDependencyError
 
 log = logging.getLogger(__name__)
 
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
-
-
-def _offline_env() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 class HFOptions(BaseModel):
@@ -64,7 +59,7 @@ class HFOptions(BaseModel):
     """Allow model repositories to run their own code."""
     revision: str | None = None
     """Hub revision (branch, tag or commit hash)."""
-    local_files_only: bool = Field(default_factory=_offline_env)
+    local_files_only: bool = Field(default_factory=offline_env)
     """Never reach the hub; defaults to true when ``HF_HUB_OFFLINE=1``."""
     attn_implementation: str | None = None
     """``eager``, ``sdpa``, ``flash_attention_2``...; the model's default when unset."""
@@ -120,63 +115,29 @@ def resolve_dtype(dtype: str, device: str) -> str:
     return "float32"
 
 
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """Whether a TCP connection to the hub (``$HF_ENDPOINT``) opens within ``timeout``.
-
-    Without this probe an unreachable hub costs minutes of retries per file before the cache
-    is used. Behind a proxy (``HTTPS_PROXY``/``ALL_PROXY`` set) the probe is skipped.
-    """
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return True
-    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    host = url.hostname or "huggingface.co"
-    port = url.port or (80 if url.scheme == "http" else 443)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _brief(exc: BaseException, limit: int = 240) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def unavailable_message(model: str, exc: BaseException, *, offline: bool) -> str:
     """One line telling the user why ``model`` did not load and what to do."""
-    raw = _brief(exc)
-    looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
+    raw = brief(exc)
     if Path(model).expanduser().is_dir():
         return (
             f"cannot load hf model {model!r}: the directory is not a loadable vision-language model "
             f"({raw}); save one with save_pretrained (model and processor) or use a hub id"
         )
-    if looks_local:
+    if looks_local(model):
         return (
             f"cannot load hf model {model!r}: no such directory; pass an existing local directory "
             f"(--model hf:/path/to/model) or a hub id"
         )
-    lowered = raw.lower()
-    if any(word in lowered for word in ("gated", "401", "403", "restricted")):
-        return (
-            f"cannot load hf model {model!r}: the repository is gated or private; accept its licence "
-            f"on the hub and log in (huggingface-cli login) ({raw})"
-        )
-    missing = ("not a valid model identifier", "404", "repository not found")
-    if not offline and any(word in lowered for word in missing):
-        return f"cannot load hf model {model!r}: no such model on the hub; check the id ({raw})"
-    network = ("connect", "offline", "cache", "local_files_only", "resolve", "timed out")
-    if not isinstance(exc, OSError) and not any(word in lowered for word in network):
-        return (
-            f"cannot load hf model {model!r} ({raw}); use a vision-language model that "
-            f"transformers' AutoModelForImageTextToText can load"
-        )
-    return (  # the raw text adds nothing here but a long URL to transformers' docs
-        f"cannot load hf model {model!r}: not in the local cache and the hub is unreachable; "
-        f"download it (huggingface-cli download {model}) or pass a local directory "
-        f"(--model hf:/path/to/model), or use an endpoint (--model openai:MODEL with "
-        f"[backends.openai] base_url)"
+    alternatives = (
+        "pass a local directory (--model hf:/path/to/model), or use an endpoint (--model openai:MODEL with "
+        "[backends.openai] base_url)"
+    )
+    message = hub_failure("hf model", model, exc, offline=offline, alternatives=alternatives)
+    if message is not None:
+        return message
+    return (
+        f"cannot load hf model {model!r} ({raw}); use a vision-language model that "
+        f"transformers' AutoModelForImageTextToText can load"
     )
 
 
@@ -221,12 +182,9 @@ class HFBackend(Backend):
         common: dict[str, Any] = {
             "revision": self.opts.revision,
             "trust_remote_code": self.opts.trust_remote_code,
-            "local_files_only": self.opts.local_files_only,
         }
         path = str(Path(self.model).expanduser()) if self.model.startswith("~") else self.model
-        if not self.opts.local_files_only and not Path(path).is_dir() and not hub_reachable():
-            log.warning("hf: the hub is unreachable; looking for %r in the local cache only", self.model)
-            common["local_files_only"] = True
+        common["local_files_only"] = local_only(path, self.opts.local_files_only)  # offline or hub unreachable
         extra: dict[str, Any] = {}
         if self.opts.attn_implementation:
             extra["attn_implementation"] = self.opts.attn_implementation
@@ -239,9 +197,9 @@ class HFBackend(Backend):
             name = getattr(exc, "name", None)
             if name:
                 raise MissingDependencyError(name, "local") from exc
-            raise BackendUnavailableError(f"cannot load hf model {self.model!r}: {_brief(exc)}") from exc
+            raise BackendUnavailableError(f"cannot load hf model {self.model!r}: {brief(exc)}") from exc
         except Exception as exc:
-            offline = bool(common["local_files_only"]) or _offline_env()
+            offline = bool(common["local_files_only"]) or offline_env()
             raise BackendUnavailableError(unavailable_message(self.model, exc, offline=offline)) from exc
         tokenizer: Any = getattr(processor, "tokenizer", None)
         if not getattr(processor, "chat_template", None) and getattr(tokenizer, "chat_template", None):

@@ -218,5 +218,5 @@ def load_calibrations(path: str | os.PathLike[str]) -> dict[str, Calibration]:
             )
             for label, d in data["detectors"].items()
         }
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # any malformed content
         raise ConfigError(f"cannot read calibration file {path} ({exc}); re-create it with --calibrate") from exc

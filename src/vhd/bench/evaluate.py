@@ -3,8 +3,10 @@
 For each detector and group: the binary metrics (`BinaryResult`), multi-class accuracy where the
 detector names categories (itself, or through the crosswalk from its raw labels), the share of
 harmful samples of each category it caught (per-category recall), and calibration (ECE and
-reliability bins) where it gives scores. Failed predictions count in no number; each number
-says how many samples it stands on.
+reliability bins) where it gives scores. A sample the detector failed on (or has no prediction
+for) stays in every number and counts as wrong, as in ``vhd compare`` (`vhd.bench.metrics`);
+``coverage`` (answered / total) says how many there were. Score-based numbers (ROC-AUC, PR-AUC,
+calibration) stand on the answered samples. Each number says how many samples it stands on.
 """
 
 from __future__ import annotations
@@ -68,10 +70,18 @@ class DetectorResult:
     multiclass_scheme: str | None
     misclassified: list[str]
 
+    @property
+    def coverage(self) -> tuple[int, int]:
+        """(samples answered, samples) over all samples; a sample without an answer counts as wrong."""
+        b = self.groups["all"].binary if "all" in self.groups else None
+        return (b.n_answered, b.total) if b is not None else (0, 0)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data."""
+        answered, total = self.coverage
         return {
             "label": self.label,
+            "coverage": {"answered": answered, "samples": total, "failures_count_as_wrong": True},
             "run": self.run,
             "multiclass_scheme": self.multiclass_scheme,
             "groups": {k: g.to_dict() for k, g in self.groups.items()},
@@ -122,28 +132,35 @@ def evaluate_detector(
     resamples: int = 1000,
     seed: int = 0,
 ) -> DetectorResult:
-    """Every number of one detector over the items (its failed predictions left out)."""
+    """Every number of one detector over the items (a failed prediction counts as wrong)."""
     scheme = _scheme(run, crosswalk)
     groups: dict[str, GroupResult] = {}
     for name, members in group_items(items).items():
-        scored = [(i, run.predictions[i.id]) for i in members if i.id in run.predictions]
-        scored = [(i, p) for i, p in scored if p.harmful is not None]
+        answers = [run.predictions.get(i.id) for i in members]
+        given = [p if p is not None and p.harmful is not None else None for p in answers]
         binary = BinaryMetrics(resamples=resamples, seed=seed).update(
-            [i.harmful for i, _ in scored], [bool(p.harmful) for _, p in scored], [p.score for _, p in scored]
+            [i.harmful for i in members],
+            [None if p is None else bool(p.harmful) for p in given],
+            [None if p is None else p.score for p in given],
         )
         result = GroupResult(binary.compute())
         if scheme is not None:
-            mc = [(i, p) for i, p in scored if not i.harmful or i.categories]
+            mc = [(i, p) for i, p in zip(members, given, strict=True) if not i.harmful or i.categories]
             metrics = MulticlassMetrics(taxonomy.codes, resamples=resamples, seed=seed)
             metrics.update(
                 [i.categories if i.harmful else [UNHARMFUL] for i, _ in mc],
-                [predicted_class(p, run, taxonomy, crosswalk) for _, p in mc],
+                [None if p is None else predicted_class(p, run, taxonomy, crosswalk) for _, p in mc],
             )
             result.multiclass = metrics.compute()
         for code in taxonomy.codes:
-            hits = [float(bool(p.harmful)) for i, p in scored if code in i.categories]
+            hits = [
+                float(p is not None and bool(p.harmful))
+                for i, p in zip(members, given, strict=True)
+                if code in i.categories
+            ]
             if hits:
                 result.category_recall[code] = mean_value(hits, resamples, seed)
+        scored = [(i, p) for i, p in zip(members, given, strict=True) if p is not None]
         if scored and all(p.score is not None for _, p in scored):
             result.reliability = reliability([i.harmful for i, _ in scored], [float(p.score or 0) for _, p in scored])
         groups[name] = result

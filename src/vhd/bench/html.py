@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vhd.bench.metrics import fmt
 from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
@@ -108,18 +109,19 @@ def write_index(
         "<a href='results.json'>results.json</a>, <a href='metrics.csv'>metrics.csv</a>; Table 1 as "
         "<a href='table1.md'>Markdown</a>, <a href='table1.csv'>CSV</a>, <a href='table1.tex'>LaTeX</a>.</p>",
         "<h2>Table 1</h2>",
+        "<p>Answered: samples the detector gave a decision for, of all samples. A sample it failed on "
+        "counts as wrong in every number (see results.json's failures).</p>",
         _markdown_table_html(table_md),
         "<h2>Detectors</h2><table>",
-        "<tr><th>detector</th><th>samples scored</th><th>failed</th><th>cached</th><th>run now</th>"
-        "<th>samples/s</th></tr>",
+        "<tr><th>detector</th><th>answered</th><th>failed</th><th>cached</th><th>run now</th><th>samples/s</th></tr>",
     ]
     for r in results:
         run = r.run
-        sps = "-" if run.get("samples_per_s") is None else f"{run['samples_per_s']:.2f}"
-        n = r.groups["all"].binary.n if "all" in r.groups else 0
+        sps = fmt(run.get("samples_per_s"), 2)
+        answered, total = r.coverage
         parts.append(
-            f"<tr><td>{html.escape(r.label)}</td><td>{n}</td><td>{run['failed']}</td><td>{run['cached']}</td>"
-            f"<td>{run['computed']}</td><td>{sps}</td></tr>"
+            f"<tr><td>{html.escape(r.label)}</td><td>{answered}/{total}</td><td>{run['failed']}</td>"
+            f"<td>{run['cached']}</td><td>{run['computed']}</td><td>{sps}</td></tr>"
         )
     parts.append("</table><h2>Plots</h2>")
     parts += [f"<img class='plot' src='plots/{html.escape(p.name)}' alt='{html.escape(p.stem)}'>" for p in plots]

@@ -1,7 +1,12 @@
-"""PNG plots of benchmark numbers (matplotlib, the ``plot`` extra), drawn off-screen."""
+"""PNG plots of benchmark numbers (matplotlib, the ``plot`` extra), drawn off-screen.
+
+An undefined number (a group a detector has no sample in, a rate without a sample of its
+class) is never drawn: its bar is left out (NaN), not drawn at 0.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +56,8 @@ def binary_figure(result: BinaryResult, path: str | Path | None = None, *, title
     plt = _plt()
     panels = 3 if result.curves else 1
     fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.8), squeeze=False)
-    _matrix(axes[0][0], result.confusion, ["unharmful", "harmful"], ["unharmful", "harmful"], title or "confusion")
+    heading = f"{title or 'confusion'} (answered {result.coverage_text()})"
+    _matrix(axes[0][0], result.confusion, ["unharmful", "harmful"], ["unharmful", "harmful"], heading)
     if result.curves:
         fpr, tpr = result.curves["roc"]
         axes[0][1].plot(fpr, tpr)
@@ -122,10 +128,17 @@ def reliability_figure(results: Sequence[DetectorResult], path: str | Path, grou
     return Path(path)
 
 
+def _percent(value: float | None) -> float:
+    """A share as a percentage; NaN (no bar) when undefined."""
+    return math.nan if value is None or value != value else 100 * value
+
+
 def _bars(ax: Any, labels: Sequence[str], series: dict[str, list[float]], ylabel: str, title: str) -> None:
     width = 0.8 / max(len(series), 1)
     for k, (name, values) in enumerate(series.items()):
-        ax.bar([x + k * width for x in range(len(labels))], values, width, label=name)
+        xs = [x + k * width for x in range(len(labels))]
+        drawn = [(x, v) for x, v in zip(xs, values, strict=True) if not math.isnan(v)]  # undefined: no bar
+        ax.bar([x for x, _ in drawn], [v for _, v in drawn], width, label=name)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], labels=list(labels), rotation=30, ha="right")
     ax.set(ylabel=ylabel, title=title, ylim=(0, 100))
     ax.legend(fontsize=8)
@@ -140,7 +153,7 @@ def category_recall_figure(results: Sequence[DetectorResult], codes: Sequence[st
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(present) * max(1, len(results)) ** 0.5), 4))
     series = {
         r.label: [
-            100 * (r.groups["all"].category_recall[c].value or 0) if c in r.groups["all"].category_recall else 0
+            _percent(r.groups["all"].category_recall[c].value) if c in r.groups["all"].category_recall else math.nan
             for c in present
         ]
         for r in results
@@ -162,7 +175,7 @@ def breakdown_figure(results: Sequence[DetectorResult], path: str | Path) -> Pat
     series = {}
     for r in results:
         series[r.label] = [
-            100 * (r.groups[g].binary.values["average"].value or 0) if g in r.groups else 0 for g in groups
+            _percent(r.groups[g].binary.values["average"].value) if g in r.groups else math.nan for g in groups
         ]
     _bars(ax, groups, series, "average accuracy (%)", "by modality and source")
     fig.tight_layout()

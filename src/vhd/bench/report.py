@@ -5,6 +5,9 @@ same columns for real vs synthetic), ``metrics.csv`` (every number with its inte
 sample count), ``results.json`` (every number, curves and reliability bins included, with the
 run's counts, throughput and the problems per row), ``plots/*.png`` (unless plots are off),
 ``thumbs/`` and ``index.html``. Each file is written atomically.
+
+Every table and ``results.json`` give each detector's coverage (samples answered / samples): a
+sample a detector failed on counts as wrong in its numbers (see `vhd.bench.metrics`).
 """
 
 from __future__ import annotations
@@ -101,19 +104,19 @@ def write_report(
 
     folder = Path(out)
     files: list[Path] = []
-    headers, rows, labels = table1(results)
-    md = to_markdown(headers, rows, labels)
+    table = table1(results)
+    md = to_markdown(*table)
     files += [
         atomic_write(folder / "table1.md", md),
-        atomic_write(folder / "table1.csv", to_csv(headers, rows, labels)),
-        atomic_write(folder / "table1.tex", to_latex(headers, rows, labels)),
+        atomic_write(folder / "table1.csv", to_csv(*table)),
+        atomic_write(folder / "table1.tex", to_latex(*table)),
     ]
-    bh, br, bl = table1(results, (("real", "Real"), ("synthetic", "Synthetic")))
-    if bh:
+    breakdown = table1(results, (("real", "Real"), ("synthetic", "Synthetic")))
+    if breakdown.headers:
         files += [
-            atomic_write(folder / "breakdown.md", to_markdown(bh, br, bl)),
-            atomic_write(folder / "breakdown.csv", to_csv(bh, br, bl)),
-            atomic_write(folder / "breakdown.tex", to_latex(bh, br, bl)),
+            atomic_write(folder / "breakdown.md", to_markdown(*breakdown)),
+            atomic_write(folder / "breakdown.csv", to_csv(*breakdown)),
+            atomic_write(folder / "breakdown.tex", to_latex(*breakdown)),
         ]
     files.append(atomic_write(folder / "metrics.csv", long_csv(results)))
     bench = bench_run.bench

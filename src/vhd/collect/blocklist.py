@@ -366,7 +366,8 @@ class BlockList:
                 [[int(e.listed[i : i + 16], 16) for i in range(0, 64, 16)] for e in self._pdq], dtype=np.uint64
             )
         probe = np.array([int(pdq_hex[i : i + 16], 16) for i in range(0, 64, 16)], dtype=np.uint64)
-        distances = np.bitwise_count(self._pdq_table ^ probe).sum(axis=1)
+        # bits set per row (np.bitwise_count is numpy 2 only; the floor is numpy 1.24)
+        distances = np.unpackbits((self._pdq_table ^ probe).view(np.uint8), axis=1).sum(axis=1)
         best = int(distances.argmin())
         distance = int(distances[best])
         if distance > self.pdq_distance:

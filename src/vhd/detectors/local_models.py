@@ -1,25 +1,22 @@
 """Helpers shared by detectors that run a local transformers model (``q16``, ``shieldgemma2``).
 
 They import torch and transformers lazily (a missing extra gives the exact pip line), resolve
-the device and dtype like the ``hf`` backend, and turn loading failures into one-line errors.
+the device and dtype like the ``hf`` backend, look in the local cache only when the hub cannot be
+reached, and turn loading failures into the ``hf`` backend's one-line errors (`vhd.backends.hub`).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from vhd.backends.hub import brief, hub_failure, local_only, looks_local, offline_env
 from vhd.errors import BackendUnavailableError, MissingDependencyError
 
 _LOCAL_EXTRA = "local"
-
-
-def _offline_env() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 class LocalModelOptions(BaseModel):
@@ -35,7 +32,7 @@ class LocalModelOptions(BaseModel):
     """``auto`` (bfloat16 on CUDA, float32 elsewhere), ``float32``, ``float16`` or ``bfloat16``."""
     revision: str | None = None
     """Hub revision of the model (branch, tag or commit)."""
-    local_files_only: bool = Field(default_factory=_offline_env)
+    local_files_only: bool = Field(default_factory=offline_env)
     """Never reach the hub; defaults to true when ``HF_HUB_OFFLINE=1``."""
 
     @field_validator("device")
@@ -74,9 +71,12 @@ def device_and_dtype(opts: LocalModelOptions) -> tuple[str, Any]:
     return device, getattr(torch, resolve_dtype(opts.dtype, device))
 
 
-def hub_kwargs(opts: LocalModelOptions) -> dict[str, Any]:
-    """Keyword arguments for ``from_pretrained``: revision and local-files-only."""
-    return {"revision": opts.revision, "local_files_only": opts.local_files_only}
+def hub_kwargs(opts: LocalModelOptions, model: str) -> dict[str, Any]:
+    """Keyword arguments for ``from_pretrained``: revision, and local-files-only when asked, offline or unreachable.
+
+    Call it once per load: it may probe the hub (`vhd.backends.hub.local_only`).
+    """
+    return {"revision": opts.revision, "local_files_only": local_only(model, opts.local_files_only)}
 
 
 def model_path(model: str) -> str:
@@ -84,22 +84,27 @@ def model_path(model: str) -> str:
     return str(Path(model).expanduser()) if model.startswith("~") else model
 
 
-def load_failure(detector: str, model: str, exc: BaseException) -> Exception:
-    """A one-line error for a model that did not load, saying what to do."""
+def load_failure(detector: str, model: str, exc: BaseException, *, offline: bool = True) -> Exception:
+    """A one-line error for a model that did not load, saying what to do.
+
+    Args:
+        detector: The detector's name (``q16``, ``shieldgemma2``).
+        model: The model spec (hub id or directory).
+        exc: What the load raised.
+        offline: Whether the load was local-cache only.
+    """
     if isinstance(exc, ImportError) and getattr(exc, "name", None):
         return MissingDependencyError(str(exc.name), _LOCAL_EXTRA)
-    brief = " ".join(str(exc).split())[:200] or type(exc).__name__
     if Path(model).is_dir():
         return BackendUnavailableError(
-            f"{detector}: cannot load {model!r} ({brief}); the directory must hold a model and its processor "
+            f"{detector}: cannot load {model!r} ({brief(exc)}); the directory must hold a model and its processor "
             "saved with save_pretrained"
         )
-    if model.startswith((".", "/", "~")) or model.count("/") > 1:
+    if looks_local(model):
         return BackendUnavailableError(f"{detector}: no such model directory {model!r}; pass an existing directory")
-    return BackendUnavailableError(
-        f"{detector}: cannot load {model!r} from the hub or the local cache ({brief}); download it "
-        f"(huggingface-cli download {model}) or pass a local directory"
-    )
+    alternatives = f"pass a local directory ({detector}:/path/to/model)"
+    message = hub_failure(f"{detector} model", model, exc, offline=offline, alternatives=alternatives)
+    return BackendUnavailableError(message or f"{detector}: cannot load {model!r} ({brief(exc)})")
 
 
 def first_line(exc: BaseException) -> str:

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from vhd.backends.hub import hub_failure
 from vhd.detectors.base import Detector, Prediction
 from vhd.detectors.local_models import (
     LocalModelOptions,
@@ -93,14 +94,27 @@ def resolve_prompts_file(spec: str, opts: LocalModelOptions) -> Path:
         parts = spec.removeprefix("hf://").split("/", 2)
         if len(parts) < 3 or not all(parts):
             raise ConfigError(f"q16 prompts {spec!r} must be hf://OWNER/REPO/PATH or a local file")
+        repo = f"{parts[0]}/{parts[1]}"
+        hub = hub_kwargs(opts, repo)
         try:
             from huggingface_hub import hf_hub_download
 
-            return Path(hf_hub_download(f"{parts[0]}/{parts[1]}", parts[2], **hub_kwargs(opts)))
+            return Path(hf_hub_download(repo, parts[2], **hub))
         except ImportError as exc:
             raise MissingDependencyError("huggingface_hub", "local") from exc
         except Exception as exc:
-            raise ConfigError(f"cannot fetch q16 prompts {spec!r} ({first_line(exc)}); {_PROMPTS_HINT}") from None
+            alternatives = _PROMPTS_HINT
+            message = hub_failure(
+                "q16 prompts from",
+                repo,
+                exc,
+                offline=hub["local_files_only"],
+                alternatives=alternatives,
+                files=(parts[2],),
+            )
+            raise ConfigError(
+                message or f"cannot fetch q16 prompts {spec!r} ({first_line(exc)}); {_PROMPTS_HINT}"
+            ) from None
     path = Path(spec).expanduser()
     if not path.is_file():
         raise ConfigError(f"q16 prompts file {str(path)!r} does not exist; {_PROMPTS_HINT}")
@@ -192,14 +206,15 @@ class Q16Detector(Detector):
             torch, transformers = import_torch_transformers()
             device, dtype = device_and_dtype(self.opts)
             path = model_path(str(self.model))
+            hub = hub_kwargs(self.opts, path)
             try:
                 # The Pillow variant resizes as CLIP's own preprocessing does, and needs no torchvision.
                 processor_cls = getattr(transformers.models.clip, "CLIPImageProcessorPil", None)
                 processor_cls = processor_cls or transformers.CLIPImageProcessor
-                processor = processor_cls.from_pretrained(path, **hub_kwargs(self.opts))
-                model = transformers.CLIPModel.from_pretrained(path, dtype=dtype, **hub_kwargs(self.opts))
+                processor = processor_cls.from_pretrained(path, **hub)
+                model = transformers.CLIPModel.from_pretrained(path, dtype=dtype, **hub)
             except Exception as exc:
-                raise load_failure("q16", path, exc) from exc
+                raise load_failure("q16", path, exc, offline=hub["local_files_only"]) from exc
             model = model.to(device).eval()
             dim = int(model.config.projection_dim)
             if prompts.shape[1] != dim:

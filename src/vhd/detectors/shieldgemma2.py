@@ -118,13 +118,12 @@ class ShieldGemma2Detector(Detector):
             _, transformers = import_torch_transformers()
             device, dtype = device_and_dtype(self.opts)
             path = model_path(str(self.model))
+            hub = hub_kwargs(self.opts, path)
             try:
-                processor = transformers.AutoProcessor.from_pretrained(path, **hub_kwargs(self.opts))
-                model = transformers.ShieldGemma2ForImageClassification.from_pretrained(
-                    path, dtype=dtype, **hub_kwargs(self.opts)
-                )
+                processor = transformers.AutoProcessor.from_pretrained(path, **hub)
+                model = transformers.ShieldGemma2ForImageClassification.from_pretrained(path, dtype=dtype, **hub)
             except Exception as exc:
-                raise load_failure("shieldgemma2", path, exc) from exc
+                raise load_failure("shieldgemma2", path, exc, offline=hub["local_files_only"]) from exc
             known = getattr(processor, "policy_definitions", None)
             if not isinstance(known, Mapping) or not getattr(processor, "chat_template", None):
                 raise ConfigError(
