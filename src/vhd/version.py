@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
-from importlib import metadata
 
 
 @functools.cache
 def version() -> str:
     """The installed distribution's version, or ``0+unknown`` when vhd runs from a bare source tree."""
+    from importlib import metadata  # about 20 ms: only when a version is asked for
+
     try:
         return metadata.version("vhd")
     except metadata.PackageNotFoundError:
