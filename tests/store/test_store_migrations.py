@@ -91,11 +91,9 @@ def test_split_statements_keeps_trigger_bodies_whole() -> None:
     assert parts[1].startswith("CREATE TRIGGER") and parts[1].rstrip().endswith("END;")
 
 
-@pytest.mark.parametrize("attempt", range(5))
-def test_concurrent_first_opens_apply_each_migration_once(tmp_path: Path, attempt: int) -> None:
-    """Eight first opens of one brand-new file at once: none fails with "database is locked"."""
-    db = tmp_path / f"race{attempt}.db"
-    barrier = threading.Barrier(8)
+def open_at_once(db: Path, n: int) -> list[BaseException]:
+    """Open the store from ``n`` threads released together, each starting a run; the errors raised."""
+    barrier = threading.Barrier(n)
     errors: list[BaseException] = []
 
     def open_it() -> None:
@@ -103,15 +101,22 @@ def test_concurrent_first_opens_apply_each_migration_once(tmp_path: Path, attemp
             barrier.wait()
             with Store(db) as store:
                 store.start_run({}, "h", {}, "p")
-        except BaseException as exc:  # collected and asserted below
+        except BaseException as exc:  # collected and returned
             errors.append(exc)
 
-    threads = [threading.Thread(target=open_it) for _ in range(8)]
+    threads = [threading.Thread(target=open_it) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert errors == []
+    return errors
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_concurrent_first_opens_apply_each_migration_once(tmp_path: Path, attempt: int) -> None:
+    """Eight first opens of one brand-new file at once: none fails with "database is locked"."""
+    db = tmp_path / f"race{attempt}.db"
+    assert open_at_once(db, 8) == []
     with Store(db) as store:
         assert mig.applied_migrations(store.conn) == [name for name, _ in mig.MIGRATIONS]
         assert len(store.runs()) == 8
@@ -172,23 +177,7 @@ def test_concurrent_opens_of_an_old_store_migrate_and_back_up_once(
     db = tmp_path / "vhd.db"
     _old_store_with_a_run(db)
     monkeypatch.setattr(mig, "MIGRATIONS", [*mig.MIGRATIONS, NEW])
-    barrier = threading.Barrier(6)
-    errors: list[BaseException] = []
-
-    def open_it() -> None:
-        try:
-            barrier.wait()
-            with Store(db) as store:
-                store.start_run({}, "h", {}, "p")
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_it) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert open_at_once(db, 6) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vhd.db", f"vhd.db.bak-{len(mig.MIGRATIONS) - 1}"]
     with Store(db) as store:
         assert mig.applied_migrations(store.conn).count(NEW[0]) == 1 and len(store.runs()) == 7
