@@ -134,25 +134,10 @@ def resolve_items(
     options: LabelOptions | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> list[LabelledItem]:
-    """The labelled samples: a labels file (samples registered in the store) or a labelled set's name.
+    """The labelled samples (`vhd.align.labels.labels_or_set`), each sample once."""
+    from vhd.align.labels import labels_or_set
 
-    Rows of a labels file that cannot be used, or that repeat a sample, are passed to ``on_event``
-    one line each (``FILE row N: why``); the other rows are used.
-    """
-    from vhd.align.labels import read_labelled_set, resolve_label_file
-    from vhd.store.sqlite import Store
-
-    path = Path(labels)
-    with Store(store) as db:
-        if path.is_file():
-            res = resolve_label_file(path, db, options)
-            for line in res.messages():
-                (on_event or (lambda _m: None))(f"{path} {line}")
-            items = res.items
-        elif path.suffix or os.sep in str(labels):
-            raise ConfigError(f"labels {labels} not found: give a labels CSV or a labelled set name")
-        else:
-            items = read_labelled_set(db, str(labels))
+    items = labels_or_set(labels, store, options, on_event)
     unique = list({i.id: i for i in items}.values())
     if not unique:
         raise ConfigError(f"no labelled samples in {labels}: give a labels CSV with path and harmful columns")

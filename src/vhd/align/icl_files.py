@@ -87,29 +87,13 @@ def resolve_validation(
     options: LabelOptions | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> list[LabelledItem]:
-    """The validation samples: a labels file (registered in the store as set ``icl-validation``) or a set name.
+    """The validation samples: a labels file (also stored as set ``icl-validation``) or a set name.
 
-    Rows of a labels file that cannot be used, or that repeat a sample, are passed to ``on_event``
-    one line each (``FILE row N: why``); the other rows are used.
+    See `vhd.align.labels.labels_or_set`.
     """
-    from vhd.align.labels import read_labelled_set, resolve_label_file, save_labelled_set
-    from vhd.errors import ConfigError
-    from vhd.store.sqlite import Store
+    from vhd.align.labels import labels_or_set
 
-    path = Path(validation)
-    with Store(store) as db:
-        if path.is_file():
-            res = resolve_label_file(path, db, options)
-            for line in res.messages():
-                (on_event or (lambda _m: None))(f"{path} {line}")
-            if not res.items:
-                first = f" (first: {res.messages()[0]})" if res.messages() else ""
-                raise ConfigError(f"no usable row in {path}{first}: fix the file, --media or --path-prefix")
-            save_labelled_set(db, "icl-validation", res.items, source=os.path.abspath(path))
-            return res.items
-        if path.suffix or os.sep in str(validation):
-            raise ConfigError(f"validation labels {validation} not found: give a labels CSV or a labelled set name")
-        return read_labelled_set(db, str(validation))
+    return labels_or_set(validation, store, options, on_event, save_as="icl-validation", what="validation labels")
 
 
 def _pct(v: float | None) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,6 +114,41 @@ def load_labelled_set(store: str | os.PathLike[str], name: str) -> list[Labelled
     """Open a store file and read one labelled set (see `read_labelled_set`)."""
     with Store(store) as db:
         return read_labelled_set(db, name)
+
+
+def labels_or_set(
+    source: str | os.PathLike[str],
+    store: str | os.PathLike[str],
+    options: LabelOptions | None = None,
+    on_event: Callable[[str], None] | None = None,
+    *,
+    save_as: str | None = None,
+    what: str = "labels",
+) -> list[LabelledItem]:
+    """The labelled samples a command was pointed at: a labels file, or the name of a labelled set.
+
+    A labels file is read with `resolve_label_file` (its samples registered in ``store``); each row
+    that cannot be used, or that repeats a sample, goes to ``on_event`` as one line
+    (``FILE row N: why``) and the other rows are used. ``save_as`` also stores them as that set.
+
+    Raises:
+        ConfigError: A path that does not exist, a file with no usable row, or an unknown set.
+    """
+    path = Path(source)
+    with Store(store) as db:
+        if path.is_file():
+            res = resolve_label_file(path, db, options)
+            for line in res.messages():
+                (on_event or (lambda _m: None))(f"{path} {line}")
+            if not res.items:
+                first = f" (first: {res.messages()[0]})" if res.messages() else ""
+                raise ConfigError(f"no usable row in {path}{first}: fix the file, --media or --path-prefix")
+            if save_as is not None:
+                save_labelled_set(db, save_as, res.items, source=os.path.abspath(path))
+            return res.items
+        if path.suffix or os.sep in str(source):
+            raise ConfigError(f"{what} {source} not found: give a labels CSV or a labelled set name")
+        return read_labelled_set(db, str(source))
 
 
 def resolve_labels(
