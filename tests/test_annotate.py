@@ -54,6 +54,20 @@ def annotate_command(media: Path, db: Path, cfg: Path) -> list[str]:
             "--config", str(cfg), "--concurrency", "2", "--no-progress"]  # fmt: skip
 
 
+def kill_after_annotations(proc: subprocess.Popen[bytes], db: Path, n: int, timeout: float = 60) -> int:
+    """SIGKILL an annotate subprocess once ``n`` annotations are in its store; how many there were."""
+    deadline = time.time() + timeout
+    done = 0
+    while time.time() < deadline and done < n:
+        time.sleep(0.1)
+        if db.exists():
+            with Store(db) as s:
+                done = sum(1 for _ in s.iter_annotations())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return done
+
+
 def test_annotate_scripted_end_to_end(tmp_path: Path) -> None:
     make_images(tmp_path / "media", 4)
     (tmp_path / "media" / "notes.txt").write_text("not media")
@@ -196,15 +210,7 @@ def test_sigkill_then_resume_makes_no_call_for_finished_samples(tmp_path: Path) 
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
         cmd = annotate_command(tmp_path / "m", db, cfg)
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.time() + 60
-        done = 0
-        while time.time() < deadline and done < 4:
-            time.sleep(0.1)
-            if db.exists():
-                with Store(db) as s:
-                    done = sum(1 for _ in s.iter_annotations())
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        done = kill_after_annotations(proc, db, 4)
         assert 4 <= done < 12
         with Store(db) as s:
             kept = {smp.id for smp, a in s.iter_annotations() if a.verdict.status.final}

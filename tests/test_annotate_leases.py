@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.servers.chat_server import ChatServer
-from tests.test_annotate import judge_reply, make_images
+from tests.test_annotate import judge_reply, kill_after_annotations, make_images
 from vhd.store.leases import LeaseOwner
 from vhd.store.sqlite import Store
 
@@ -67,15 +64,7 @@ def test_leases_of_a_killed_run_on_this_machine_are_retaken_at_once(tmp_path: Pa
     with ChatServer(reply=judge_reply, latency=0.05) as srv:
         cfg = config(tmp_path / "c.toml", srv.base_url)  # default lease: a minute
         proc = subprocess.Popen(command(tmp_path / "m", db, cfg), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.time() + 60
-        done = 0
-        while time.time() < deadline and done < 3:
-            time.sleep(0.1)
-            if db.exists():
-                with Store(db) as s:
-                    done = sum(1 for _ in s.iter_annotations())
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_after_annotations(proc, db, 3)
         with Store(db) as s:
             left = s.conn.execute("SELECT COUNT(*) FROM leases").fetchone()[0]
             kept = sum(1 for _ in s.iter_annotations())
