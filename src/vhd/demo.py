@@ -54,7 +54,8 @@ MANIFEST_NAME = "manifest.csv"
 VIDEO_NAME = "bouncing_shapes.mp4"
 
 
-def _import_skimage_data() -> Any:
+def skimage_data() -> Any:
+    """``skimage.data`` (the packaged sample photos), or the extra to install."""
     try:
         from skimage import data
     except ImportError as exc:
@@ -161,7 +162,7 @@ def write_examples(out_dir: str | Path) -> list[Path]:
             not installed.
         MediaError: The files cannot be written.
     """
-    skdata = _import_skimage_data()
+    skdata = skimage_data()
     av = _import_av()
     folder = Path(out_dir)
     rows: list[dict[str, str]] = []

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.config import AnnotateConfig, load_config
-from vhd.errors import ConfigError, MissingDependencyError
+from vhd.errors import ConfigError
 from vhd.fileio import atomic_write, escape_cell
 from vhd.progress import ProgressFn, staged
 
@@ -161,14 +161,6 @@ class InjectionResult:
         return 1 if any(c.total().undecided + c.total(control=True).undecided for c in self.configs) else 0
 
 
-def _skimage_data() -> Any:
-    try:
-        from skimage import data
-    except ImportError as exc:
-        raise MissingDependencyError("scikit-image", "examples") from exc
-    return data
-
-
 def draw_instruction(image: Any, text: str) -> Any:
     """A copy of a Pillow image with ``text`` in black on a white banner across its lower part."""
     from PIL import ImageDraw, ImageFont
@@ -218,7 +210,9 @@ def write_images(
     """
     from PIL import Image
 
-    data = _skimage_data()
+    from vhd.demo import skimage_data
+
+    data = skimage_data()
     root = Path(out)
     pairs: list[Pair] = []
     for photo in photos:
