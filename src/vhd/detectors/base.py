@@ -31,6 +31,9 @@ class Prediction:
         raw: The raw answer text, for model-based detectors.
         error: Why the detector failed on this sample (harmful is then None).
         latency_s: Wall time spent on the sample.
+        boxes: Object detections behind the decision, for detectors that find objects (HOD):
+            ``{"label", "score", "box": [x1, y1, x2, y2]}`` in image pixels, plus ``"frame"``
+            (the frame's index) in a video's combined prediction.
     """
 
     harmful: bool | None
@@ -40,10 +43,11 @@ class Prediction:
     raw: str | None = None
     error: str | None = None
     latency_s: float = 0.0
+    boxes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (the prediction cache stores this)."""
-        return {
+        data: dict[str, Any] = {
             "harmful": self.harmful,
             "score": self.score,
             "labels": self.labels,
@@ -52,13 +56,15 @@ class Prediction:
             "error": self.error,
             "latency_s": self.latency_s,
         }
+        if self.boxes:
+            data["boxes"] = self.boxes
+        return data
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Prediction:
         """Inverse of `to_dict`."""
-        return cls(
-            **{k: d[k] for k in ("harmful", "score", "labels", "categories", "raw", "error", "latency_s") if k in d}
-        )
+        keys = ("harmful", "score", "labels", "categories", "raw", "error", "latency_s", "boxes")
+        return cls(**{k: d[k] for k in keys if k in d})
 
 
 def api_key(env: str, label: str, what: str) -> str:
@@ -99,6 +105,7 @@ def combine_frames(frames: Sequence[Prediction]) -> Prediction:
             labels[name] = max(conf, labels.get(name, conf))
     categories = list(dict.fromkeys(c for p in ok for c in p.categories))
     scores = [p.score for p in ok if p.score is not None]
+    boxes = [{**box, "frame": index} for index, p in enumerate(frames) for box in p.boxes]
     return Prediction(
         harmful=any(p.harmful for p in ok),
         score=max(scores) if scores else None,
@@ -106,6 +113,7 @@ def combine_frames(frames: Sequence[Prediction]) -> Prediction:
         categories=categories,
         raw=" | ".join(p.raw for p in ok if p.raw) or None,
         latency_s=sum(p.latency_s for p in frames),
+        boxes=boxes,
     )
 
 

@@ -48,6 +48,13 @@ DETECTORS.add(
     summary="ShieldGemma 2 image policies (local)",
 )
 DETECTORS.add(
+    "hod",
+    "vhd.detectors.hod:HodDetector",
+    extra="hod",
+    needs=["onnxruntime", "numpy"],
+    summary="HOD harmful objects: a YOLOv5 model you trained, as ONNX (hod:/path/to/best.onnx)",
+)
+DETECTORS.add(
     "llavaguard",
     "vhd.detectors.llavaguard:LlavaGuardDetector",
     summary="LlavaGuard policy assessment (llavaguard:BACKEND:MODEL)",
