@@ -200,6 +200,21 @@ def test_parse_first_token_chosen_token_without_alternatives() -> None:
     assert parse_response(completion(logprobs=lp)).first_token_logprobs == {"Yes": -0.2}
 
 
+def test_parse_logprobs_skip_leading_whitespace_tokens() -> None:
+    # Llama Guard on vLLM answers "\n\nunsafe\nS1": the answer's alternatives are at the second token.
+    lp = {
+        "content": [
+            {"token": "\n\n", "logprob": -0.001, "top_logprobs": [{"token": "\n\n", "logprob": -0.001}]},
+            {"token": "unsafe", "logprob": -0.2, "top_logprobs": [{"token": "safe", "logprob": -1.7}]},
+        ]
+    }
+    assert parse_response(completion(logprobs=lp)).first_token_logprobs == {"safe": -1.7, "unsafe": -0.2}
+    blank = {"content": [{"token": " ", "logprob": -0.1, "top_logprobs": []}]}
+    assert parse_response(completion(logprobs=blank)).first_token_logprobs == {" ": -0.1}
+    legacy = {"tokens": ["\n", "Yes"], "top_logprobs": [{"\n": -0.01}, {"Yes": -0.1, "No": -2.5}]}
+    assert parse_response(completion(logprobs=legacy)).first_token_logprobs == {"Yes": -0.1, "No": -2.5}
+
+
 def test_parse_legacy_logprobs_shape() -> None:
     lp = {"tokens": ["Yes", "."], "top_logprobs": [{"Yes": -0.1, "No": -2.5}, {".": -0.01}]}
     assert parse_response(completion(logprobs=lp)).first_token_logprobs == {"Yes": -0.1, "No": -2.5}

@@ -164,9 +164,7 @@ def test_bad_options_and_missing_weights(tmp_path: Path) -> None:
     assert create_detector("hod:best.pt").runtime == "ultralytics"  # type: ignore[attr-defined]
 
 
-def test_runs_through_vhd_bench_into_table_1(
-    weights: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_runs_through_vhd_bench_into_table_1(weights: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
     from vhd.cli.main import main
@@ -186,4 +184,4 @@ def test_runs_through_vhd_bench_into_table_1(
     capsys.readouterr()
     assert main([*argv[:-4], "--detector", "nosuch", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "hod" in err and "llavaguard" in err and "nudenet" in err
+    assert all(name in err for name in ("hod", "llamaguard", "llavaguard", "nudenet"))

@@ -33,6 +33,11 @@ API:
     - ``models_status``: status for ``GET .../models`` (``transformers serve`` answers 500 in
       some setups).
     - ``record``: keep every request (set False for long benchmarks).
+    - ``logprobs``: a callable taking the request's JSON body and returning the whole
+      ``choices[0].logprobs`` object (to replay a server's exact shape, e.g. a leading
+      whitespace token before the answer).
+    - ``cached_tokens``: when set (an int, or a callable of the body), ``usage`` carries
+      ``prompt_tokens_details.cached_tokens`` as OpenAI reports prompt-cache hits.
 
     Attributes and methods: ``base_url`` (``http://127.0.0.1:PORT/v1``), ``root_url``,
     ``requests`` (chat requests as `RecordedRequest`, in arrival order), ``log`` (every request
@@ -234,6 +239,8 @@ class ChatServer:
         api_key: str | None = None,
         models_status: int = 200,
         record: bool = True,
+        logprobs: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        cached_tokens: int | Callable[[dict[str, Any]], int] | None = None,
     ) -> None:
         self.reply = reply
         self.latency = latency
@@ -243,6 +250,8 @@ class ChatServer:
         self.api_key = api_key
         self.models_status = models_status
         self.record = record
+        self.logprobs = logprobs
+        self.cached_tokens = cached_tokens
         self.requests: list[RecordedRequest] = []
         self.log: list[tuple[str, str, int]] = []
         self.in_flight = 0
@@ -354,18 +363,24 @@ class ChatServer:
             "logprobs": None,
         }
         if body.get("logprobs") and not filtered:
-            choice["logprobs"] = self._logprobs(text, int(body.get("top_logprobs") or 0))
+            choice["logprobs"] = (
+                self.logprobs(body) if self.logprobs else self._logprobs(text, int(body.get("top_logprobs") or 0))
+            )
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if self.cached_tokens is not None:
+            cached = self.cached_tokens(body) if callable(self.cached_tokens) else self.cached_tokens
+            usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
         return {
             "id": f"chatcmpl-{time.monotonic_ns()}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": str(body.get("model") or self.model),
             "choices": [choice],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": usage,
         }
 
     def _logprobs(self, text: str, k: int) -> dict[str, Any]:

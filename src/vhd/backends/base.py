@@ -81,7 +81,8 @@ class Output:
         completion_tokens: Generated tokens.
         latency_s: Wall time of the call, retries included.
         first_token_logprobs: Top alternatives for the first generated token as
-            ``{token: logprob}``, when the backend returns them.
+            ``{token: logprob}``, when the backend returns them (``openai`` skips leading
+            whitespace-only tokens, as Llama Guard answers with a blank line first).
         refused: The provider rejected the request or the answer on content policy.
         finish_reason: Why generation stopped, as reported.
         model: The model name the backend reports.

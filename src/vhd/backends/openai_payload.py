@@ -207,12 +207,17 @@ def _malformed(why: str) -> BackendError:
 
 
 def _first_token_logprobs(logprobs: Any) -> dict[str, float] | None:
-    """Read ``{token: logprob}`` for the first generated token, in either known shape."""
+    """Read ``{token: logprob}`` for the first non-whitespace generated token, in either known shape.
+
+    Leading whitespace-only tokens (Llama Guard answers with a blank line first) carry no answer, so
+    the first position whose token has visible text is read; the first position when none has.
+    """
     if not isinstance(logprobs, dict):
         return None
     content = logprobs.get("content")
     if isinstance(content, list) and content and isinstance(content[0], dict):
-        first = content[0]
+        entries = [c for c in content if isinstance(c, dict)]
+        first = next((c for c in entries if str(c.get("token", "")).strip()), entries[0])
         table: dict[str, float] = {}
         for alt in first.get("top_logprobs") or []:
             if isinstance(alt, dict) and "token" in alt and alt.get("logprob") is not None:
@@ -223,7 +228,12 @@ def _first_token_logprobs(logprobs: Any) -> dict[str, float] | None:
         return table or None
     legacy = logprobs.get("top_logprobs")  # completions-style: a {token: logprob} per position
     if isinstance(legacy, list) and legacy and isinstance(legacy[0], dict):
-        return {str(t): float(lp) for t, lp in legacy[0].items() if lp is not None} or None
+        tokens = logprobs.get("tokens")
+        at = 0
+        if isinstance(tokens, list):
+            at = next((i for i, t in enumerate(tokens[: len(legacy)]) if str(t).strip()), 0)
+        row = legacy[at] if isinstance(legacy[at], dict) else legacy[0]
+        return {str(t): float(lp) for t, lp in row.items() if lp is not None} or None
     return None
 
 

@@ -60,6 +60,12 @@ DETECTORS.add(
     summary="LlavaGuard policy assessment (llavaguard:BACKEND:MODEL)",
 )
 
+DETECTORS.add(
+    "llamaguard",
+    "vhd.detectors.llamaguard:LlamaGuardDetector",
+    summary="Meta's Llama Guard 4, S1-S14 hazards (llamaguard:BACKEND:MODEL)",
+)
+
 BUILTIN: BuiltinEntries = DETECTORS.builtin
 """The built-in entries by name (assigning ``"module:Class"`` registers one)."""
 
