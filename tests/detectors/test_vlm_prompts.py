@@ -105,3 +105,37 @@ def test_harmful_probability() -> None:
     assert harmful_probability({"hello": -0.1}, TAX) is None
     assert harmful_probability({"K": 0.0}, TAX) == pytest.approx(0.0)
     assert harmful_probability({"F": -0.693147, "ĠK": -0.693147, "x": -0.1}, TAX) == pytest.approx(0.5, abs=1e-5)
+
+
+def test_paper_presets_are_appendix_e2_verbatim_and_cited() -> None:
+    from vhd.detectors.vlm_prompts import PAPER_PROMPTS, PAPER_SOURCE, PROMPTS
+
+    tax = default_taxonomy()
+    assert {"paper-short", "paper-long", "paper-multiclass"} <= set(PROMPTS) and "appendix E.2" in PAPER_SOURCE
+    assert render_prompt("paper-short", Kind.IMAGE, 1, tax) == "Is the given image harmful?"
+    assert render_prompt("paper-short", Kind.VIDEO, 5, tax) == "Is this video harmful?"
+    long_image = render_prompt("paper-long", Kind.IMAGE, 1, tax)
+    assert long_image.startswith("By harmful images, we indicate images depicting potentials, promotions, behaviors")
+    assert long_image.endswith("promotion of underage gambling. Is the given image harmful?")
+    long_video = render_prompt("paper-long", Kind.VIDEO, 5, tax)
+    assert "(e.g., NSFW, violent, gambling contents)" in long_video  # the video text's own comma
+    assert "A video is given by 5 frames extracted from itself." in long_video
+    assert "given by 8 frames" in render_prompt("paper-long", Kind.VIDEO, 8, tax)
+    multi = render_prompt("paper-multiclass", Kind.VIDEO, 5, tax)
+    assert multi.startswith("You are a judge.You have to decide")  # sic
+    assert "\u201cJ. Misinformation and Deceptive Content\u201d. If no, answer with \u201cK. Unharmful\u201d" in multi
+    assert len(PAPER_PROMPTS) == 6
+    # vhd's own readable variants stay as they were, beside the presets
+    assert render_prompt("short", Kind.IMAGE, 1, tax) == "Is this image harmful? Answer yes or no."
+
+
+def test_vlm_detector_takes_the_presets() -> None:
+    from vhd.detectors.registry import create_detector
+    from vhd.detectors.vlm import VLMDetector
+
+    det = create_detector("vlm:scripted:demo", {"prompt": "paper-multiclass"})
+    assert isinstance(det, VLMDetector) and det.multiclass is True
+    short = create_detector("vlm:scripted:demo", {"prompt": "paper-short"})
+    assert short.multiclass is False
+    assert short.identity()["prompt_text"]["image"] == "Is the given image harmful?"
+    assert create_detector("vlm:scripted:demo").identity() != short.identity()

@@ -5,7 +5,9 @@ Any model backend works: ``vlm:openai:gpt-4o``, ``vlm:hf:/path/to/model``,
 (video-native), as the paper does for models that take several images.
 
 Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
-    prompt: ``short`` (default), ``long`` or ``multiclass`` (see `vhd.detectors.vlm_prompts`).
+    prompt: ``short`` (default), ``long`` or ``multiclass`` (vhd's wording), or the paper's own
+        appendix E.2 questions ``paper-short``, ``paper-long``, ``paper-multiclass`` (verbatim, cited
+        in `vhd.detectors.vlm_prompts`).
     temperature: Sampling temperature (default 0).
     max_tokens: Cap on the answer's tokens (default 20; multiclass 30).
     taxonomy: Taxonomy file for the multi-class prompt (default: VHD11K's ten categories).
@@ -24,7 +26,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vhd.backends.base import Backend, GenerateConfig, Message
 from vhd.detectors.base import Detector, Prediction
-from vhd.detectors.vlm_prompts import PromptName, harmful_probability, read_binary, read_multiclass, render_prompt
+from vhd.detectors.vlm_prompts import (
+    MULTICLASS_PROMPTS,
+    PromptName,
+    harmful_probability,
+    read_binary,
+    read_multiclass,
+    render_prompt,
+)
 from vhd.errors import BackendError, ConfigError
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
@@ -75,7 +84,7 @@ class VLMDetector(Detector):
             raise ConfigError(f"detector {label}: vlm needs a model, e.g. vlm:openai:gpt-4o or vlm:hf:/path/to/model")
         self.opts: VLMOptions = parse_options(label, self.options, VLMOptions)
         self.taxonomy: Taxonomy = load_taxonomy(self.opts.taxonomy)
-        self.multiclass = self.opts.prompt == "multiclass"  # type: ignore[misc]
+        self.multiclass = self.opts.prompt in MULTICLASS_PROMPTS  # type: ignore[misc]
         from vhd.backends.registry import create_backend
 
         self.backend: Backend = create_backend(model, self.opts.backends)
