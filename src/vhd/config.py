@@ -66,6 +66,15 @@ class Price(_Strict):
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    """Price of prompt tokens the endpoint served from its prompt cache (OpenAI bills them at a
+    discount); without it they cost ``input``."""
+
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        """Dollars for one call's tokens (cached prompt tokens at ``cached_input`` when set)."""
+        cached = min(max(cached_tokens, 0), prompt_tokens) if self.cached_input is not None else 0
+        fresh = prompt_tokens - cached
+        return (fresh * self.input + cached * (self.cached_input or 0.0) + completion_tokens * self.output) / 1e6
 
 
 class AnnotateConfig(_Strict):

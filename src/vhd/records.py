@@ -268,12 +268,17 @@ class LabelledSample(Record):
 
 @dataclass
 class Usage:
-    """Token and call accounting for one annotation (or a whole run)."""
+    """Token and call accounting for one annotation (or a whole run).
+
+    ``cached_tokens`` counts the prompt tokens the endpoint reported served from its prompt cache
+    (``usage.prompt_tokens_details.cached_tokens``); they are part of ``prompt_tokens``.
+    """
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
+    cached_tokens: int = 0
 
     def add(self, other: Usage) -> None:
         """Add another usage in place."""
@@ -281,6 +286,12 @@ class Usage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cost += other.cost
+        self.cached_tokens += other.cached_tokens
+
+    @property
+    def cached_share(self) -> float | None:
+        """Share of prompt tokens served from the endpoint's prompt cache (None without prompt tokens)."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
 
     @property
     def total_tokens(self) -> int:
@@ -362,6 +373,9 @@ class Annotation:
         error: Error text when status is error (never contains secrets).
         started_at: Unix time when the debate started.
         finished_at: Unix time when it ended.
+        decided_by: In a cascade run (``vhd annotate --cascade``), the label of the stage that
+            decided the verdict, or ``"debate"`` when the sample went through to the debate;
+            None outside a cascade.
     """
 
     sample_id: str
@@ -373,6 +387,7 @@ class Annotation:
     error: str | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
+    decided_by: str | None = None
 
     def arguments(self, role: Role) -> list[str]:
         """Return the texts a debater gave, in round order."""

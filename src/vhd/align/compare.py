@@ -92,6 +92,8 @@ def models_of(conf: ConfigResult) -> list[str]:
     """The model specs a configuration called (the ones whose prices its cost needs)."""
     if conf.family == "debate":
         return [str(conf.params[role]) for role in ("affirmative", "negative", "judge")]
+    if conf.family == "cascade":  # the stages report no tokens: the debate's models make its cost
+        return [str(conf.params[role]) for role in ("affirmative", "negative", "judge")]
     return [str(conf.params["model"])]
 
 
@@ -162,6 +164,11 @@ def compare(
     progress: bool | ProgressFn = False,
     on_event: Callable[[str], None] | None = None,
     label_options: LabelOptions | None = None,
+    cascade: Sequence[str] = (),
+    cascade_thresholds: Sequence[str] = (),
+    cascade_calibration: str | os.PathLike[str] | None = None,
+    cascade_sets: Sequence[str] = (),
+    cascade_tolerance: float = 0.01,
 ) -> CompareResult:
     """Compare single calls, self-consistency and the debate on the same human-labelled samples.
 
@@ -186,6 +193,14 @@ def compare(
         on_event: Called with one-line progress messages (and the labels file's rows left out).
         label_options: How a labels file's rows are read (``--media``, ``--path-prefix``,
             ``--allow-outside-paths``, ``--duplicates``).
+        cascade: Detector specs of cascade stages: adds a ``cascade`` row replayed on the first
+            debate configuration's verdicts (`vhd.align.compare_cascade`).
+        cascade_thresholds: One ``LOW:HIGH`` per stage; without, they are picked on the labelled
+            set to keep accuracy within ``cascade_tolerance`` of that debate, and the
+            cost/accuracy curve is written to ``cascade_curve.csv``/``.png``.
+        cascade_calibration: A ``vhd bench --calibrate`` file for the stages' scores.
+        cascade_sets: Stage detector options ``LABEL.key=value``.
+        cascade_tolerance: Accuracy the picked thresholds may lose (0.01 = one point).
 
     Returns:
         Every configuration with its scores; also written under ``out``.
@@ -216,6 +231,25 @@ def compare(
         plans += [(f"debate-mixed-r{r}", r, mixed) for r in rounds_list]
     for name, r, plan_cfg in plans:
         result.configs.append(_run_debate(name, r, plan_cfg, items, icl_path, repeats, store_path, progress, say))
+    if cascade:
+        from vhd.align.compare_cascade import run_cascade
+
+        base = next(c for c in result.configs if c.name == f"debate-r{rounds_list[0]}")
+        conf = run_cascade(
+            f"cascade-r{rounds_list[0]}",
+            base,
+            items,
+            cfg,
+            out_dir,
+            specs=cascade,
+            thresholds=cascade_thresholds,
+            calibration=cascade_calibration,
+            sets=cascade_sets,
+            tolerance=cascade_tolerance,
+            say=say,
+        )
+        conf.params.update({role: base.params[role] for role in ("affirmative", "negative", "judge")})
+        result.configs.append(conf)
     for conf in result.configs:
         score_config(conf, truth, resamples=resamples)
         if not all(spec in cfg.prices for spec in models_of(conf)):

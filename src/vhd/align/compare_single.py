@@ -184,7 +184,7 @@ class SingleRunner:
 
     def _cost(self, out: Output) -> float:
         price = self.config.prices.get(self.backend.spec)
-        return 0.0 if price is None else (out.prompt_tokens * price.input + out.completion_tokens * price.output) / 1e6
+        return 0.0 if price is None else price.cost(out.prompt_tokens, out.completion_tokens, out.cached_tokens)
 
     async def ask(self, spec: SingleSpec, loaded: LoadedSample, repeat: int) -> SampleOutcome:
         """Answer one sample once (k calls for self-consistency); a failed call gives an error outcome."""

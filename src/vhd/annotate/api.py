@@ -11,10 +11,14 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vhd.annotate.summary import RunSummary
 from vhd.config import AnnotateConfig, load_config
 from vhd.progress import ProgressFn
+
+if TYPE_CHECKING:
+    from vhd.annotate.cascade import Cascade
 
 
 def annotate_config(
@@ -70,6 +74,7 @@ def annotate(
     progress: bool | ProgressFn = False,
     command: str = "",
     on_event: Callable[[str], None] | None = None,
+    cascade: Cascade | None = None,
 ) -> RunSummary:
     """Annotate images, videos, frame folders and manifests by model debate.
 
@@ -98,6 +103,9 @@ def annotate(
             receives the counts instead.
         command: The command line, recorded with the run.
         on_event: Called with one-line messages (interruption notices and the like).
+        cascade: Detector stages that decide the clear samples before the debate
+            (`vhd.annotate.cascade`); the configuration hash includes them. A dry run estimates
+            as if every sample reached the debate.
 
     Returns:
         The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
@@ -136,6 +144,7 @@ def annotate(
             progress=progress,
             command=command,
             on_event=on_event or (lambda _msg: None),
+            cascade=cascade,
         )
     )
     summary.elapsed_s = time.perf_counter() - start

@@ -93,7 +93,7 @@ async def estimate(
         if price is None:
             cost = None
             break
-        cost = (cost or 0.0) + (prompt * price.input + completion * price.output) / 1e6
+        cost = (cost or 0.0) + price.cost(prompt, completion)  # an upper bound: no cache hits assumed
     return {
         "samples": len(ids),
         "images": sum(1 for k in ids.values() if k is Kind.IMAGE),

@@ -26,10 +26,11 @@ from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError
 from vhd.fileio import display_path
 from vhd.progress import ProgressFn, bar, no_progress
-from vhd.records import Annotation, MediaItem, Status, Usage
+from vhd.records import Annotation, MediaItem, Sample, Status, Usage
 from vhd.redaction import redact
 
 if TYPE_CHECKING:
+    from vhd.annotate.cascade import Cascade
     from vhd.annotate.ledger import Ledger
     from vhd.debate.engine import Debate
     from vhd.media.load import LoadedSample, MediaSettings
@@ -57,6 +58,7 @@ async def run(
     command: str,
     on_event: Callable[[str], None],
     allow_outside_paths: bool = False,
+    cascade: Cascade | None = None,
 ) -> RunSummary:
     """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
     from vhd.debate.engine import Debate
@@ -79,6 +81,8 @@ async def run(
     backends = build_backends(config)
     examples = load_examples(config.resolve_path(config.icl), settings) if config.icl else []
     identity = config_identity(config, backends, prompts, examples)
+    if cascade is not None:  # stages decide some verdicts: a distinct configuration
+        identity = {**identity, "cascade": cascade.identity()}
     config_hash = digest(identity)
 
     from vhd.annotate.ledger import Ledger
@@ -96,6 +100,8 @@ async def run(
     unique = list({id(b): b for b in backends.values()}.values())
     for backend in unique:
         await backend.check()
+    if cascade is not None:
+        await cascade.check()
     db = Store(store)
     try:
         try:
@@ -113,6 +119,7 @@ async def run(
         job = _Job(db, settings, summary, config_hash, run_id, max_cost, on_event)
         job.retry_unparsed = retry_unparsed
         job.lease_seconds = config.lease_seconds
+        job.cascade = cascade
         try:
             for skip in found.skipped:
                 db.record_skip(run_id, display_path(skip.path), skip.reason)
@@ -142,6 +149,9 @@ async def run(
         for backend in unique:
             with suppress(Exception):
                 await backend.aclose()
+        if cascade is not None:
+            with suppress(Exception):
+                await cascade.aclose()
     return summary
 
 
@@ -185,6 +195,7 @@ class _Job:
         self.max_cost = max_cost
         self.on_event = on_event
         self.debate: Debate | None = None
+        self.cascade: Cascade | None = None
         self.ledger: Ledger | None = None
         self.retry_unparsed = False
         self.lease_seconds = 60.0
@@ -389,7 +400,22 @@ class _Job:
         assert self.debate is not None
         sample = loaded.sample
         started = time.time()
+        decided_by = None
+        stage_usage = Usage()
+        if self.cascade is not None:
+            from vhd.annotate.cascade import DEBATE, stage_annotation
+
+            outcome = await self.cascade.run(sample.kind, loaded.images)
+            stage_usage.calls = outcome.calls
+            self.on_call(stage_usage)
+            self.summary.stage_calls += outcome.calls
+            if outcome.decision is not None:
+                ann = stage_annotation(outcome, sample.id, self.run_id, self.config_hash, started)
+                self.save_decided(ann, sample)
+                return
+            decided_by = DEBATE
         result = await self.debate.run(sample.kind, loaded.images)
+        result.usage.add(stage_usage)
         ann = Annotation(
             sample_id=sample.id,
             run_id=self.run_id,
@@ -400,13 +426,20 @@ class _Job:
             error=result.error,
             started_at=started,
             finished_at=time.time(),
+            decided_by=decided_by,
         )
-        self.db.save_annotation(ann, sample)
-        count_status(self.summary, result.verdict.status, result.verdict.harmful)
-        self.report()
+        self.save_decided(ann, sample)
         if result.verdict.status is Status.ERROR and not result.retryable:
             self.fatal_streak += 1
             if self.fatal_streak >= NON_RETRYABLE_LIMIT:
                 self.stop(f"stopping: {self.fatal_streak} samples in a row failed with: {result.error}")
         else:
             self.fatal_streak = 0
+
+    def save_decided(self, ann: Annotation, sample: Sample) -> None:
+        """Store a finished annotation and count it (by the stage that decided, in a cascade)."""
+        self.db.save_annotation(ann, sample)
+        count_status(self.summary, ann.verdict.status, ann.verdict.harmful)
+        if ann.decided_by is not None and ann.verdict.status is not Status.ERROR:
+            self.summary.decided_by[ann.decided_by] = self.summary.decided_by.get(ann.decided_by, 0) + 1
+        self.report()

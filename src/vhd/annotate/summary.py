@@ -41,6 +41,12 @@ class RunSummary:
         skip_reasons: ``(path, reason)`` for each skipped input (first 1000).
         store_error: One line when the store could not be written (full disk...): what happened,
             what is saved, and that the same command resumes; None otherwise.
+        decided_by: In a cascade run, verdicts of this run by the stage that decided them
+            (``debate`` for those that went through); one entry per stage.
+        stage_calls: Calls made by cascade stages (also counted in ``usage.calls``).
+
+    ``to_dict`` adds ``cached_share``: the share of prompt tokens the endpoint served from its
+    prompt cache (None without prompt tokens).
     """
 
     run_id: str | None
@@ -67,6 +73,8 @@ class RunSummary:
     estimate: dict[str, Any] | None = None
     skip_reasons: list[tuple[str, str]] = field(default_factory=list)
     store_error: str | None = None
+    decided_by: dict[str, int] = field(default_factory=dict)
+    stage_calls: int = 0
 
     def exit_code(self, strict: bool = False) -> int:
         """0 when every readable sample has a final verdict, 1 when work remains, 130 after Ctrl-C.
@@ -84,6 +92,7 @@ class RunSummary:
         """JSON-serialisable form (stored with the run)."""
         d = asdict(self)
         d["skip_reasons"] = d["skip_reasons"][:50]
+        d["cached_share"] = self.usage.cached_share
         return d
 
 

@@ -86,6 +86,8 @@ class Output:
         refused: The provider rejected the request or the answer on content policy.
         finish_reason: Why generation stopped, as reported.
         model: The model name the backend reports.
+        cached_tokens: Prompt tokens the endpoint served from its prompt cache
+            (``usage.prompt_tokens_details.cached_tokens``), part of ``prompt_tokens``.
     """
 
     text: str
@@ -97,6 +99,7 @@ class Output:
     finish_reason: str | None = None
     model: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    cached_tokens: int = 0
 
 
 class Backend(abc.ABC):

@@ -237,6 +237,15 @@ def _first_token_logprobs(logprobs: Any) -> dict[str, float] | None:
     return None
 
 
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    """``usage.prompt_tokens_details.cached_tokens`` (0 when the endpoint does not report it)."""
+    details = usage.get("prompt_tokens_details")
+    try:
+        return max(0, int(details.get("cached_tokens") or 0)) if isinstance(details, dict) else 0
+    except (TypeError, ValueError):
+        return 0
+
+
 def parse_response(data: Any) -> Output:
     """Turn a Chat Completions response body into an `Output`.
 
@@ -284,6 +293,7 @@ def parse_response(data: Any) -> Output:
         refused=finish_reason == "content_filter" or bool(refusal),
         finish_reason=None if finish_reason is None else str(finish_reason),
         model=str(data.get("model") or ""),
+        cached_tokens=_cached_tokens(usage),
     )
     if refusal:
         out.extra["refusal"] = str(refusal)

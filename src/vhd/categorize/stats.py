@@ -81,7 +81,10 @@ class Stats:
             harmful_categorized, harmful_uncategorized.
         keywords: Harmful share per keyword (most samples first).
         sources: Harmful share per kind and source.
-        reasons: The most frequent harm reasons with counts.
+        reasons: The most frequent harm reasons with counts (a debate's reasons: verdicts a
+            cascade stage decided have none).
+        decided_by: Verdicts (errors left out) by the cascade stage that decided them, or
+            ``debate``; empty when no cascade ran.
     """
 
     taxonomy: str
@@ -91,6 +94,7 @@ class Stats:
     keywords: list[ShareRow]
     sources: list[ShareRow]
     reasons: list[tuple[str, int]]
+    decided_by: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (category totals and shares included)."""
@@ -141,9 +145,12 @@ def _compute(db: Store, tax: Taxonomy, method: str | None, config_hash: str | No
     other = CategoryRow("-", OTHER)
     used: set[str] = set()
     by_method = _method_names(db, tax, method, config_hash) if method else None
+    decided_by: Counter[str] = Counter()
     for sample, ann in db.iter_annotations(config_hash=config_hash):
         v = ann.verdict
         status = Status(v.status)
+        if ann.decided_by is not None and status is not Status.ERROR:
+            decided_by[ann.decided_by] += 1
         totals["annotations"] += 1
         totals["refused"] += status is Status.REFUSED
         totals["unparsed"] += status is Status.UNPARSED
@@ -159,7 +166,7 @@ def _compute(db: Store, tax: Taxonomy, method: str | None, config_hash: str | No
             row.harmful += harmful
         if not harmful:
             continue
-        if not v.refused and v.reason.strip():
+        if not v.refused and v.reason.strip() and ann.decided_by in (None, "debate"):
             reasons[" ".join(v.reason.split()).rstrip(".").lower()] += 1
         names = by_method.get((sample.id, ann.config_hash), []) if by_method is not None else v.categories
         totals["harmful_categorized" if names else "harmful_uncategorized"] += 1
@@ -182,6 +189,7 @@ def _compute(db: Store, tax: Taxonomy, method: str | None, config_hash: str | No
         keywords=sorted(keywords.values(), key=lambda r: (-r.samples, r.group)),
         sources=[sources[k] for k in sorted(sources)],
         reasons=reasons.most_common(top_reasons),
+        decided_by=dict(decided_by.most_common()),
     )
 
 

@@ -53,6 +53,26 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when any input file was skipped")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    c = p.add_argument_group("cascade (cheap detectors first; the debate only for the uncertain samples)")
+    c.add_argument(
+        "--cascade",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a detector stage before the debate, [LABEL=]NAME[:MODEL] as `vhd bench` takes it (repeatable, in order)",
+    )
+    c.add_argument(
+        "--cascade-thresholds",
+        action="append",
+        default=[],
+        metavar="LOW:HIGH",
+        help="per stage, same order: the stage decides when its score is below LOW or above HIGH",
+    )
+    c.add_argument("--cascade-calibration", metavar="FILE", help="`vhd bench --calibrate` output: calibrated scores")
+    c.add_argument(
+        "--cascade-set", action="append", default=[], metavar="LABEL.key=value", help="a stage detector's option"
+    )
+    c.add_argument("--cascade-config", metavar="FILE", help="TOML with [detectors.LABEL] option tables for the stages")
     p.set_defaults(handler=run)
 
 
@@ -66,8 +86,12 @@ def _fmt_summary(s: Any) -> list[str]:
         f"{s.duplicates} repeated input(s), {s.excluded} excluded (removed, quarantined or marked duplicate), "
         f"{s.remaining} not attempted",
         f"{u.calls} calls, {u.prompt_tokens:,} prompt + {u.completion_tokens:,} completion tokens"
+        + (f" ({u.cached_share:.0%} of prompt tokens from the endpoint's cache)" if u.cached_tokens else "")
         + (f", ${u.cost:.4f}" if u.cost else ""),
     ]
+    if s.decided_by:
+        stages = ", ".join(f"{label} {n}" for label, n in s.decided_by.items())
+        lines.append(f"cascade: decided by {stages}; {s.stage_calls} stage call(s)")
     if s.leased:
         pending = (
             f"{s.leased_unfinished} not finished there yet: run the same command again once it ends"
@@ -92,6 +116,17 @@ def run(args: argparse.Namespace) -> int:
     def event(message: str) -> None:
         print(f"vhd: {printable(message)}", file=sys.stderr)
 
+    cascade = None
+    if args.cascade or args.cascade_thresholds or args.cascade_calibration or args.cascade_set:
+        from vhd.align.cascade import cascade_from_flags
+
+        cascade = cascade_from_flags(
+            args.cascade,
+            args.cascade_thresholds,
+            calibration=args.cascade_calibration,
+            sets=args.cascade_set,
+            config=args.cascade_config,
+        )
     summary = annotate(
         args.inputs,
         model=args.model,
@@ -113,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress and not args.json,
         command=shlex.join(["vhd", "annotate", *sys.argv[2:]]),
         on_event=event,
+        cascade=cascade,
     )
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2, default=str))

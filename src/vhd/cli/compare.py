@@ -46,6 +46,20 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file (prices, backends)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: compare, or injection with --injection)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    c = p.add_argument_group("cascade row (replayed on the first debate configuration's verdicts)")
+    c.add_argument("--cascade", action="append", default=[], metavar="SPEC", help="a cascade stage (repeatable)")
+    c.add_argument(
+        "--cascade-thresholds",
+        action="append",
+        default=[],
+        metavar="LOW:HIGH",
+        help="per stage; without, picked on the labelled set (curve in OUT/cascade_curve.png)",
+    )
+    c.add_argument("--cascade-calibration", metavar="FILE", help="`vhd bench --calibrate` output for the stages")
+    c.add_argument("--cascade-set", action="append", default=[], metavar="LABEL.key=value", help="a stage's option")
+    c.add_argument(
+        "--cascade-tolerance", type=float, default=0.01, metavar="SHARE", help="accuracy the picked thresholds may lose"
+    )
     add_label_flags(p)
     p.set_defaults(handler=run)
 
@@ -82,6 +96,11 @@ def run(args: argparse.Namespace) -> int:
             progress=on_progress,
             on_event=lambda m: print(printable(m), file=sys.stderr),
             label_options=label_options(args),
+            cascade=args.cascade,
+            cascade_thresholds=args.cascade_thresholds,
+            cascade_calibration=args.cascade_calibration,
+            cascade_sets=args.cascade_set,
+            cascade_tolerance=args.cascade_tolerance,
         )
     for c in result.configs:
         print(

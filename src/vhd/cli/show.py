@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
             "config_hash": ann.config_hash,
             "run_id": ann.run_id,
             "error": ann.error,
+            "decided_by": ann.decided_by,
         }
         print(json.dumps(data, indent=2))
         return 0
@@ -78,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if v.categories:
         console.print(Text("categories: " + "; ".join(printable(c) for c in v.categories)))
+    if ann.decided_by is not None:
+        console.print(Text(f"decided by: {printable(ann.decided_by)} (cascade)"))
     for t in ann.turns:
         title = (
             f"{t.role.value} · round {t.round} · {printable(t.model)} · {t.completion_tokens} tok · {t.latency_s:.2f} s"

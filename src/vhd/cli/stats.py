@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         f"unharmful, {t['unparsed']} unparsed, {t['errors']} error(s); {t['harmful_uncategorized']} harmful without "
         "a category"
     )
+    if stats.decided_by:
+        print("decided by (cascade): " + ", ".join(f"{label} {n}" for label, n in stats.decided_by.items()))
     print(to_markdown(*category_table(stats)), end="")
     names = ", ".join(sorted(Path(f).name for f in files))
     print(f"wrote {len(files)} file(s) to {args.out}/: {names}")

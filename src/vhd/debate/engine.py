@@ -161,13 +161,15 @@ class Debate:
         price = self.config.prices.get(spec)
         if price is None:
             return 0.0
-        return (out.prompt_tokens * price.input + out.completion_tokens * price.output) / 1e6
+        return price.cost(out.prompt_tokens, out.completion_tokens, out.cached_tokens)
 
     async def _call(self, role: Role, round_: int, messages: Sequence[Message], usage: Usage) -> tuple[Turn, Output]:
         backend = self.backends[role]
         out = await backend.generate(messages, self._gen[role])
         refused = out.refused or (role is not Role.JUDGE and is_refusal(out.text))
-        call = Usage(1, out.prompt_tokens, out.completion_tokens, self._cost(backend.spec, out))
+        call = Usage(
+            1, out.prompt_tokens, out.completion_tokens, self._cost(backend.spec, out), cached_tokens=out.cached_tokens
+        )
         usage.add(call)
         if self.on_call is not None:
             self.on_call(call)

@@ -245,7 +245,8 @@ def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
 
     Keys: ``sample`` (the full sample record), ``verdict`` (harmful, reason, categories,
     score, status, refused), ``usage``, ``config_hash``, ``run_id``, ``error``,
-    ``started_at``, ``finished_at`` and ``turns`` (every turn in order).
+    ``started_at``, ``finished_at``, ``decided_by`` (the cascade stage that decided, ``debate``,
+    or null outside a cascade) and ``turns`` (every turn in order).
     """
     v = ann.verdict
     return {
@@ -269,6 +270,7 @@ def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
         "error": ann.error,
         "started_at": ann.started_at,
         "finished_at": ann.finished_at,
+        "decided_by": ann.decided_by,
         "turns": [t.to_dict() for t in ann.turns],
     }
 
@@ -337,6 +339,7 @@ def parquet_schema() -> Any:
             ("error", pa.string()),
             ("started_at", pa.float64()),
             ("finished_at", pa.float64()),
+            ("decided_by", pa.string()),
             ("turns", pa.list_(turn)),
         ]
     )

@@ -210,6 +210,28 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0009_cascade_batches",
+        """
+        ALTER TABLE annotations ADD COLUMN decided_by TEXT;
+        CREATE INDEX annotations_decided_by ON annotations (config_hash, decided_by);
+
+        CREATE TABLE batch_jobs (
+            batch_id TEXT PRIMARY KEY,
+            run_key TEXT NOT NULL,
+            stage TEXT NOT NULL,
+            input_file_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            output_file_id TEXT,
+            error_file_id TEXT,
+            requests INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            collected_at REAL
+        );
+        CREATE INDEX batch_jobs_run ON batch_jobs (run_key, stage);
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 

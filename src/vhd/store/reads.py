@@ -21,7 +21,7 @@ SAMPLE_FIELDS = "s.kind, s.path, s.source, s.keyword, s.generator, s.split, s.la
 _ANN_COLS = (
     "a.id, a.sample_id, a.run_id, a.config_hash, a.status, a.harmful, a.reason, "
     "a.categories_json, a.score, a.refused, a.prompt_tokens, a.completion_tokens, a.calls, "
-    "a.cost, a.error, a.started_at, a.finished_at"
+    "a.cost, a.error, a.started_at, a.finished_at, a.decided_by"
 )
 
 
@@ -135,6 +135,18 @@ class AnnotationReads(abc.ABC):
         )
         out.update({str(r[0]): int(r[1]) for r in rows})
         return out
+
+    def decided_by_counts(self, config_hash: str) -> dict[str, int]:
+        """How many final annotations under this config each cascade stage (or ``debate``) decided.
+
+        Empty for a configuration that ran without a cascade.
+        """
+        rows = self._query(
+            "SELECT decided_by, COUNT(*) FROM annotations WHERE config_hash = ? AND decided_by IS NOT NULL "
+            "AND status != 'error' GROUP BY decided_by ORDER BY COUNT(*) DESC",
+            (config_hash,),
+        )
+        return {str(r[0]): int(r[1]) for r in rows}
 
     def get_annotation(self, sample_id: str, config_hash: str | None = None) -> Annotation | None:
         """Return a sample's annotation under a config, or its latest one when no hash is given."""

@@ -127,6 +127,7 @@ def annotation_from_row(r: sqlite3.Row, turns: list[Turn]) -> Annotation:
         error=r["error"],
         started_at=r["started_at"] or 0.0,
         finished_at=r["finished_at"] or 0.0,
+        decided_by=r["decided_by"],
     )
 
 

@@ -417,8 +417,8 @@ class Store(AnnotationReads, LabelledSets, Leases):
             cur = conn.execute(
                 "INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, "
                 "reason, categories_json, score, refused, prompt_tokens, completion_tokens, "
-                "calls, cost, error, started_at, finished_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "calls, cost, error, started_at, finished_at, decided_by) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     ann.sample_id,
                     ann.run_id,
@@ -436,6 +436,7 @@ class Store(AnnotationReads, LabelledSets, Leases):
                     ann.error,
                     ann.started_at,
                     ann.finished_at,
+                    ann.decided_by,
                 ),
             )
             conn.executemany(
