@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from pathlib import Path
 
@@ -39,7 +40,9 @@ def test_pick_keeps_accuracy_and_minimises_calls() -> None:
     assert pick.chosen.calls_per_sample == min(p.calls_per_sample for p in pick.curve if p.accuracy >= pick.target)
     assert pick.chosen.calls_per_sample < pick.debate.calls_per_sample
     front = pick.pareto()
-    assert all(a.calls_per_sample <= b.calls_per_sample and a.accuracy < b.accuracy for a, b in zip(front, front[1:]))
+    assert all(
+        a.calls_per_sample <= b.calls_per_sample and a.accuracy < b.accuracy for a, b in itertools.pairwise(front)
+    )
     assert pick.to_dict()["thresholds"] == [list(pick.thresholds[0])]
     # two stages: the second one (perfect) takes over what the first leaves
     second = [0.99, 0.99, 0.99, 0.01, 0.01, 0.01]
