@@ -33,7 +33,7 @@ def test_replay_by_hand() -> None:
 
 
 def test_pick_keeps_accuracy_and_minimises_calls() -> None:
-    pick = pick_thresholds([STAGE], DEBATE, TRUTH, tolerance=0.0, debate_calls=5.0)
+    pick = pick_thresholds([STAGE], DEBATE, TRUTH, tolerance=0.0, debate_calls=5.0, z=0.0)
     assert pick.debate.accuracy == pytest.approx(4 / 6) and pick.target == pytest.approx(4 / 6)
     assert pick.chosen.accuracy >= pick.target
     # no candidate decides more samples at that accuracy (the curve holds every candidate tried)
@@ -46,8 +46,28 @@ def test_pick_keeps_accuracy_and_minimises_calls() -> None:
     assert pick.to_dict()["thresholds"] == [list(pick.thresholds[0])]
     # two stages: the second one (perfect) takes over what the first leaves
     second = [0.99, 0.99, 0.99, 0.01, 0.01, 0.01]
-    two = pick_thresholds([STAGE, second], DEBATE, TRUTH, tolerance=0.0)
+    two = pick_thresholds([STAGE, second], DEBATE, TRUTH, tolerance=0.0, z=0.0)
     assert two.chosen.accuracy == 1.0 and two.chosen.debate_share == 0.0
+    # with a confidence margin the chosen stage is never below the debate on what it takes
+    careful = pick_thresholds([STAGE], DEBATE, TRUTH, tolerance=0.0)
+    assert careful.chosen.stage_gap_low >= 0.0
+
+
+def test_a_later_stage_may_not_spend_the_first_stages_margin() -> None:
+    # 40 samples: stage 1 is sure and right on 30 (the debate right on 24 of them) and unsure on
+    # 10; stage 2 guesses on those 10 (right on 5), where the debate is right on 9.
+    truth = [i % 2 == 0 for i in range(40)]
+    first: list[float | None] = [0.99 if t else 0.01 for t in truth[:30]] + [None] * 10  # no decision
+    second: list[float | None] = [0.5] * 30 + [0.9 if i % 4 < 2 else 0.1 for i in range(10)]
+    debate: list[bool | None] = [t if i >= 6 else not t for i, t in enumerate(truth[:30])]
+    debate += [t if i else not t for i, t in enumerate(truth[30:])]
+    overall_only = pick_thresholds([first, second], debate, truth, tolerance=0.01, z=0.0)
+    assert overall_only.chosen.debate_share == pytest.approx(10 / 40)  # stage 2 takes nothing
+    assert overall_only.thresholds[1] == (0.0, 1.0) or overall_only.chosen.stage_gap >= -0.01
+    # scored as a whole, stage 2 deciding the ten looks better than all-debate (35/40 vs 33/40)
+    both = replay([(0.5, 0.5), (0.5, 0.5)], [first, second], debate, truth, stage_calls=[1, 1], debate_calls=5)
+    assert both.accuracy == pytest.approx(35 / 40) and overall_only.debate.accuracy == pytest.approx(33 / 40)
+    assert both.stage_gap == pytest.approx(-0.4)  # but it is 4 in 10 worse than the debate on what it takes
 
 
 def test_candidates_cover_the_scores() -> None:

@@ -7,6 +7,14 @@ while spending the fewest calls; every candidate it tried is a point of the cost
 (`write_curve` plots it). Stages are tuned in order, each with the later ones switched off, so the
 search stays linear in the number of stages.
 
+Besides the overall accuracy, each stage must be about as right as the debate on the samples it
+takes from it (within ``tolerance``, judged by a one-sided lower confidence bound of the paired
+difference, ``z`` standard errors below the mean): otherwise a stage much better than the debate
+on its clear samples could "spend" that margin deciding samples it is unsure of, and a band that
+only looks as good as the debate by luck on the labelled set would not carry over to new data.
+The check is per stage: a band that takes a few unsure samples along with many clear ones is
+judged on all of them together.
+
 `cascade_from_flags` builds the `vhd.annotate.cascade.Cascade` that ``vhd annotate --cascade``
 and ``vhd compare --cascade`` run, from detector specs as ``vhd bench`` takes them.
 """
@@ -67,12 +75,18 @@ class CurvePoint:
         accuracy: Share of samples decided correctly (an undecided sample counts as wrong).
         calls_per_sample: Stage calls plus debate calls per sample.
         debate_share: Share of samples that reached the debate.
+        stage_gap: The lowest, over stages that decided samples, of (the stage's accuracy on the
+            samples it decided) minus (the debate's accuracy on those samples); 0 when none did.
+        stage_gap_low: The lowest such difference's lower confidence bound (mean minus ``z``
+            standard errors of the paired per-sample differences); 0 when no stage decided.
     """
 
     thresholds: tuple[tuple[float, float], ...]
     accuracy: float
     calls_per_sample: float
     debate_share: float
+    stage_gap: float = 0.0
+    stage_gap_low: float = 0.0
 
 
 @dataclass
@@ -119,6 +133,8 @@ def _point_dict(p: CurvePoint) -> dict[str, Any]:
         "accuracy": p.accuracy,
         "calls_per_sample": p.calls_per_sample,
         "debate_share": p.debate_share,
+        "stage_gap": p.stage_gap,
+        "stage_gap_low": p.stage_gap_low,
     }
 
 
@@ -130,6 +146,7 @@ def replay(
     *,
     stage_calls: Sequence[float],
     debate_calls: float,
+    z: float = 1.645,
 ) -> CurvePoint:
     """Replay the cascade rule with these thresholds on the labelled samples.
 
@@ -140,6 +157,7 @@ def replay(
     correct = 0
     calls = 0.0
     debated = 0
+    taken = [[0, 0, 0, 0] for _ in thresholds]  # per stage: decided, right, debate right, squared differences
     for i in range(n):
         decision: bool | None = None
         decided = False
@@ -148,13 +166,30 @@ def replay(
             score = stage_scores[s][i]
             if score is not None and (score < low or score > high):
                 decision, decided = score > high, True
+                stage_right = int(decision == truth[i])
+                debate_right = int(debate[i] is not None and debate[i] == truth[i])
+                taken[s][0] += 1
+                taken[s][1] += stage_right
+                taken[s][2] += debate_right
+                taken[s][3] += (stage_right - debate_right) ** 2
                 break
         if not decided:
             debated += 1
             calls += debate_calls
             decision = debate[i]
         correct += decision is not None and decision == truth[i]
-    return CurvePoint(tuple(thresholds), correct / n if n else 0.0, calls / n if n else 0.0, debated / n if n else 0.0)
+    gaps, lows = [], []
+    for count, right, debate_right, squares in taken:
+        if count:
+            mean = (right - debate_right) / count
+            var = max(squares / count - mean * mean, 0.0) / max(count - 1, 1)
+            gaps.append(mean)
+            lows.append(mean - z * var**0.5)
+    if not n:
+        return CurvePoint(tuple(thresholds), 0.0, 0.0, 0.0)
+    return CurvePoint(
+        tuple(thresholds), correct / n, calls / n, debated / n, min(gaps, default=0.0), min(lows, default=0.0)
+    )
 
 
 def candidate_pairs(scores: Sequence[float | None], points: int = 11) -> list[tuple[float, float]]:
@@ -178,6 +213,7 @@ def pick_thresholds(
     stage_calls: Sequence[float] | None = None,
     debate_calls: float = 5.0,
     points: int = 11,
+    z: float = 1.645,
 ) -> ThresholdPick:
     """Per-stage thresholds that keep accuracy within ``tolerance`` of all-debate at the fewest calls.
 
@@ -186,10 +222,13 @@ def pick_thresholds(
             None where the stage gave no decision).
         debate: The all-debate decision per sample (None: no readable verdict).
         truth: The human label per sample.
-        tolerance: Accuracy (a share, 0.01 = one point) the cascade may lose against all-debate.
+        tolerance: Accuracy (a share, 0.01 = one point) the cascade may lose against all-debate,
+            overall and on the samples each stage takes from the debate.
         stage_calls: Calls one sample costs at each stage (default 1 each).
         debate_calls: Calls one debated sample costs (default 5: two rounds of two debaters and a judge).
         points: Quantile cut points per stage (the candidates are pairs of them).
+        z: Standard errors below the mean for each stage's lower confidence bound against the
+            debate (1.645: one-sided 95%; 0 compares the means only).
 
     Raises:
         ConfigError: Lengths that do not match, or no samples.
@@ -209,16 +248,16 @@ def pick_thresholds(
         best: CurvePoint | None = None
         for pair in candidate_pairs(scores, points):
             trial = [*chosen[:s], pair, *off[s + 1 :]]
-            point = replay(trial, stage_scores, debate, truth, stage_calls=costs, debate_calls=debate_calls)
+            point = replay(trial, stage_scores, debate, truth, stage_calls=costs, debate_calls=debate_calls, z=z)
             curve.append(point)
-            ok = point.accuracy >= target - 1e-12
+            ok = point.accuracy >= target - 1e-12 and point.stage_gap_low >= -tolerance - 1e-12
             if ok and (
                 best is None or (point.calls_per_sample, -point.accuracy) < (best.calls_per_sample, -best.accuracy)
             ):
                 best = point
         if best is not None:
             chosen[s] = best.thresholds[s]
-    final = replay(chosen, stage_scores, debate, truth, stage_calls=costs, debate_calls=debate_calls)
+    final = replay(chosen, stage_scores, debate, truth, stage_calls=costs, debate_calls=debate_calls, z=z)
     return ThresholdPick(chosen, final, debate_point, target, curve)
 
 
