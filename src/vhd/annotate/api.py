@@ -75,6 +75,9 @@ def annotate(
     command: str = "",
     on_event: Callable[[str], None] | None = None,
     cascade: Cascade | None = None,
+    batch_api: bool = False,
+    batch_poll_s: float = 30.0,
+    batch_quiet_s: float = 0.5,
 ) -> RunSummary:
     """Annotate images, videos, frame folders and manifests by model debate.
 
@@ -106,6 +109,11 @@ def annotate(
         cascade: Detector stages that decide the clear samples before the debate
             (`vhd.annotate.cascade`); the configuration hash includes them. A dry run estimates
             as if every sample reached the debate.
+        batch_api: Send the debate's calls through the endpoint's batch API (`vhd.annotate.batch`):
+            stage by stage, resumable across days (batch ids in the store); every role must use
+            the ``openai`` backend.
+        batch_poll_s: Seconds between status checks of a batch in progress.
+        batch_quiet_s: Seconds without a new request after which pending requests go out as a batch.
 
     Returns:
         The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
@@ -145,6 +153,9 @@ def annotate(
             command=command,
             on_event=on_event or (lambda _msg: None),
             cascade=cascade,
+            batch_api=batch_api,
+            batch_poll_s=batch_poll_s,
+            batch_quiet_s=batch_quiet_s,
         )
     )
     summary.elapsed_s = time.perf_counter() - start

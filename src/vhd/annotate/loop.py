@@ -32,6 +32,7 @@ from vhd.redaction import redact
 if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
     from vhd.annotate.ledger import Ledger
+    from vhd.backends.openai_batch import BatchRunner
     from vhd.debate.engine import Debate
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
@@ -59,6 +60,9 @@ async def run(
     on_event: Callable[[str], None],
     allow_outside_paths: bool = False,
     cascade: Cascade | None = None,
+    batch_api: bool = False,
+    batch_poll_s: float = 30.0,
+    batch_quiet_s: float = 0.5,
 ) -> RunSummary:
     """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
     from vhd.debate.engine import Debate
@@ -79,6 +83,10 @@ async def run(
     summary.skip_reasons = [(display_path(s.path), s.reason) for s in found.skipped[:1000]]
     summary.skipped = len(found.skipped)
     backends = build_backends(config)
+    if batch_api:
+        from vhd.annotate.batch import check_batchable
+
+        check_batchable(backends)
     examples = load_examples(config.resolve_path(config.icl), settings) if config.icl else []
     identity = config_identity(config, backends, prompts, examples)
     if cascade is not None:  # stages decide some verdicts: a distinct configuration
@@ -116,6 +124,7 @@ async def run(
             summary.store_error = store_message(exc, summary)
             return summary
         summary.run_id = run_id
+        runners: list[BatchRunner] = []
         job = _Job(db, settings, summary, config_hash, run_id, max_cost, on_event)
         job.retry_unparsed = retry_unparsed
         job.lease_seconds = config.lease_seconds
@@ -126,7 +135,14 @@ async def run(
             job.excluded = excluded_samples(db, duplicates=not include_duplicates)
             with Ledger(db, run_id, lease_seconds=config.lease_seconds) as ledger:
                 job.ledger = ledger
-                job.debate = Debate(backends, config, prompts, examples, on_call=job.on_call)
+                debating = backends
+                if batch_api:
+                    from vhd.annotate.batch import batch_backends
+
+                    debating, runners = batch_backends(
+                        backends, db, config_hash, poll_s=batch_poll_s, quiet_s=batch_quiet_s, on_event=on_event
+                    )
+                job.debate = Debate(debating, config, prompts, examples, on_call=job.on_call)
                 drawn = nullcontext(progress) if callable(progress) else bar("annotating", progress, unit="samples")
                 with drawn as on_progress:
                     job.on_progress = on_progress
@@ -140,6 +156,9 @@ async def run(
         except StoreWriteError as exc:
             job.store_error = job.store_error or exc
         finally:
+            for runner in runners:
+                await runner.aclose()
+                summary.batches += runner.batches_created
             with suppress(StoreWriteError):
                 db.release_leases(run_id)
         if job.store_error is not None:

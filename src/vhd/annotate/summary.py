@@ -44,6 +44,7 @@ class RunSummary:
         decided_by: In a cascade run, verdicts of this run by the stage that decided them
             (``debate`` for those that went through); one entry per stage.
         stage_calls: Calls made by cascade stages (also counted in ``usage.calls``).
+        batches: Batches this run created with ``--batch-api``.
 
     ``to_dict`` adds ``cached_share``: the share of prompt tokens the endpoint served from its
     prompt cache (None without prompt tokens).
@@ -75,6 +76,7 @@ class RunSummary:
     store_error: str | None = None
     decided_by: dict[str, int] = field(default_factory=dict)
     stage_calls: int = 0
+    batches: int = 0
 
     def exit_code(self, strict: bool = False) -> int:
         """0 when every readable sample has a final verdict, 1 when work remains, 130 after Ctrl-C.

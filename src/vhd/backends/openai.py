@@ -358,6 +358,10 @@ class OpenAIBackend(Backend):
             await asyncio.sleep(delay)
             attempt += 1
 
+    async def sdk_client(self) -> AsyncOpenAI:
+        """The OpenAI SDK client this backend uses on the running loop (for the batch API)."""
+        return await self._client_now()
+
     async def check(self) -> None:
         """Fail fast: a missing key for OpenAI, or an endpoint that does not answer at all.
 

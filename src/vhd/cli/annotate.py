@@ -53,6 +53,15 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when any input file was skipped")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    b = p.add_argument_group("batch API (OpenAI-compatible endpoints: half price at OpenAI, answers within 24 h)")
+    b.add_argument(
+        "--batch-api",
+        action="store_true",
+        help="send the debate's calls as batches, stage by stage; the same command resumes (batch ids in the store)",
+    )
+    b.add_argument(
+        "--batch-poll", type=float, default=30.0, metavar="SECONDS", help="seconds between batch status checks (30)"
+    )
     c = p.add_argument_group("cascade (cheap detectors first; the debate only for the uncertain samples)")
     c.add_argument(
         "--cascade",
@@ -89,6 +98,8 @@ def _fmt_summary(s: Any) -> list[str]:
         + (f" ({u.cached_share:.0%} of prompt tokens from the endpoint's cache)" if u.cached_tokens else "")
         + (f", ${u.cost:.4f}" if u.cost else ""),
     ]
+    if s.batches:
+        lines.append(f"{s.batches} batch(es) created through the batch API")
     if s.decided_by:
         stages = ", ".join(f"{label} {n}" for label, n in s.decided_by.items())
         lines.append(f"cascade: decided by {stages}; {s.stage_calls} stage call(s)")
@@ -149,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         command=shlex.join(["vhd", "annotate", *sys.argv[2:]]),
         on_event=event,
         cascade=cascade,
+        batch_api=args.batch_api,
+        batch_poll_s=args.batch_poll,
     )
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2, default=str))

@@ -230,6 +230,13 @@ MIGRATIONS: list[tuple[str, str]] = [
             collected_at REAL
         );
         CREATE INDEX batch_jobs_run ON batch_jobs (run_key, stage);
+
+        CREATE TABLE batch_requests (
+            custom_id TEXT NOT NULL,
+            batch_id TEXT NOT NULL REFERENCES batch_jobs (batch_id) ON DELETE CASCADE,
+            PRIMARY KEY (custom_id, batch_id)
+        );
+        CREATE INDEX batch_requests_batch ON batch_requests (batch_id);
         """,
     ),
 ]

@@ -34,6 +34,7 @@ from vhd.errors import ConfigError, VhdError
 from vhd.fileio import display_path
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.redaction import redact, redact_command
+from vhd.store.batches import BatchJobs
 from vhd.store.connection import Connection
 from vhd.store.labelled_sets import LabelledSets
 from vhd.store.leases import Leases
@@ -83,7 +84,7 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path
             time.sleep(0.02)
 
 
-class Store(AnnotationReads, LabelledSets, Leases):
+class Store(AnnotationReads, LabelledSets, Leases, BatchJobs):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
