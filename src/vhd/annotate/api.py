@@ -70,6 +70,7 @@ def annotate(
     progress: bool | ProgressFn = False,
     command: str = "",
     on_event: Callable[[str], None] | None = None,
+    stage_wise: bool = False,
 ) -> RunSummary:
     """Annotate images, videos, frame folders and manifests by model debate.
 
@@ -98,6 +99,10 @@ def annotate(
             receives the counts instead.
         command: The command line, recorded with the run.
         on_event: Called with one-line messages (interruption notices and the like).
+        stage_wise: Debate in cohorts of ``concurrency`` samples, stage by stage (every first
+            turn, then every second turn, ..., then every judge: `vhd.debate.stagewise`), so a
+            batching backend sees large batches of one role. Same verdicts as per-sample order;
+            a sample is committed when its judge answers.
 
     Returns:
         The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
@@ -136,6 +141,7 @@ def annotate(
             progress=progress,
             command=command,
             on_event=on_event or (lambda _msg: None),
+            stage_wise=stage_wise,
         )
     )
     summary.elapsed_s = time.perf_counter() - start

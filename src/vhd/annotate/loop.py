@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vhd.annotate.summary import RunSummary, count_status
+from vhd.backends.endpoints import merge_stats
 from vhd.backends.registry import build_backends
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError
@@ -32,6 +33,7 @@ from vhd.redaction import redact
 if TYPE_CHECKING:
     from vhd.annotate.ledger import Ledger
     from vhd.debate.engine import Debate
+    from vhd.debate.stagewise import Cohorts
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
 
@@ -57,6 +59,7 @@ async def run(
     command: str,
     on_event: Callable[[str], None],
     allow_outside_paths: bool = False,
+    stage_wise: bool = False,
 ) -> RunSummary:
     """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
     from vhd.debate.engine import Debate
@@ -73,7 +76,7 @@ async def run(
 
     known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
     found = discover(list(inputs), frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known)
-    summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run)
+    summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run, stage_wise=stage_wise)
     summary.skip_reasons = [(display_path(s.path), s.reason) for s in found.skipped[:1000]]
     summary.skipped = len(found.skipped)
     backends = build_backends(config)
@@ -120,10 +123,15 @@ async def run(
             with Ledger(db, run_id, lease_seconds=config.lease_seconds) as ledger:
                 job.ledger = ledger
                 job.debate = Debate(backends, config, prompts, examples, on_call=job.on_call)
+                if stage_wise:  # workers' debates advance in lockstep, a cohort of `concurrency` at a time
+                    from vhd.debate.stagewise import Cohorts
+
+                    job.debate = Cohorts(job.debate, config.concurrency)
                 drawn = nullcontext(progress) if callable(progress) else bar("annotating", progress, unit="samples")
                 with drawn as on_progress:
                     job.on_progress = on_progress
                     await job.run(found.items, config.concurrency)
+            summary.endpoints = merge_stats([b.endpoint_stats() for b in unique])
             if ledger.error is not None:  # the last write of the counters failed
                 job.fail_store(ledger.error)
             job.finish()
@@ -184,7 +192,7 @@ class _Job:
         self.owner = LeaseOwner.here(run_id)
         self.max_cost = max_cost
         self.on_event = on_event
-        self.debate: Debate | None = None
+        self.debate: Debate | Cohorts | None = None
         self.ledger: Ledger | None = None
         self.retry_unparsed = False
         self.lease_seconds = 60.0
