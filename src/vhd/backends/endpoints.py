@@ -54,7 +54,7 @@ def image_tokens(width: int, height: int, detail: str = "auto") -> int:
     """
     if detail == "low":
         return 85
-    w, h = max(width, 1), max(height, 1)
+    w, h = float(max(width, 1)), float(max(height, 1))
     scale = min(1.0, 2048 / max(w, h))
     w, h = w * scale, h * scale
     scale = min(1.0, 768 / min(w, h))

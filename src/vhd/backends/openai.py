@@ -22,6 +22,10 @@ waiting never holds one of the endpoint's ``max_in_flight`` slots. Requests go t
 SDK's raw ``post`` and the JSON is read by `parse_response`, skipping the SDK's pydantic models
 (they cost more CPU than the rest of a call). Content-policy rejections come back as
 ``Output(refused=True)``, not as errors.
+
+This module is long (about 490 lines) on purpose: it is the SDK-facing I/O of the backend (clients
+per endpoint, one attempt, mapping HTTP errors, retries, checks), one unit that reads best whole;
+what needs no I/O lives in `vhd.backends.openai_payload` and `vhd.backends.endpoints`.
 """
 
 from __future__ import annotations

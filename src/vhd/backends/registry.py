@@ -28,6 +28,13 @@ BACKENDS.add(
     needs=["torch", "transformers"],
     summary="a local Hugging Face vision-language model",
 )
+BACKENDS.add(
+    "vllm-engine",
+    "vhd.backends.vllm_engine:VLLMEngineBackend",
+    extra="vllm",
+    needs=["vllm"],
+    summary="a vLLM engine in this process (CUDA GPU)",
+)
 BACKENDS.add("scripted", "vhd.backends.scripted:ScriptedBackend", summary="canned answers (tests and demos)")
 
 BUILTIN: BuiltinEntries = BACKENDS.builtin
