@@ -23,10 +23,16 @@ def add_parser(sub: Any, name: str) -> None:
             "by a debate of vision-language models; results go to a SQLite store and the run "
             "resumes where it stopped."
         ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
-            f"Model specs are BACKEND:MODEL (backends: openai, hf, scripted). Without --model, "
-            f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys "
-            "go in the config file: [backends.openai] base_url = ..., api_key_env = ..."
+            f"Model specs are BACKEND:MODEL (backends: openai, hf, vllm-engine, scripted). Without --model,\n"
+            f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys go\n"
+            "in the config file: [backends.openai] base_url = ... (or base_urls = [...]), api_key_env = ...\n"
+            "\nexamples:\n"
+            "  vhd annotate photos/ --model openai:gpt-4o --store run.db --concurrency 32\n"
+            "  vhd annotate photos/ clips/ --model scripted:demo --store demo.db\n"
+            "  vhd annotate photos/ --model openai:Qwen/Qwen2.5-VL-7B-Instruct --config gpus.toml --concurrency 256\n"
+            "  vhd annotate photos/ --model vllm-engine:Qwen/Qwen2.5-VL-7B-Instruct --stage-wise --concurrency 64\n"
         ),
     )
     p.add_argument("inputs", nargs="+", metavar="PATH", help="image/video files, folders, manifests")
