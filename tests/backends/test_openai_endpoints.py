@@ -215,3 +215,27 @@ def test_a_list_of_tables_for_a_single_endpoint_backend_is_an_error() -> None:
         create_backend("demo2:demo", {"demo2": [{"type": "scripted"}, {"type": "scripted"}]})
     with pytest.raises(ConfigError, match="different types"):
         create_backend("mix:m", {"mix": [{"type": "openai"}, {"type": "scripted"}]})
+
+
+def test_rpm_and_tpm_steer_requests_and_settle_to_reported_usage() -> None:
+    with ChatServer(usage=(50, 5)) as a, ChatServer(usage=(50, 5)) as b:
+        tables = [
+            {"base_url": a.base_url, "rpm": 1, "tpm": 600, **FAST},  # one request a minute
+            {"base_url": b.base_url},
+        ]
+        backend = OpenAIBackend("test-model", {"endpoints": tables})
+
+        async def main() -> list[Output]:
+            try:
+                return [await backend.generate(MSGS, GenerateConfig(max_tokens=100)) for _ in range(5)]
+            finally:
+                await backend.aclose()
+
+        outs = asyncio.run(main())
+        assert (a.chat_requests, b.chat_requests) == (1, 4)  # a's minute is spent: the rest went to b
+        assert all(o.extra["queue_s"] < 1 for o in outs)  # nobody waited for a's limit
+        limiter = backend.pool.endpoints[0].state.limiter
+        assert limiter.wait_for(0) > 50  # a's next request would wait most of a minute
+        assert limiter.tokens is not None
+        assert 600 - 55 <= limiter.tokens.level <= 600 - 55 + 5  # estimate replaced by the 55 reported
+        assert backend.endpoint_stats()[a.base_url]["rate_wait_s"] == 0

@@ -14,7 +14,8 @@ a list of tables (``[[backends.NAME]]``, each with its own ``base_url``, ``api_k
 ``max_in_flight``, ``rpm``, ``tpm``...). Each attempt goes to the endpoint with the fewest
 requests in flight; one that fails (connection error, timeout, 429, 5xx) cools down and the
 request is retried on another at once; ``rpm``/``tpm`` limits hold per endpoint and process
-(`vhd.backends.endpoints`). Per-endpoint figures are in `OpenAIBackend.endpoint_stats`.
+(`vhd.backends.endpoints`; a request waiting for a limit keeps its slot on that endpoint, so the
+balancer sends new requests elsewhere). Per-endpoint figures are in `OpenAIBackend.endpoint_stats`.
 
 The SDK's own retries are off: this module retries 429, 408, 409, 5xx, timeouts and
 connection errors itself (exponential backoff with full jitter, honouring ``Retry-After``), so
