@@ -51,7 +51,8 @@ class BatchLog(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.msg.startswith("hf batch:"):
             calls, groups = record.args  # type: ignore[misc]
-            self.batches.append((int(calls), int(groups)))
+            if calls:  # the worker logs an empty batch when it stops
+                self.batches.append((int(calls), int(groups)))
 
 
 def annotate(media: Path, store: Path, config: Any, stage_wise: bool) -> dict[str, Any]:
