@@ -114,6 +114,7 @@ async def remove(request: Request) -> Response:
         return _refuse(request, exc)
     reason = one(form, "reason").strip()[:500] or "takedown from the review app"
     remove_samples(st.store, [sample_id], reason=reason, requested_by=reviewer(request))
+    st.total_at = -1e9  # count again
     return render(request, "message.html", title="Taken down", message=f"sample {sample_id[:12]} was removed: {reason}")
 
 

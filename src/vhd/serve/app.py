@@ -90,6 +90,7 @@ def create_app(settings: ServeSettings, *, on_event: Any = None) -> Starlette:
         Route("/settings", actions.save_settings, methods=["POST"]),
         Route("/login", pages.login_page),
         Route("/login", actions.login, methods=["POST"]),
+        Route("/favicon.ico", pages.favicon),
         Mount("/static", app=StaticFiles(directory=str(Path(__file__).parent / "static")), name="static"),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(Guard, token=settings.token)], lifespan=lifespan)

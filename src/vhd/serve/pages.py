@@ -22,7 +22,6 @@ from vhd.serve.web import (
     look,
     parse_filter,
     render,
-    reviewer,
     state,
     thumb_url,
 )
@@ -81,7 +80,7 @@ async def gallery(request: Request) -> Response:
         notes=notes,
         next_url=next_url,
         choices=st.store.gallery_choices(),
-        configs=st.store.config_hashes(),
+        configs=st.store.gallery_configs(),
         categories=[name for _, name in CATEGORIES],
         options={
             "decision": DECISIONS,
@@ -224,6 +223,8 @@ async def export_csv(request: Request) -> Response:
     )
 
 
-def whoami(request: Request) -> str:
-    """The reviewer name of this browser (used by templates and tests)."""
-    return reviewer(request)
+async def favicon(_request: Request) -> Response:
+    """``/favicon.ico``: nothing (browsers ask for it; a 404 would show as a console error)."""
+    from starlette.responses import Response
+
+    return Response(status_code=204)

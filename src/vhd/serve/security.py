@@ -11,7 +11,7 @@ One ASGI middleware in front of every route:
   each form repeats it in a hidden field, checked by `vhd.serve.web.read_form`. A POST whose
   ``Origin`` is another site, or whose ``Sec-Fetch-Site`` says cross-site, is refused here.
 - **Headers.** A strict Content-Security-Policy (scripts and styles only from the app's own
-  static files, no inline code, no frames, forms only to the app), ``nosniff``, no referrer.
+  static files, no inline code, no frames, forms only to the app), ``nosniff``, no referrer to other sites.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ CSP = (
 HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # "no-referrer" would make form posts send Origin: null
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),

@@ -34,7 +34,7 @@ THUMB_SIDE = 256
 CLEAR_SIDE = 768
 """Longest side of a revealed (clear) image."""
 
-BLUR_RADII = {1: 5.0, 2: 9.0, 3: 15.0}
+BLUR_RADII = {1: 8.0, 2: 12.0, 3: 18.0}
 """Gaussian radius (pixels at `THUMB_SIDE`) per blur strength; 1 is the default and the weakest."""
 
 CHECK_SIDE = 128

@@ -8,6 +8,7 @@ their CSRF field checked against the browser's cookie (`vhd.serve.security`).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,8 @@ REVIEWER_COOKIE = "vhd_reviewer"
 BLUR_COOKIE = "vhd_blur"
 GRAY_COOKIE = "vhd_gray"
 PAGE_SIZE = 48
+TOTAL_TTL_S = 10.0
+"""How long the count of samples to review is reused (a page render stays fast on large stores)."""
 FILTER_KEYS = (
     "decision",
     "status",
@@ -66,6 +69,7 @@ class State:
         previews: Recently made previews.
         queue_size: Samples in the loaded review queue (0: no queue).
         queue_skipped: Rows of the queue file left out, with the reason.
+        total: Samples to review, as last counted (at ``total_at``, `time.monotonic`).
     """
 
     settings: ServeSettings
@@ -74,6 +78,8 @@ class State:
     previews: PreviewCache = field(default_factory=PreviewCache)
     queue_size: int = 0
     queue_skipped: list[tuple[int, str]] = field(default_factory=list)
+    total: int = 0
+    total_at: float = -1e9
 
 
 def make_env() -> Environment:
@@ -172,12 +178,15 @@ def parse_filter(request: Request) -> tuple[GalleryFilter, str, str | None, list
     flt = GalleryFilter(
         set_name=st.settings.set_name, reviewer=reviewer(request), reviews_per_sample=st.settings.reviews_per_sample
     )
-    config = q.get("config", "")
-    try:
-        flt.config_hash = st.store.resolve_config_hash(config, latest=True) if st.store.config_hashes() else None
-    except Exception as exc:
-        notes.append(f"configuration: {exc}")
-        flt.config_hash = st.store.resolve_config_hash(None, latest=True)
+    config = q.get("config", "").strip().lower()
+    configs = st.store.gallery_configs()
+    flt.config_hash = configs[0] if configs else None  # the newest run's configuration
+    if config:
+        matches = [c for c in configs if c.startswith(config)]
+        if len(matches) == 1:
+            flt.config_hash = matches[0]
+        else:
+            notes.append(f"ignored config={config[:20]!r}: {len(matches)} configurations match; pick one in the list")
     allowed: dict[str, tuple[str, ...]] = {
         "decision": DECISIONS,
         "status": STATUSES,
@@ -226,7 +235,11 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
     from starlette.responses import HTMLResponse
 
     st = state(request)
-    done, total = st.store.review_progress(st.settings.set_name, queue=st.queue_size > 0)
+    queue = st.queue_size > 0
+    now = time.monotonic()
+    if now - st.total_at > TOTAL_TTL_S:  # counting a million samples takes a while: once in a while
+        st.total, st.total_at = st.store.review_total(queue=queue), now
+    done, total = st.store.review_progress(st.settings.set_name, queue=queue, total=st.total)
     last = st.store.last_review(st.settings.set_name, reviewer(request))
     page = st.env.get_template(template).render(
         settings=st.settings,

@@ -154,22 +154,25 @@ def _conditions(f: GalleryFilter) -> tuple[list[str], list[Any]]:
     for column in ("source", "keyword", "generator", "split"):
         if getattr(f, column):
             add(f"s.{column} = ?", getattr(f, column))
+    # Conditions on the annotation are wrapped in IFNULL: a plain `a.x = ?` would let SQLite turn the
+    # LEFT JOIN into an inner join driven by the annotations index, then sort every match by rowid
+    # (270 ms instead of 16 ms for a first page of 100,000 samples).
     if f.decision == "harmful":
-        add("a.harmful = 1")
+        add("IFNULL(a.harmful, -1) = 1")
     elif f.decision == "not_harmful":
-        add("a.harmful = 0")
+        add("IFNULL(a.harmful, -1) = 0")
     elif f.decision == "none":
         add("a.harmful IS NULL")
     if f.status == "missing":
         add("a.id IS NULL")
     elif f.status:
-        add("a.status = ?", f.status)
+        add("IFNULL(a.status, '') = ?", f.status)
     if f.category:
-        add("EXISTS (SELECT 1 FROM json_each(a.categories_json) WHERE value = ?)", f.category)
+        add("EXISTS (SELECT 1 FROM json_each(IFNULL(a.categories_json, '[]')) WHERE value = ?)", f.category)
     if f.score_min is not None:
-        add("a.score >= ?", f.score_min)
+        add("IFNULL(a.score, -1e300) >= ?", f.score_min)
     if f.score_max is not None:
-        add("a.score <= ?", f.score_max)
+        add("IFNULL(a.score, 1e300) <= ?", f.score_max)
     if f.disagreement == "configs":
         add(
             "EXISTS (SELECT 1 FROM annotations b WHERE b.sample_id = s.id AND b.config_hash != a.config_hash "
@@ -295,6 +298,13 @@ class Gallery(abc.ABC):
             )
             out[column] = [str(r[0]) for r in rows]
         return out
+
+    def gallery_configs(self) -> list[str]:
+        """Configuration hashes of the store's runs, newest run first (cheap: the runs table only)."""
+        rows = self._query(
+            "SELECT config_hash, MAX(started_at) AS last FROM runs GROUP BY config_hash ORDER BY last DESC"
+        )
+        return [str(r[0]) for r in rows]
 
     def sample_annotations(self, sample_id: str) -> list[tuple[str, str, bool | None, float | None]]:
         """Every configuration's verdict on a sample: ``(config_hash, status, harmful, score)``, newest first."""

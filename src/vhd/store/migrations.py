@@ -225,7 +225,7 @@ MIGRATIONS: list[tuple[str, str]] = [
             at REAL NOT NULL,
             undone_at REAL
         );
-        CREATE INDEX reviews_set_sample ON reviews (set_name, sample_id);
+        CREATE INDEX reviews_set_sample ON reviews (set_name, sample_id, reviewer);
         CREATE INDEX reviews_set_reviewer ON reviews (set_name, reviewer, id);
         CREATE TABLE review_state (
             set_name TEXT NOT NULL,

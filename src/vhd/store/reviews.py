@@ -213,13 +213,20 @@ class Reviews(abc.ABC):
         )
         return {(int(r[0]), int(r[1])): int(r[2]) for r in rows}
 
-    def review_progress(self, set_name: str, *, queue: bool = False) -> tuple[int, int]:
+    def review_total(self, *, queue: bool = False) -> int:
+        """Samples to review: every sample not removed (or the loaded review queue's); a full count, cache it."""
+        join = " JOIN temp.review_queue q ON q.sample_id = s.id" if queue else ""
+        return int(self._query(f"SELECT COUNT(*) FROM samples s{join} WHERE s.removed_at IS NULL")[0][0])
+
+    def review_progress(self, set_name: str, *, queue: bool = False, total: int | None = None) -> tuple[int, int]:
         """``(labelled, total)``: samples with a label in the set, of all samples (or of the queue's).
 
-        With ``queue`` both counts are limited to the review queue loaded by `Gallery.load_queue`.
+        With ``queue`` both counts are limited to the review queue loaded by `Gallery.load_queue`;
+        ``total`` skips counting the samples (`review_total`, which reads the whole table).
         """
         join = " JOIN temp.review_queue q ON q.sample_id = s.id" if queue else ""
-        total = self._query(f"SELECT COUNT(*) FROM samples s{join} WHERE s.removed_at IS NULL")[0][0]
+        if total is None:
+            total = self.review_total(queue=queue)
         done = self._query(
             f"SELECT COUNT(*) FROM labelled_sets l JOIN samples s ON s.id = l.sample_id{join} "
             "WHERE l.name = ? AND s.removed_at IS NULL",
