@@ -308,3 +308,21 @@ def test_cross_site_writes_are_refused(store_copy: Path, client_for: Any) -> Non
     assert good.status_code == 200  # followed to the next sample
     back = client.post("/undo", data={"csrf": token, "back": "//evil.example/"}, follow_redirects=False)
     assert back.headers["location"] == "/"  # no open redirect
+
+
+def test_detector_disagreement_comes_from_the_queue(store_copy: Path, tmp_path: Path, client_for: Any) -> None:
+    base = client_for(_settings(store_copy))
+    ids = sample_ids(base.get("/").text)
+    queue = tmp_path / "queue.csv"
+    rows = [
+        "rank,sample_id,judge,votes",
+        f"2,{ids[0]},no,judge=no; detector:nudenet=yes",
+        f"1,{ids[1]},no,judge=no; detector:nudenet=no",
+        "3,not-a-sha,no,judge=no",
+        f"4,{ids[2]},yes,judge=yes; config:abc=no",
+    ]
+    queue.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    client = client_for(_settings(store_copy, queue=queue))
+    assert sample_ids(client.get("/").text) == [ids[1], ids[0], ids[2]]  # the queue's order
+    assert sample_ids(client.get("/?disagreement=detector").text) == [ids[0]]
+    assert "reviewed 0 / 3" in client.get("/").text

@@ -185,22 +185,36 @@ def _conditions(f: GalleryFilter) -> tuple[list[str], list[Any]]:
         )
     elif f.disagreement == "detector":
         add("q.detector_dissent = 1")
-    elif f.disagreement == "reviewers":
-        add("rs.harmful_votes > 0 AND rs.harmful_votes < rs.reviews")
+    # Sparse review states are driven from their own (small) tables: `s.rowid IN (...)` lets SQLite
+    # visit only those samples instead of scanning the store for them (315 ms -> a few ms at 1M).
+    split_votes = "rs2.harmful_votes > 0 AND rs2.harmful_votes < rs2.reviews"
+    in_state = "s.rowid IN (SELECT s2.rowid FROM review_state rs2 JOIN samples s2 ON s2.id = rs2.sample_id "
+    in_state += "WHERE rs2.set_name = ? AND {})"
+    if f.disagreement == "reviewers":
+        add(in_state.format(split_votes), f.set_name)
     mine = "EXISTS (SELECT 1 FROM reviews r WHERE r.set_name = ? AND r.sample_id = s.id AND r.reviewer = ? "
     mine += "AND r.undone_at IS NULL AND r.adjudication = 0)"
     if f.review == "unreviewed":
         add("rs.sample_id IS NULL AND l.sample_id IS NULL")
     elif f.review == "mine":
-        add(mine, f.set_name, f.reviewer)
+        add(
+            "s.rowid IN (SELECT s2.rowid FROM reviews r JOIN samples s2 ON s2.id = r.sample_id WHERE r.set_name = ? "
+            "AND r.reviewer = ? AND r.undone_at IS NULL AND r.adjudication = 0)",
+            f.set_name,
+            f.reviewer,
+        )
     elif f.review == "not_mine":
         add(f"NOT {mine} AND l.sample_id IS NULL", f.set_name, f.reviewer)
     elif f.review == "labelled":
-        add("l.sample_id IS NOT NULL")
+        add(
+            "s.rowid IN (SELECT s2.rowid FROM labelled_sets l2 JOIN samples s2 ON s2.id = l2.sample_id "
+            "WHERE l2.name = ?)",
+            f.set_name,
+        )
     elif f.review == "unlabelled":
         add("l.sample_id IS NULL")
     elif f.review == "disputed":
-        add("rs.harmful_votes > 0 AND rs.harmful_votes < rs.reviews AND rs.adjudicated = 0")
+        add(in_state.format(f"{split_votes} AND rs2.adjudicated = 0"), f.set_name)
     elif f.review == "needs_more":
         add("COALESCE(rs.reviews, 0) < ? AND l.sample_id IS NULL", f.reviews_per_sample)
     return conds, params
@@ -290,11 +304,18 @@ class Gallery(abc.ABC):
         return [_row(r) for r in rows]
 
     def gallery_choices(self, limit: int = 200) -> dict[str, list[str]]:
-        """Values the filters can take: each of source, keyword, generator and split (at most ``limit``)."""
+        """Values the filters can take: each of source, keyword, generator and split (at most ``limit``).
+
+        Each column's distinct values are found by hopping along its index (one seek per value), so
+        the cost follows the number of values, not of samples.
+        """
         out: dict[str, list[str]] = {}
         for column in ("source", "keyword", "generator", "split"):
             rows = self._query(
-                f"SELECT DISTINCT {column} FROM samples WHERE {column} IS NOT NULL ORDER BY {column} LIMIT ?", (limit,)
+                f"WITH RECURSIVE v(x) AS (SELECT MIN({column}) FROM samples UNION ALL "
+                f"SELECT (SELECT MIN({column}) FROM samples WHERE {column} > v.x) FROM v WHERE v.x IS NOT NULL) "
+                "SELECT x FROM v WHERE x IS NOT NULL LIMIT ?",
+                (limit,),
             )
             out[column] = [str(r[0]) for r in rows]
         return out

@@ -228,7 +228,7 @@ class Reviews(abc.ABC):
         if total is None:
             total = self.review_total(queue=queue)
         done = self._query(
-            f"SELECT COUNT(*) FROM labelled_sets l JOIN samples s ON s.id = l.sample_id{join} "
+            f"SELECT COUNT(*) FROM labelled_sets l CROSS JOIN samples s ON s.id = l.sample_id{join} "
             "WHERE l.name = ? AND s.removed_at IS NULL",
             (set_name,),
         )[0][0]
