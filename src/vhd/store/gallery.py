@@ -143,7 +143,11 @@ _ORDER = {
 }
 
 
-def _conditions(f: GalleryFilter) -> tuple[list[str], list[Any]]:
+RARE = 2000
+"""A status with fewer annotations than this is listed from its index rather than by scanning the store."""
+
+
+def _conditions(f: GalleryFilter, rare_status: bool = False) -> tuple[list[str], list[Any]]:
     conds: list[str] = ["s.removed_at IS NULL"]
     params: list[Any] = []
 
@@ -165,8 +169,15 @@ def _conditions(f: GalleryFilter) -> tuple[list[str], list[Any]]:
         add("a.harmful IS NULL")
     if f.status == "missing":
         add("a.id IS NULL")
-    elif f.status:
+    elif f.status and not rare_status:
         add("IFNULL(a.status, '') = ?", f.status)
+    elif f.status:  # a rare status: visit only its samples, through the (config_hash, status) index
+        add(
+            "s.rowid IN (SELECT s2.rowid FROM annotations a2 JOIN samples s2 ON s2.id = a2.sample_id "
+            "WHERE a2.config_hash = ? AND a2.status = ?)",
+            f.config_hash,
+            f.status,
+        )
     if f.category:
         add("EXISTS (SELECT 1 FROM json_each(IFNULL(a.categories_json, '[]')) WHERE value = ?)", f.category)
     if f.score_min is not None:
@@ -293,7 +304,14 @@ class Gallery(abc.ABC):
             rank="q.rank" if has_queue else "NULL",
             queue_join="JOIN temp.review_queue q ON q.sample_id = s.id" if has_queue else "",
         )
-        conds, params = _conditions(flt)
+        rare = False
+        if flt.status and flt.status != "missing":
+            count = self._query(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM annotations WHERE config_hash = ? AND status = ? LIMIT ?)",
+                (flt.config_hash, flt.status, RARE),
+            )
+            rare = int(count[0][0]) < RARE
+        conds, params = _conditions(flt, rare)
         if queue and not has_queue:
             conds.append("0")  # asked for the queue's samples and there is no queue
         if after is not None:
