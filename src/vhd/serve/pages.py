@@ -49,8 +49,9 @@ def live_sample(request: Request, sample_id: str) -> Sample | None:
     return store.get_sample(sample_id)
 
 
-def _frames(kind: str) -> int:
-    return 5 if kind == "video" else 1
+def _frames(kind: str, used: int = 0) -> int:
+    """Previews of a sample: 1 for an image, a video's frames (5, or fewer when annotation used fewer)."""
+    return 1 if kind != "video" else min(5, used) if used else 5
 
 
 async def gallery(request: Request) -> Response:
@@ -64,7 +65,7 @@ async def gallery(request: Request) -> Response:
         {
             "row": row,
             "href": f"/sample/{row.sample_id}" + (f"?{query}" if query else ""),
-            "thumbs": [thumb_url(row.sample_id, k, lk) for k in range(_frames(row.kind))],
+            "thumbs": [thumb_url(row.sample_id, k, lk) for k in range(_frames(row.kind, row.frames))],
         }
         for row in rows
     ]
@@ -121,7 +122,7 @@ async def sample_page(request: Request) -> Response:
         request,
         "sample.html",
         sample=sample,
-        thumbs=[thumb_url(sample_id, k, lk) for k in range(_frames(sample.kind.value))],
+        thumbs=[thumb_url(sample_id, k, lk) for k in range(_frames(sample.kind.value, len(sample.frames)))],
         reveal=reveal,
         annotation=annotation,
         run=runs.get(annotation.run_id) if annotation else None,
@@ -151,7 +152,7 @@ def thumb(request: Request) -> Response:
     if clear and st.settings.no_reveal:
         return Response("this app never sends clear images (--no-reveal)", status_code=403, media_type="text/plain")
     sample = live_sample(request, sample_id)
-    if sample is None or blur not in BLUR_RADII or not 0 <= frame < _frames(sample.kind.value):
+    if sample is None or blur not in BLUR_RADII or not 0 <= frame < _frames(sample.kind.value, len(sample.frames)):
         return Response("no such preview", status_code=404, media_type="text/plain")
     try:
         data = st.previews.get(sample, frame, Look(blur=blur, gray=q.get("gray") == "1", clear=clear))

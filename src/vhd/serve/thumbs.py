@@ -131,12 +131,13 @@ class PreviewCache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        images = sample_frames(sample)
+        images = sample_frames(sample)  # a video is decoded once for all its frames
         if not 0 <= frame < len(images):
             raise MediaError(f"sample {sample.id[:12]} has {len(images)} frame(s), not {frame + 1}")
-        data = jpeg(render(images[frame], look))
+        made = {k: jpeg(render(image, look)) for k, image in enumerate(images)}
         with self._lock:
-            self._items[key] = data
+            for k, data in made.items():
+                self._items[(sample.id, k, look)] = data
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
-        return data
+        return made[frame]

@@ -99,6 +99,7 @@ class GalleryRow:
         reviews: Current reviews in the set.
         harmful_votes: Of those, harmful.
         rank: Review-queue rank, when loaded.
+        frames: For a video, how many frames annotation used (0: not recorded).
     """
 
     sample_id: str
@@ -116,6 +117,7 @@ class GalleryRow:
     reviews: int = 0
     harmful_votes: int = 0
     rank: int | None = None
+    frames: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,8 @@ class QueueEntry:
 
 _SELECT = (
     "SELECT s.id, s.kind, s.path, s.source, s.keyword, s.generator, s.split, a.status, a.harmful, a.score, "
-    "a.categories_json, l.harmful AS label, COALESCE(rs.reviews, 0), COALESCE(rs.harmful_votes, 0), {rank} "
+    "a.categories_json, l.harmful AS label, COALESCE(rs.reviews, 0), COALESCE(rs.harmful_votes, 0), {rank}, "
+    "json_array_length(s.frames_json) "
     "FROM samples s {queue_join} "
     "LEFT JOIN annotations a ON a.sample_id = s.id AND a.config_hash = ? "
     "LEFT JOIN labelled_sets l ON l.name = ? AND l.sample_id = s.id "
@@ -248,6 +251,7 @@ def _row(r: Sequence[Any]) -> GalleryRow:
         reviews=int(r[12]),
         harmful_votes=int(r[13]),
         rank=None if r[14] is None else int(r[14]),
+        frames=int(r[15] or 0),
     )
 
 
