@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,17 +81,21 @@ def test_reveal_needs_a_click_and_never_happens_with_no_reveal(store_copy: Path,
     client = client_for(_settings(store_copy))
     sid = sample_ids(client.get("/").text)[0]
     page = client.get(f"/sample/{sid}")
-    assert "clear=1" not in page.text and 'id="reveal"' in page.text
+    assert "clear=" not in page.text and 'id="reveal"' in page.text
+    assert client.get(f"/thumb/{sid}?clear=1").status_code == 403  # not without the click
     revealed = client.get(f"/sample/{sid}?reveal=1")
-    assert f"/thumb/{sid}?clear=1" in revealed.text
-    clear = Image.open(io.BytesIO(client.get(f"/thumb/{sid}?clear=1").content))
+    match = re.search(rf'src="(/thumb/{sid}\?clear=[0-9a-f]+)"', revealed.text)
+    assert match, "the revealed page shows the clear image"
+    other = sample_ids(client.get("/").text)[1]
+    assert client.get(match.group(1).replace(sid, other)).status_code == 403  # that sample only
+    clear = Image.open(io.BytesIO(client.get(match.group(1)).content))
     blurred = Image.open(io.BytesIO(client.get(f"/thumb/{sid}").content))
     assert edge_energy(clear) > 2 * edge_energy(blurred)
 
     strict = client_for(_settings(store_copy, no_reveal=True))
     page = strict.get(f"/sample/{sid}?reveal=1")
-    assert "clear=1" not in page.text and 'id="reveal"' not in page.text
-    assert strict.get(f"/thumb/{sid}?clear=1").status_code == 403
+    assert "clear=" not in page.text and 'id="reveal"' not in page.text
+    assert strict.get(match.group(1)).status_code == 403
 
 
 def test_labels_are_saved_at_once_with_reviewer_and_time_and_undo_works(store_copy: Path, client_for: Any) -> None:

@@ -6,7 +6,7 @@ Routes (all root-relative; the pages work without JavaScript, which only adds ke
 |---|---|
 | ``GET /`` | the gallery: blurred previews, filters, keyset pages |
 | ``GET /sample/<id>`` | verdict, debate, reviews, the labelling form (``?reveal=1``: the clear image) |
-| ``GET /thumb/<id>`` | a preview (``frame``, ``blur``, ``gray``, ``clear``), looked up by sample id only |
+| ``GET /thumb/<id>`` | a preview (``frame``, ``blur``, ``gray``; ``clear`` with a reveal key), by sample id only |
 | ``POST /sample/<id>/label`` | record a review, then the next sample |
 | ``POST /undo`` | undo this reviewer's newest review |
 | ``GET/POST /sample/<id>/remove`` | takedown with confirmation |

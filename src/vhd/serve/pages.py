@@ -14,6 +14,7 @@ from vhd.errors import VhdError
 from vhd.fileio import escape_cell
 from vhd.records import Sample
 from vhd.serve.agreement import fleiss_kappa
+from vhd.serve.security import same
 from vhd.serve.thumbs import BLUR_RADII, Look
 from vhd.serve.web import (
     PAGE_SIZE,
@@ -22,6 +23,7 @@ from vhd.serve.web import (
     look,
     parse_filter,
     render,
+    reveal_key,
     state,
     thumb_url,
 )
@@ -122,7 +124,10 @@ async def sample_page(request: Request) -> Response:
         request,
         "sample.html",
         sample=sample,
-        thumbs=[thumb_url(sample_id, k, lk) for k in range(_frames(sample.kind.value, len(sample.frames)))],
+        thumbs=[
+            thumb_url(sample_id, k, lk, reveal_key(request, sample_id) if reveal else "")
+            for k in range(_frames(sample.kind.value, len(sample.frames)))
+        ],
         reveal=reveal,
         annotation=annotation,
         run=runs.get(annotation.run_id) if annotation else None,
@@ -138,7 +143,7 @@ async def sample_page(request: Request) -> Response:
 
 
 def thumb(request: Request) -> Response:
-    """``/thumb/<id>``: a blurred preview (``?frame=K`` for a video's frames; ``?clear=1`` after a reveal)."""
+    """``/thumb/<id>``: a blurred preview (``?frame=K`` for a video's frames; ``?clear=KEY`` after a reveal)."""
     from starlette.responses import Response
 
     st = state(request)
@@ -148,9 +153,11 @@ def thumb(request: Request) -> Response:
         frame, blur = int(q.get("frame", "0")), int(q.get("blur", "1"))
     except ValueError:
         return Response("frame and blur are small integers", status_code=400, media_type="text/plain")
-    clear = q.get("clear") == "1"
+    clear = "clear" in q
     if clear and st.settings.no_reveal:
         return Response("this app never sends clear images (--no-reveal)", status_code=403, media_type="text/plain")
+    if clear and not same(q.get("clear", ""), reveal_key(request, sample_id)):
+        return Response("reveal the sample on its page first", status_code=403, media_type="text/plain")
     sample = live_sample(request, sample_id)
     if sample is None or blur not in BLUR_RADII or not 0 <= frame < _frames(sample.kind.value, len(sample.frames)):
         return Response("no such preview", status_code=404, media_type="text/plain")

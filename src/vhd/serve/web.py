@@ -7,7 +7,10 @@ their CSRF field checked against the browser's cookie (`vhd.serve.security`).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +70,7 @@ class State:
         store: The open store (thread-safe).
         env: The Jinja2 environment (autoescaping on).
         previews: Recently made previews.
+        secret: Key of the reveal links (`reveal_key`), new on every start.
         queue_size: Samples in the loaded review queue (0: no queue).
         queue_skipped: Rows of the queue file left out, with the reason.
         total: Samples to review, as last counted (at ``total_at``, `time.monotonic`).
@@ -76,6 +80,7 @@ class State:
     store: Store
     env: Environment
     previews: PreviewCache = field(default_factory=PreviewCache)
+    secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
     queue_size: int = 0
     queue_skipped: list[tuple[int, str]] = field(default_factory=list)
     total: int = 0
@@ -121,8 +126,21 @@ def look(request: Request, *, clear: bool = False) -> Look:
     return Look(blur=blur if blur in BLUR_RADII else 1, gray=request.cookies.get(GRAY_COOKIE) == "1", clear=clear)
 
 
-def thumb_url(sample_id: str, frame: int, lk: Look) -> str:
-    """The root-relative preview URL (``/thumb/<id>`` for the first frame with default settings)."""
+def reveal_key(request: Request, sample_id: str) -> str:
+    """The ``clear`` value that unlocks one sample's clear image for this browser.
+
+    An HMAC of the browser's CSRF cookie and the sample id under a secret of this app run: only a
+    page revealed by a click carries it, and it opens that sample only, in that browser only.
+    """
+    csrf = str(request.scope.get(CSRF_KEY, ""))
+    return hmac.new(state(request).secret, f"{csrf}:{sample_id}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def thumb_url(sample_id: str, frame: int, lk: Look, key: str = "") -> str:
+    """The root-relative preview URL (``/thumb/<id>`` for the first frame with default settings).
+
+    A clear look needs ``key`` (`reveal_key`).
+    """
     query: dict[str, int] = {}
     if frame:
         query["frame"] = frame
@@ -130,9 +148,10 @@ def thumb_url(sample_id: str, frame: int, lk: Look) -> str:
         query["blur"] = lk.blur
     if lk.gray:
         query["gray"] = 1
+    pairs: dict[str, int | str] = dict(query)
     if lk.clear:
-        query["clear"] = 1
-    return f"/thumb/{sample_id}" + (f"?{urlencode(query)}" if query else "")
+        pairs["clear"] = key
+    return f"/thumb/{sample_id}" + (f"?{urlencode(pairs)}" if pairs else "")
 
 
 async def read_form(request: Request) -> dict[str, list[str]]:
