@@ -57,3 +57,15 @@ def test_bad_flags_fail_in_one_line(
 def test_missing_store_fails_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", str(tmp_path / "none.db")]) == 2
     assert "no store at" in capsys.readouterr().err
+
+
+def test_a_busy_port_fails_in_one_line(session_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", str(session_store), "--port", str(port)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"127.0.0.1:{port}" in err[0] and "--port" in err[0]

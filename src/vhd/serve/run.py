@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 
-from vhd.errors import MissingDependencyError
+from vhd.errors import ConfigError, MissingDependencyError
 from vhd.serve.settings import ServeSettings
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail in one line before any work when the address cannot be listened on (in use, unknown host)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick another --port, or check --host"
+            ) from None
 
 
 def serve(settings: ServeSettings, *, on_event: Callable[[str], None] | None = None) -> None:
@@ -13,7 +27,7 @@ def serve(settings: ServeSettings, *, on_event: Callable[[str], None] | None = N
 
     Raises:
         MissingDependencyError: uvicorn, starlette or jinja2 is missing (``pip install 'vhd[serve]'``).
-        ConfigError: The store or queue cannot be read.
+        ConfigError: The store or queue cannot be read, or the address is in use.
     """
     try:
         import uvicorn
@@ -21,6 +35,7 @@ def serve(settings: ServeSettings, *, on_event: Callable[[str], None] | None = N
         raise MissingDependencyError("uvicorn", "serve") from exc
     from vhd.serve.app import create_app
 
+    _check_port(settings.host, settings.port)
     app = create_app(settings, on_event=on_event)
     say = on_event or (lambda _m: None)
     say(f"reviewing {settings.store} into labelled set {settings.set_name!r} as {settings.reviewer}")
