@@ -91,7 +91,8 @@ class AnnotateConfig(_Strict):
     prompts: dict[str, str] = Field(default_factory=dict)
     icl: str | None = None
     """In-context examples: a CSV/YAML file or a folder holding one (see `vhd.debate.icl`)."""
-    backends: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    backends: dict[str, dict[str, Any] | list[dict[str, Any]]] = Field(default_factory=dict)
+    """``[backends.NAME]`` tables, or lists of tables (``[[backends.NAME]]``: one per endpoint)."""
     prices: dict[str, Price] = Field(default_factory=dict)
     concurrency: int = Field(default=16, ge=1, le=4096)
     lease_seconds: float = Field(default=60.0, gt=0, le=86400)

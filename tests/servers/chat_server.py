@@ -18,7 +18,7 @@ Example::
 
 API:
     ``ChatServer(reply=..., latency=0.0, model="test-model", top_logprobs=None, usage=None,
-    api_key=None, models_status=200, record=True)``
+    api_key=None, models_status=200, record=True, capacity=None)``
 
     - ``reply``: a string, or a callable taking the request's JSON body and returning a string.
     - ``latency``: seconds added to every chat request before answering (``0.1`` is the
@@ -38,6 +38,8 @@ API:
       whitespace token before the answer).
     - ``cached_tokens``: when set (an int, or a callable of the body), ``usage`` carries
       ``prompt_tokens_details.cached_tokens`` as OpenAI reports prompt-cache hits.
+    - ``capacity``: most chat requests answered at once; later ones wait their turn (with
+      ``latency``, this makes the server a bottleneck of ``capacity / latency`` requests/s).
 
     Attributes and methods: ``base_url`` (``http://127.0.0.1:PORT/v1``), ``root_url``,
     ``requests`` (chat requests as `RecordedRequest`, in arrival order), ``log`` (every request
@@ -241,6 +243,7 @@ class ChatServer:
         record: bool = True,
         logprobs: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         cached_tokens: int | Callable[[dict[str, Any]], int] | None = None,
+        capacity: int | None = None,
     ) -> None:
         self.reply = reply
         self.latency = latency
@@ -252,6 +255,8 @@ class ChatServer:
         self.record = record
         self.logprobs = logprobs
         self.cached_tokens = cached_tokens
+        self.capacity = capacity
+        self._slots = threading.BoundedSemaphore(capacity) if capacity else None
         self.requests: list[RecordedRequest] = []
         self.log: list[tuple[str, str, int]] = []
         self.in_flight = 0
@@ -476,7 +481,11 @@ class _Handler(BaseHTTPRequestHandler):
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 state.requests.append(RecordedRequest(self.path, headers, raw, body, time.monotonic()))
         try:
-            self._answer(body)
+            if state._slots is not None:
+                with state._slots:
+                    self._answer(body)
+            else:
+                self._answer(body)
         finally:
             with state._lock:
                 state.in_flight -= 1

@@ -78,6 +78,7 @@ def annotate(
     batch_api: bool = False,
     batch_poll_s: float = 30.0,
     batch_quiet_s: float = 0.5,
+    stage_wise: bool = False,
 ) -> RunSummary:
     """Annotate images, videos, frame folders and manifests by model debate.
 
@@ -114,6 +115,10 @@ def annotate(
             the ``openai`` backend.
         batch_poll_s: Seconds between status checks of a batch in progress.
         batch_quiet_s: Seconds without a new request after which pending requests go out as a batch.
+        stage_wise: Debate in cohorts of ``concurrency`` samples, stage by stage (every first
+            turn, then every second turn, ..., then every judge: `vhd.debate.stagewise`), so a
+            batching backend sees large batches of one role. Same verdicts as per-sample order;
+            a sample is committed when its judge answers.
 
     Returns:
         The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
@@ -156,6 +161,7 @@ def annotate(
             batch_api=batch_api,
             batch_poll_s=batch_poll_s,
             batch_quiet_s=batch_quiet_s,
+            stage_wise=stage_wise,
         )
     )
     summary.elapsed_s = time.perf_counter() - start

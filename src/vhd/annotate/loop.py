@@ -8,6 +8,10 @@ model call goes to the run's ledger at once (`vhd.annotate.ledger`), written to 
 background and used for the budget. Ctrl-C once stops taking new samples and lets those in
 flight finish; twice abandons them. Nothing finished is ever lost; a store that cannot be
 written (full disk) stops the run with one line.
+
+This module is a little long (about 470 lines): the feeder, the workers and their hooks for the
+cascade (`vhd.annotate.cascade`) and the batch API (`vhd.annotate.batch`) share one job's state
+and read best together.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vhd.annotate.summary import RunSummary, count_status
+from vhd.backends.endpoints import merge_stats
 from vhd.backends.registry import build_backends
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError
@@ -34,6 +39,7 @@ if TYPE_CHECKING:
     from vhd.annotate.ledger import Ledger
     from vhd.backends.openai_batch import BatchRunner
     from vhd.debate.engine import Debate
+    from vhd.debate.stagewise import Cohorts
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
 
@@ -63,6 +69,7 @@ async def run(
     batch_api: bool = False,
     batch_poll_s: float = 30.0,
     batch_quiet_s: float = 0.5,
+    stage_wise: bool = False,
 ) -> RunSummary:
     """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
     from vhd.debate.engine import Debate
@@ -79,7 +86,7 @@ async def run(
 
     known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
     found = discover(list(inputs), frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known)
-    summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run)
+    summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run, stage_wise=stage_wise or batch_api)
     summary.skip_reasons = [(display_path(s.path), s.reason) for s in found.skipped[:1000]]
     summary.skipped = len(found.skipped)
     backends = build_backends(config)
@@ -136,17 +143,22 @@ async def run(
             with Ledger(db, run_id, lease_seconds=config.lease_seconds) as ledger:
                 job.ledger = ledger
                 debating = backends
-                if batch_api:
+                if batch_api:  # every call through the endpoint's batch API (`vhd.annotate.batch`)
                     from vhd.annotate.batch import batch_backends
 
                     debating, runners = batch_backends(
                         backends, db, config_hash, poll_s=batch_poll_s, quiet_s=batch_quiet_s, on_event=on_event
                     )
                 job.debate = Debate(debating, config, prompts, examples, on_call=job.on_call)
+                if stage_wise or batch_api:  # debates advance in lockstep, a cohort of `concurrency` at a time
+                    from vhd.debate.stagewise import Cohorts
+
+                    job.debate = Cohorts(job.debate, config.concurrency)
                 drawn = nullcontext(progress) if callable(progress) else bar("annotating", progress, unit="samples")
                 with drawn as on_progress:
                     job.on_progress = on_progress
                     await job.run(found.items, config.concurrency)
+            summary.endpoints = merge_stats([b.endpoint_stats() for b in unique])
             if ledger.error is not None:  # the last write of the counters failed
                 job.fail_store(ledger.error)
             job.finish()
@@ -213,7 +225,7 @@ class _Job:
         self.owner = LeaseOwner.here(run_id)
         self.max_cost = max_cost
         self.on_event = on_event
-        self.debate: Debate | None = None
+        self.debate: Debate | Cohorts | None = None
         self.cascade: Cascade | None = None
         self.ledger: Ledger | None = None
         self.retry_unparsed = False

@@ -41,6 +41,10 @@ class RunSummary:
         skip_reasons: ``(path, reason)`` for each skipped input (first 1000).
         store_error: One line when the store could not be written (full disk...): what happened,
             what is saved, and that the same command resumes; None otherwise.
+        endpoints: Per endpoint the run's backends sent requests to (display URL, no
+            credentials): requests, errors, cool-downs, mean and max latency, tokens, rate-limit
+            waits. Empty for backends without endpoints (``hf``, ``scripted``).
+        stage_wise: The debate ran stage by stage over cohorts of samples (`vhd.debate.stagewise`).
         decided_by: In a cascade run, verdicts of this run by the stage that decided them
             (``debate`` for those that went through); one entry per stage.
         stage_calls: Calls made by cascade stages (also counted in ``usage.calls``).
@@ -77,6 +81,8 @@ class RunSummary:
     decided_by: dict[str, int] = field(default_factory=dict)
     stage_calls: int = 0
     batches: int = 0
+    endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stage_wise: bool = False
 
     def exit_code(self, strict: bool = False) -> int:
         """0 when every readable sample has a final verdict, 1 when work remains, 130 after Ctrl-C.

@@ -113,10 +113,13 @@ class Backend(abc.ABC):
         model: The model id or path after the ``BACKEND:`` prefix.
         options: Backend options from the config file (validated by the subclass).
         supports_logprobs: Whether `Output.first_token_logprobs` can be filled.
+        multi_endpoint: Whether a list of config tables (``[[backends.NAME]]``, one per endpoint)
+            may configure it; it then gets ``{"endpoints": [table, ...]}`` as options.
     """
 
     name: ClassVar[str] = ""
     supports_logprobs: ClassVar[bool] = False
+    multi_endpoint: ClassVar[bool] = False
 
     def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
         self.model = model
@@ -152,6 +155,13 @@ class Backend(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections, models and threads."""
+
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """Figures per endpoint this backend sent requests to (requests, errors, latency, tokens).
+
+        Keyed by a display name without credentials; empty for backends without endpoints.
+        """
+        return {}
 
     def identity(self) -> dict[str, Any]:
         """What identifies this backend's behaviour for the configuration hash.

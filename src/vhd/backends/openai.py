@@ -1,4 +1,4 @@
-"""Backend for any OpenAI-compatible Chat Completions endpoint.
+"""Backend for any OpenAI-compatible Chat Completions endpoint, or several serving one model.
 
 Works with OpenAI, Azure OpenAI, vLLM, SGLang, Ollama, LM Studio and ``transformers serve``
 through the official ``openai`` SDK's async client. Configure it in the config file::
@@ -9,12 +9,24 @@ through the official ``openai`` SDK's async client. Configure it in the config f
     max_in_flight = 32
     extra_body = { top_k = 20 }
 
+Several endpoints serving the same model take ``base_urls = [...]`` (same options for each), or
+a list of tables (``[[backends.NAME]]``, each with its own ``base_url``, ``api_key_env``,
+``max_in_flight``, ``rpm``, ``tpm``...). Each attempt goes to the endpoint with the fewest
+requests in flight; one that fails (connection error, timeout, 429, 5xx) cools down and the
+request is retried on another at once; ``rpm``/``tpm`` limits hold per endpoint and process
+(`vhd.backends.endpoints`; a request waiting for a limit keeps its slot on that endpoint, so the
+balancer sends new requests elsewhere). Per-endpoint figures are in `OpenAIBackend.endpoint_stats`.
+
 The SDK's own retries are off: this module retries 429, 408, 409, 5xx, timeouts and
 connection errors itself (exponential backoff with full jitter, honouring ``Retry-After``), so
 waiting never holds one of the endpoint's ``max_in_flight`` slots. Requests go through the
 SDK's raw ``post`` and the JSON is read by `parse_response`, skipping the SDK's pydantic models
 (they cost more CPU than the rest of a call). Content-policy rejections come back as
 ``Output(refused=True)``, not as errors.
+
+This module is long (about 490 lines) on purpose: it is the SDK-facing I/O of the backend (clients
+per endpoint, one attempt, mapping HTTP errors, retries, checks), one unit that reads best whole;
+what needs no I/O lives in `vhd.backends.openai_payload` and `vhd.backends.endpoints`.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from vhd.backends.base import Backend, GenerateConfig, Message, Output
+from vhd.backends.endpoints import Endpoint, EndpointPool, endpoint_state, estimate_tokens
 from vhd.backends.openai_payload import (
     DEFAULT_BASE_URL,
     PLACEHOLDER_API_KEY,
@@ -39,8 +52,8 @@ from vhd.backends.openai_payload import (
     backoff_delay,
     build_payload,
     encode_payload,
+    endpoint_options,
     is_content_policy_error,
-    parse_options,
     parse_response,
     parse_retry_after,
 )
@@ -50,31 +63,11 @@ from vhd.redaction import redact_text
 if TYPE_CHECKING:
     from openai import APIStatusError, AsyncOpenAI
 
-__all__ = ["OpenAIBackend", "endpoint_semaphore"]
+__all__ = ["OpenAIBackend"]
 
 log = logging.getLogger(__name__)
 
 _CHECK_TIMEOUT_S = 5.0
-_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def endpoint_semaphore(endpoint: str, limit: int) -> asyncio.Semaphore:
-    """The semaphore that caps concurrent requests to one endpoint in the running loop.
-
-    Every backend instance talking to the same endpoint shares it; the first caller's
-    ``limit`` sizes it.
-
-    Args:
-        endpoint: Normalised base URL.
-        limit: Slots, used when the semaphore is created.
-    """
-    per_loop = _SEMAPHORES.setdefault(asyncio.get_running_loop(), {})
-    sem = per_loop.get(endpoint)
-    if sem is None:
-        sem = per_loop[endpoint] = asyncio.Semaphore(limit)
-    return sem
 
 
 def _display_url(url: str) -> str:
@@ -87,9 +80,10 @@ def _display_url(url: str) -> str:
 
 
 CONNECTIONS_PER_CLIENT = 8
-"""Requests are spread round-robin over ceil(max_in_flight / 8) SDK clients. httpx's connection
-pool scans its connections on every request and every response; at 64 requests in flight one
-pool of 64 connections spent about a sixth of the client's CPU in that scan (BENCHMARKS.md)."""
+"""Requests are spread round-robin over ceil(max_in_flight / 8) SDK clients per endpoint. httpx's
+connection pool scans its connections on every request and every response; at 64 requests in
+flight one pool of 64 connections spent about a sixth of the client's CPU in that scan
+(BENCHMARKS.md)."""
 
 
 async def _close_with_loop(clients: Sequence[AsyncOpenAI]) -> AsyncGenerator[None, None]:
@@ -109,12 +103,26 @@ class _Retry:
     wait_hint: float | None = None
 
 
+@dataclass
+class _Target:
+    """One endpoint's options, resolved URL and SDK clients (in `Endpoint.client`)."""
+
+    opts: OpenAIOptions
+    base_url: str
+    clients: list[AsyncOpenAI]
+    turn: itertools.count[int]
+
+    def client(self) -> AsyncOpenAI:
+        return self.clients[next(self.turn) % len(self.clients)]
+
+
 class OpenAIBackend(Backend):
     """Chat Completions over HTTP with the official SDK (``openai:MODEL``).
 
     Args:
         model: Model name as the endpoint knows it (Azure: the deployment name).
-        options: The ``[backends.openai]`` table; see `OpenAIOptions`.
+        options: The ``[backends.openai]`` table (see `OpenAIOptions`), or ``{"endpoints":
+            [table, ...]}`` for a list of tables, one per endpoint.
 
     Raises:
         ConfigError: Unknown or invalid options.
@@ -122,71 +130,85 @@ class OpenAIBackend(Backend):
 
     name = "openai"
     supports_logprobs = True
+    multi_endpoint = True
 
     def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(model, options)
-        self.opts: OpenAIOptions = parse_options(self.options)
-        self.base_url = self._resolve_base_url()
-        self._endpoint = self.base_url.rstrip("/")
-        self._clients: list[AsyncOpenAI] = []
-        self._turn = itertools.count()
+        self.endpoint_opts = endpoint_options(self.options)
+        self.opts: OpenAIOptions = self.endpoint_opts[0]
+        self.targets: list[_Target] = []
+        endpoints: list[Endpoint] = []
+        for opts in self.endpoint_opts:
+            url = self._resolve_base_url(opts)
+            target = _Target(opts, url, [], itertools.count())
+            key = f"{url.rstrip('/')}#{opts.key_env}"
+            state = endpoint_state(key, opts.rpm, opts.tpm)
+            endpoints.append(Endpoint(_display_url(url), opts.max_in_flight, state, client=target))
+            self.targets.append(target)
+        names = [e.name for e in endpoints]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"[backends.{self.name}] names an endpoint twice: {', '.join(names)}")
+        self.base_url = self.targets[0].base_url
+        self.pool = EndpointPool(endpoints, cooldown=self.opts.cooldown, cooldown_max=max(self.opts.backoff_max, 1.0))
         self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._guard: AsyncGenerator[None, None] | None = None
         self._secrets: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend({self.spec!r}, base_url={_display_url(self.base_url)!r})"
+        urls = ", ".join(e.name for e in self.pool.endpoints)
+        return f"OpenAIBackend({self.spec!r}, base_url={urls!r})"
 
     # -- configuration ---------------------------------------------------------------------
 
-    def _resolve_base_url(self) -> str:
-        if self.opts.azure:
-            url = self.opts.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT")
+    @staticmethod
+    def _resolve_base_url(opts: OpenAIOptions) -> str:
+        if opts.azure:
+            url = opts.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT")
             if not url:
                 raise ConfigError(
                     "[backends.openai] azure = true needs base_url (https://NAME.openai.azure.com) "
                     "or $AZURE_OPENAI_ENDPOINT"
                 )
-            if not (self.opts.api_version or os.environ.get("OPENAI_API_VERSION")):
+            if not (opts.api_version or os.environ.get("OPENAI_API_VERSION")):
                 raise ConfigError(
                     '[backends.openai] azure = true needs api_version (e.g. "2024-10-21") or $OPENAI_API_VERSION'
                 )
             return url
-        return self.opts.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        return opts.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
 
     @property
     def is_default_endpoint(self) -> bool:
         """Whether requests go to OpenAI's own API (where a key is mandatory)."""
         return urlsplit(self.base_url).hostname == urlsplit(DEFAULT_BASE_URL).hostname
 
-    def _api_key(self) -> str:
-        env = self.opts.key_env
+    def _api_key(self, target: _Target) -> str:
+        opts = target.opts
+        env = opts.key_env
         key = os.environ.get(env, "").strip()
         if key:
             return key
         table = f"[backends.{self.alias or self.name}]"
-        if self.opts.api_key_env:
+        if opts.api_key_env:
             raise BackendUnavailableError(f"{env} is not set: export it (named by {table} api_key_env)")
-        if self.opts.azure:
+        if opts.azure:
             raise BackendUnavailableError(f"{env} is not set: export your Azure OpenAI key")
-        if self.is_default_endpoint:
+        if urlsplit(target.base_url).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
             raise BackendUnavailableError(f"{env} is not set: export it, or point {table} base_url at a local server")
         return PLACEHOLDER_API_KEY
 
-    def _make_client(self, ssl_context: Any) -> AsyncOpenAI:
+    def _make_client(self, target: _Target, key: str, ssl_context: Any) -> AsyncOpenAI:
         import httpx2
         import openai
 
-        key = self._api_key()
-        self._secrets = (key,) if key != PLACEHOLDER_API_KEY else ()
-        timeout = httpx2.Timeout(self.opts.timeout, connect=min(self.opts.timeout, 10.0))
+        opts, base_url = target.opts, target.base_url
+        timeout = httpx2.Timeout(opts.timeout, connect=min(opts.timeout, 10.0))
         # One SSL context for every shard: loading the CA bundle costs ~15 ms each time.
         http = openai.DefaultAsyncHttpxClient(verify=ssl_context, timeout=timeout)
-        if self.opts.azure:
-            version = self.opts.api_version or os.environ["OPENAI_API_VERSION"]
-            if "/openai" in urlsplit(self.base_url).path:  # a full base URL, deployment included
+        if opts.azure:
+            version = opts.api_version or os.environ["OPENAI_API_VERSION"]
+            if "/openai" in urlsplit(base_url).path:  # a full base URL, deployment included
                 return openai.AsyncAzureOpenAI(
-                    base_url=self.base_url,
+                    base_url=base_url,
                     api_version=version,
                     api_key=key,
                     timeout=timeout,
@@ -194,47 +216,61 @@ class OpenAIBackend(Backend):
                     http_client=http,
                 )
             return openai.AsyncAzureOpenAI(
-                azure_endpoint=self.base_url,
+                azure_endpoint=base_url,
                 api_version=version,
                 api_key=key,
                 timeout=timeout,
                 max_retries=0,
                 http_client=http,
             )
-        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, http_client=http)
+        return openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0, http_client=http)
 
-    async def _client_now(self) -> AsyncOpenAI:
-        """The client for the running event loop (a new one if the loop changed).
+    async def _clients_now(self) -> None:
+        """Open the SDK clients of every endpoint for the running event loop (anew if the loop changed).
 
-        A client's connections belong to one loop. Each client is tied to a suspended async
+        A client's connections belong to one loop. The clients are tied to a suspended async
         generator, which `asyncio.run` closes before its loop ends (``shutdown_asyncgens``), so
         a backend used across several ``asyncio.run`` calls without `aclose` still closes its
         sockets cleanly.
         """
         loop = asyncio.get_running_loop()
-        if not self._clients or self._client_loop is None or self._client_loop() is not loop:
-            import httpx2
+        if self._client_loop is not None and self._client_loop() is loop and self.targets[0].clients:
+            return
+        import httpx2
 
-            shards = max(1, math.ceil(self.opts.max_in_flight / CONNECTIONS_PER_CLIENT))
-            ssl_context = httpx2.create_ssl_context()
-            self._clients = [self._make_client(ssl_context) for _ in range(shards)]
-            self._client_loop = weakref.ref(loop)
-            self._guard = _close_with_loop(self._clients)
-            await anext(self._guard)
-        return self._clients[next(self._turn) % len(self._clients)]
+        keys = [self._api_key(target) for target in self.targets]
+        self._secrets = tuple(k for k in dict.fromkeys(keys) if k != PLACEHOLDER_API_KEY)
+        ssl_context = httpx2.create_ssl_context()
+        every: list[AsyncOpenAI] = []
+        for target, key in zip(self.targets, keys, strict=True):
+            shards = max(1, math.ceil(target.opts.max_in_flight / CONNECTIONS_PER_CLIENT))
+            target.clients = [self._make_client(target, key, ssl_context) for _ in range(shards)]
+            every += target.clients
+        self._client_loop = weakref.ref(loop)
+        self._guard = _close_with_loop(every)
+        await anext(self._guard)
 
     def identity(self) -> dict[str, Any]:
-        """Spec, endpoint host, image detail and extra body (never the key)."""
-        parts = urlsplit(self.base_url)
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
+        """Spec, endpoint host(s), image detail and extra body (never the key).
+
+        One endpoint gives ``host``; several give ``hosts``, sorted, so their order does not matter.
+        """
+        hosts = []
+        for target in self.targets:
+            parts = urlsplit(target.base_url)
+            host = parts.hostname or ""
+            hosts.append(f"{host}:{parts.port}" if parts.port else host)
+        where: dict[str, Any] = {"host": hosts[0]} if len(hosts) == 1 else {"hosts": sorted(hosts)}
         return {
             "spec": self.spec,
-            "host": host,
+            **where,
             "image_detail": self.opts.image_detail,
             "extra_body": dict(self.opts.extra_body),
         }
+
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """Requests, errors, cool-downs, latency, tokens and rate-limit waits per endpoint URL."""
+        return self.pool.stats()
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -245,10 +281,10 @@ class OpenAIBackend(Backend):
             message = body if isinstance(body, str) and body else exc.message
         return redact_text(" ".join(str(message).split()), self._secrets)[:300]
 
-    def _on_status(self, exc: APIStatusError) -> Output | _Retry:
+    def _on_status(self, target: _Target, exc: APIStatusError) -> Output | _Retry:
         status = exc.status_code
         text = self._error_text(exc)
-        url = _display_url(self.base_url)
+        url = _display_url(target.base_url)
         if is_content_policy_error(status, exc.body):
             return Output(
                 text="",
@@ -261,7 +297,7 @@ class OpenAIBackend(Backend):
         no_retry = exc.response.headers.get("x-should-retry") == "false" or code == "insufficient_quota"
         if (status in (408, 409, 429) or status >= 500) and not no_retry:
             return _Retry(f"HTTP {status}: {text}", parse_retry_after(exc.response.headers, time.time()))
-        env = self.opts.key_env
+        env = target.opts.key_env
         if status == 401:
             fix = f"set {env} to a valid key"
             message = f"openai: {url} rejected the API key (HTTP 401: {text}): {fix}"
@@ -278,7 +314,7 @@ class OpenAIBackend(Backend):
             message = f"openai: {url} rejected the request for {self.model!r} (HTTP {status}: {text})"
         raise BackendError(message, retryable=False)
 
-    async def _attempt(self, client: AsyncOpenAI, payload: bytes | dict[str, Any]) -> Output | _Retry:
+    async def _attempt(self, target: _Target, payload: bytes | dict[str, Any]) -> Output | _Retry:
         import httpx2
         import openai
 
@@ -287,7 +323,7 @@ class OpenAIBackend(Backend):
         failed: APIStatusError | None = None
         try:
             body = {"content": payload} if isinstance(payload, bytes) else {"body": payload}
-            response = await client.post(
+            response = await target.client().post(
                 "/chat/completions",
                 cast_to=httpx2.Response,
                 options={"security": {"bearer_auth": True}},
@@ -296,24 +332,56 @@ class OpenAIBackend(Backend):
         except openai.APIStatusError as exc:
             failed = exc
         except openai.APITimeoutError:
-            return _Retry(f"timed out after {self.opts.timeout:g} s")
+            return _Retry(f"timed out after {target.opts.timeout:g} s")
         except openai.APIConnectionError as exc:
             cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
             return _Retry(f"connection failed ({cause})")
         if failed is not None:
-            return self._on_status(failed)
+            return self._on_status(target, failed)
         try:
             return parse_response(response.content)
         except BackendError as exc:
             return _Retry(redact_text(str(exc), self._secrets))
 
+    async def _send(self, endpoint: Endpoint, payload: bytes | dict[str, Any], tokens: int) -> Output | _Retry:
+        """One attempt on a chosen endpoint: wait for its rate limits, send, count."""
+        target: _Target = endpoint.client
+        limiter = endpoint.state.limiter
+        if limiter.active:
+            delay = limiter.reserve(tokens)
+            if delay > 0:
+                endpoint.stats.rate_wait_s += delay
+                await asyncio.sleep(delay)
+        endpoint.stats.requests += 1
+        sent = time.perf_counter()
+        try:
+            result = await self._attempt(target, payload)
+        except BaseException:
+            endpoint.stats.errors += 1
+            limiter.settle(tokens, 0)
+            raise
+        if isinstance(result, Output):
+            took = time.perf_counter() - sent
+            stats = endpoint.stats
+            stats.latency_s += took
+            stats.max_latency_s = max(stats.max_latency_s, took)
+            stats.prompt_tokens += result.prompt_tokens
+            stats.completion_tokens += result.completion_tokens
+            limiter.settle(tokens, result.prompt_tokens + result.completion_tokens or tokens)
+            self.pool.succeeded(endpoint)
+        else:
+            endpoint.stats.errors += 1
+            limiter.settle(tokens, 0)
+        return result
+
     async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> Output:
-        """Send one conversation; retry transient failures; return the answer.
+        """Send one conversation; retry transient failures (on another endpoint when there is one).
 
         Returns:
             The output; ``refused`` when the provider rejected the request on content policy.
-            ``latency_s`` covers every attempt and backoff but not waiting for a free slot
-            (that is ``extra["queue_s"]``); ``extra["attempts"]`` counts HTTP attempts.
+            ``latency_s`` covers every attempt and backoff but not waiting for a free slot or a
+            rate limit (that is ``extra["queue_s"]``); ``extra["attempts"]`` counts HTTP attempts
+            and ``extra["endpoint"]`` names the endpoint that answered.
 
         Raises:
             BackendUnavailableError: No API key for OpenAI's own endpoint.
@@ -326,77 +394,105 @@ class OpenAIBackend(Backend):
             if self.opts.azure
             else encode_payload(self.model, messages, config, self.opts)
         )
-        client = await self._client_now()
-        sem = endpoint_semaphore(self._endpoint, self.opts.max_in_flight)
+        await self._clients_now()
+        limited = any(e.state.limiter.active for e in self.pool.endpoints)
+        tokens = estimate_tokens(messages, config, self.opts.image_detail) if limited else 0
         start = time.perf_counter()
         queued = 0.0
         attempt = 0
+        last: Endpoint | None = None
         while True:
             waited = time.perf_counter()
-            async with sem:
+            endpoint = await self.pool.acquire(tokens, avoid=last)
+            try:
                 queued += time.perf_counter() - waited
-                result = await self._attempt(client, payload)
+                before = endpoint.stats.rate_wait_s
+                result = await self._send(endpoint, payload, tokens)
+                queued += endpoint.stats.rate_wait_s - before
+            finally:
+                await self.pool.release(endpoint)
             if isinstance(result, Output):
                 result.latency_s = time.perf_counter() - start - queued
                 result.model = result.model or self.model
                 result.extra["attempts"] = attempt + 1
                 result.extra["queue_s"] = queued
+                if self.pool.multiple:
+                    result.extra["endpoint"] = endpoint.name
                 return result
+            cooled = self.pool.failed(endpoint, result.wait_hint)
             if attempt >= self.opts.max_retries:
+                where = endpoint.name if not self.pool.multiple else f"{len(self.pool.endpoints)} endpoints"
                 raise BackendError(
-                    f"openai: {result.reason} from {_display_url(self.base_url)}; "
-                    f"gave up after {attempt + 1} attempt(s)",
+                    f"openai: {result.reason} from {where}; gave up after {attempt + 1} attempt(s)",
                     retryable=True,
                 )
+            attempt += 1
+            last = endpoint
+            if self.pool.multiple:  # retried elsewhere at once; acquire waits if every endpoint is out
+                log.debug("%s: %s from %s; cooling it %.1f s", self.spec, result.reason, endpoint.name, cooled)
+                continue
             if result.wait_hint is not None:
                 delay = min(result.wait_hint, self.opts.backoff_max)
             else:
-                delay = backoff_delay(attempt, self.opts.backoff_base, self.opts.backoff_max)
-            log.debug(
-                "%s: %s; retry %d/%d in %.2f s", self.spec, result.reason, attempt + 1, self.opts.max_retries, delay
-            )
+                delay = backoff_delay(attempt - 1, self.opts.backoff_base, self.opts.backoff_max)
+            log.debug("%s: %s; retry %d/%d in %.2f s", self.spec, result.reason, attempt, self.opts.max_retries, delay)
             await asyncio.sleep(delay)
-            attempt += 1
+
+    async def _check_one(self, target: _Target) -> int:
+        import httpx2
+        import openai
+
+        try:
+            await target.clients[0].get(
+                "/models",
+                cast_to=httpx2.Response,
+                options={"timeout": min(_CHECK_TIMEOUT_S, target.opts.timeout), "security": {"bearer_auth": True}},
+            )
+        except openai.APIStatusError as exc:
+            return exc.status_code
+        except openai.APIConnectionError:
+            return 0
+        return 200
 
     async def sdk_client(self) -> AsyncOpenAI:
-        """The OpenAI SDK client this backend uses on the running loop (for the batch API)."""
-        return await self._client_now()
+        """The SDK client of the first endpoint on the running loop, for the batch API.
+
+        Batches use one endpoint: a batch is polled where it was created.
+        """
+        await self._clients_now()
+        return self.targets[0].clients[0]
 
     async def check(self) -> None:
-        """Fail fast: a missing key for OpenAI, or an endpoint that does not answer at all.
+        """Fail fast: a missing key for OpenAI, a rejected key, or no endpoint that answers at all.
 
         Any HTTP answer from ``GET {base_url}/models`` (even 404 or 500) counts as reachable,
-        except 401/403, which mean the key will not work.
+        except 401/403, which mean the key will not work. Of several endpoints, those that do
+        not answer are put in cool-down and the run goes on with the others.
 
         Raises:
             BackendUnavailableError: With a one-line fix.
         """
-        import httpx2
-        import openai
-
-        client = await self._client_now()
-        url = _display_url(self.base_url)
-        status = 200
-        try:
-            await client.get(
-                "/models",
-                cast_to=httpx2.Response,
-                options={"timeout": min(_CHECK_TIMEOUT_S, self.opts.timeout), "security": {"bearer_auth": True}},
-            )
-        except openai.APIStatusError as exc:
-            status = exc.status_code
-        except openai.APIConnectionError:
-            status = 0
-        if status == 0:
-            raise BackendUnavailableError(f"cannot reach {url}: is the server running?")
-        if status in (401, 403):
-            raise BackendUnavailableError(
-                f"{url} rejected the API key (HTTP {status}): set {self.opts.key_env} to a valid key"
-            )
+        await self._clients_now()
+        statuses = await asyncio.gather(*(self._check_one(t) for t in self.targets))
+        for target, status in zip(self.targets, statuses, strict=True):
+            if status in (401, 403):
+                raise BackendUnavailableError(
+                    f"{_display_url(target.base_url)} rejected the API key (HTTP {status}): "
+                    f"set {target.opts.key_env} to a valid key"
+                )
+        down = [e for e, status in zip(self.pool.endpoints, statuses, strict=True) if status == 0]
+        if len(down) == len(self.pool.endpoints):
+            names = ", ".join(e.name for e in down)
+            raise BackendUnavailableError(f"cannot reach {names}: is the server running?")
+        for endpoint in down:
+            log.warning("%s: cannot reach %s; going on with the other endpoints", self.spec, endpoint.name)
+            self.pool.failed(endpoint)
 
     async def aclose(self) -> None:
-        """Close the HTTP client (a later call opens a new one)."""
+        """Close the HTTP clients (a later call opens new ones)."""
         guard, loop_ref = self._guard, self._client_loop
-        self._clients, self._client_loop, self._guard = [], None, None
+        self._client_loop, self._guard = None, None
+        for target in self.targets:
+            target.clients = []
         if guard is not None and loop_ref is not None and loop_ref() is asyncio.get_running_loop():
-            await guard.aclose()  # closes the client
+            await guard.aclose()  # closes the clients

@@ -34,6 +34,8 @@ class OpenAIOptions(BaseModel):
         base_url: Endpoint, e.g. ``http://localhost:8000/v1``; else ``$OPENAI_BASE_URL``, else
             OpenAI's. With ``azure = true``, the Azure resource endpoint
             (``https://NAME.openai.azure.com``; else ``$AZURE_OPENAI_ENDPOINT``).
+        base_urls: Several endpoints serving the same model, instead of ``base_url``; requests
+            are balanced over them (see `vhd.backends.endpoints`).
         api_key_env: Name of the environment variable holding the key (never the key itself).
             Default ``OPENAI_API_KEY`` (``AZURE_OPENAI_API_KEY`` with ``azure = true``).
         azure: Talk to Azure OpenAI (the model part of the spec is the deployment name).
@@ -45,6 +47,12 @@ class OpenAIOptions(BaseModel):
         backoff_max: Cap on any single wait, including a server's ``Retry-After``.
         max_in_flight: Concurrent requests per endpoint, shared by every backend instance with
             the same base URL in one event loop.
+        rpm: Requests per minute allowed to each endpoint (None: no limit), shared by every
+            role and task of the process.
+        tpm: Tokens per minute allowed to each endpoint (prompt plus completion; estimated
+            before a call, corrected with the reported usage after it).
+        cooldown: Seconds an endpoint of several is taken out after a connection error,
+            timeout, 429 or 5xx (doubling on repeated failures, at most ``backoff_max``).
         image_detail: ``auto``, ``low`` or ``high`` (OpenAI's image ``detail``).
         extra_body: Extra JSON fields sent with every request (e.g. vLLM sampling options);
             they override the fields vhd sets.
@@ -56,6 +64,7 @@ class OpenAIOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     base_url: str | None = None
+    base_urls: list[str] | None = Field(default=None, min_length=1)
     api_key_env: str | None = None
     azure: bool = False
     api_version: str | None = None
@@ -64,6 +73,9 @@ class OpenAIOptions(BaseModel):
     backoff_base: float = Field(default=0.5, ge=0)
     backoff_max: float = Field(default=60.0, ge=0)
     max_in_flight: int = Field(default=64, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+    cooldown: float = Field(default=10.0, ge=0)
     image_detail: Literal["auto", "low", "high"] = "auto"
     extra_body: dict[str, Any] = Field(default_factory=dict)
     send_seed: bool = True
@@ -102,6 +114,53 @@ def parse_options(options: Mapping[str, Any], table: str = "openai") -> OpenAIOp
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "options"
         raise ConfigError(f"[backends.{table}] {where}: {err['msg']}") from None
+
+
+PER_ENDPOINT = frozenset({"base_url", "api_key_env", "api_version", "timeout", "max_in_flight", "rpm", "tpm"})
+"""Options each endpoint of a list of tables may set for itself; the others are the first table's."""
+
+
+def endpoint_options(options: Mapping[str, Any], table: str = "openai") -> list[OpenAIOptions]:
+    """The options of every endpoint of a backend, one `OpenAIOptions` each with its ``base_url`` set.
+
+    Args:
+        options: A ``[backends.*]`` table (``base_url`` or ``base_urls``), or ``{"endpoints":
+            [table, ...]}`` for a list of tables (``[[backends.NAME]]`` in TOML).
+        table: The table's name, for messages.
+
+    Raises:
+        ConfigError: Invalid options, both ``base_url`` and ``base_urls``, or a later table that
+            sets a shared option (anything but ``PER_ENDPOINT``) differently from the first.
+    """
+    if "endpoints" in options:
+        tables = options["endpoints"]
+        if set(options) != {"endpoints"} or not isinstance(tables, list) or not tables:
+            raise ConfigError(f"[[backends.{table}]] must be a non-empty list of tables")
+        parsed = [parse_options(t, table) for t in tables]
+        first = parsed[0]
+        for i, opts in enumerate(parsed[1:], start=2):
+            for name in sorted(opts.model_fields_set - PER_ENDPOINT):
+                if getattr(opts, name) != getattr(first, name):
+                    raise ConfigError(
+                        f"[[backends.{table}]] table {i} sets {name} differently from table 1: only "
+                        f"{', '.join(sorted(PER_ENDPOINT))} may differ between endpoints"
+                    )
+            if opts.base_urls:
+                raise ConfigError(f"[[backends.{table}]] table {i}: use base_url in each table, not base_urls")
+        if first.base_urls:
+            raise ConfigError(f"[[backends.{table}]] table 1: use base_url in each table, not base_urls")
+        shared = {name: getattr(first, name) for name in OpenAIOptions.model_fields if name not in PER_ENDPOINT}
+        return [first] + [
+            OpenAIOptions.model_validate(shared | {n: getattr(o, n) for n in PER_ENDPOINT}) for o in parsed[1:]
+        ]
+    opts = parse_options(options, table)
+    if opts.base_urls is None:
+        return [opts]
+    if opts.base_url:
+        raise ConfigError(f"[backends.{table}] sets both base_url and base_urls: keep one")
+    if len(set(opts.base_urls)) != len(opts.base_urls):
+        raise ConfigError(f"[backends.{table}] base_urls lists an endpoint twice")
+    return [opts.model_copy(update={"base_url": url, "base_urls": None}) for url in opts.base_urls]
 
 
 # -- request ---------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ vhd never imports torch or an HTTP SDK. Third-party packages add backends throug
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vhd.backends.base import Backend
@@ -27,6 +27,13 @@ BACKENDS.add(
     extra="local",
     needs=["torch", "transformers"],
     summary="a local Hugging Face vision-language model",
+)
+BACKENDS.add(
+    "vllm-engine",
+    "vhd.backends.vllm_engine:VLLMEngineBackend",
+    extra="vllm",
+    needs=["vllm"],
+    summary="a vLLM engine in this process (CUDA GPU)",
 )
 BACKENDS.add("scripted", "vhd.backends.scripted:ScriptedBackend", summary="canned answers (tests and demos)")
 
@@ -74,7 +81,9 @@ def backend_class(name: str) -> type[Backend]:
     return BACKENDS.load(name, check_needs=False)
 
 
-def create_backend(spec: str, backend_options: Mapping[str, Mapping[str, Any]] | None = None) -> Backend:
+def create_backend(
+    spec: str, backend_options: Mapping[str, Mapping[str, Any] | Sequence[Mapping[str, Any]]] | None = None
+) -> Backend:
     """Build a backend from a ``BACKEND:MODEL`` spec.
 
     Args:
@@ -82,15 +91,37 @@ def create_backend(spec: str, backend_options: Mapping[str, Mapping[str, Any]] |
         backend_options: The config file's ``[backends.*]`` tables. A table whose name matches
             the spec's backend supplies its options; a ``type`` key makes it an alias of another
             backend (``[backends.vllm] type = "openai"`` lets ``vllm:MODEL`` reach a second
-            endpoint).
+            endpoint). A list of tables (``[[backends.NAME]]``) configures one endpoint each, for
+            backends that take several (``openai``).
 
     Returns:
         An unopened backend instance.
+
+    Raises:
+        ConfigError: Unknown backend, an alias named like a registered backend of another type,
+            or a list of tables for a backend that takes one endpoint.
     """
     name, model = split_spec(spec)
-    options = dict((backend_options or {}).get(name, {}))
-    kind = str(options.pop("type", name))
+    raw = (backend_options or {}).get(name, {})
+    tables = [dict(t) for t in raw] if isinstance(raw, Sequence) else None
+    options = dict(raw) if isinstance(raw, Mapping) else {}
+    if tables is not None:
+        kinds = {str(t.pop("type", name)) for t in tables}
+        if len(kinds) != 1:
+            raise ConfigError(f"[[backends.{name}]] tables name different types ({', '.join(sorted(kinds))}): use one")
+        kind = kinds.pop()
+    else:
+        kind = str(options.pop("type", name))
+    if kind != name and name in available():
+        raise ConfigError(
+            f"[backends.{name}] type = {kind!r} shadows the registered backend {name!r}: name the alias otherwise, "
+            f'e.g. [backends.{name}-alias] type = "{kind}"'
+        )
     cls = backend_class(kind)
+    if tables is not None:
+        if not cls.multi_endpoint:
+            raise ConfigError(f"[[backends.{name}]]: the {kind} backend takes one table, not a list of tables")
+        options = {"endpoints": tables}
     backend = cls(model, options)
     if kind != name:
         backend.alias = name

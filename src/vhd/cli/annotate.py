@@ -23,10 +23,16 @@ def add_parser(sub: Any, name: str) -> None:
             "by a debate of vision-language models; results go to a SQLite store and the run "
             "resumes where it stopped."
         ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
-            f"Model specs are BACKEND:MODEL (backends: openai, hf, scripted). Without --model, "
-            f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys "
-            "go in the config file: [backends.openai] base_url = ..., api_key_env = ..."
+            f"Model specs are BACKEND:MODEL (backends: openai, hf, vllm-engine, scripted). Without --model,\n"
+            f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys go\n"
+            "in the config file: [backends.openai] base_url = ... (or base_urls = [...]), api_key_env = ...\n"
+            "\nexamples:\n"
+            "  vhd annotate photos/ --model openai:gpt-4o --store run.db --concurrency 32\n"
+            "  vhd annotate photos/ clips/ --model scripted:demo --store demo.db\n"
+            "  vhd annotate photos/ --model openai:Qwen/Qwen2.5-VL-7B-Instruct --config gpus.toml --concurrency 256\n"
+            "  vhd annotate photos/ --model vllm-engine:Qwen/Qwen2.5-VL-7B-Instruct --stage-wise --concurrency 64\n"
         ),
     )
     p.add_argument("inputs", nargs="+", metavar="PATH", help="image/video files, folders, manifests")
@@ -50,6 +56,9 @@ def add_parser(sub: Any, name: str) -> None:
     add_outside_flag(p)
     p.add_argument("--dry-run", action="store_true", help="count samples and estimate calls, tokens and cost")
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop cleanly at this spend (needs [prices])")
+    p.add_argument(
+        "--stage-wise", action="store_true", help="debate stage by stage over cohorts of --concurrency samples"
+    )
     p.add_argument("--strict", action="store_true", help="exit 1 when any input file was skipped")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -116,6 +125,12 @@ def _fmt_summary(s: Any) -> list[str]:
         lines.append(f"... {len(s.skip_reasons) - 10} more skipped (see the store's skips)")
     if s.errors:
         lines.append("samples with errors are retried when you run the same command again")
+    for url, e in s.endpoints.items():
+        lines.append(
+            f"endpoint {url}: {e['requests']} request(s), {e['errors']} error(s), {e['cooldowns']} cool-down(s), "
+            f"mean {e['mean_latency_s']:.3f} s, {e['prompt_tokens']:,} + {e['completion_tokens']:,} tokens"
+            + (f", {e['rate_wait_s']:.1f} s waiting for rpm/tpm" if e["rate_wait_s"] else "")
+        )
     lines.append(f"store: {s.store}; see one sample with `vhd show {s.store} PATH`")
     return lines
 
@@ -159,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress and not args.json,
         command=shlex.join(["vhd", "annotate", *sys.argv[2:]]),
         on_event=event,
+        stage_wise=args.stage_wise,
         cascade=cascade,
         batch_api=args.batch_api,
         batch_poll_s=args.batch_poll,

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "label": "vhd.cli.label",
     "icl": "vhd.cli.icl",
     "compare": "vhd.cli.compare",
+    "serve": "vhd.cli.serve",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 

@@ -78,6 +78,50 @@ def media_parts(kind: Kind, images: Sequence[EncodedImage]) -> list[Part]:
     return parts
 
 
+@dataclass
+class DebateState:
+    """One sample's debate in progress.
+
+    Attributes:
+        kind: image or video.
+        images: The image, or the frames.
+        shown: The content parts that show the sample.
+        nonce: The argument delimiter id (`argument_nonce`).
+        turns: Turns made so far.
+        usage: Calls, tokens and cost so far.
+        step: Calls answered so far (``2 * rounds`` means the judge is next).
+        result: Set when the debate is over (the judge answered, or a call failed).
+    """
+
+    kind: Kind
+    images: Sequence[EncodedImage]
+    shown: list[Part]
+    nonce: str
+    turns: list[Turn] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    step: int = 0
+    result: DebateResult | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One model call a debate needs next.
+
+    Attributes:
+        role: Who speaks.
+        round: The round (the judge's is the last round).
+        messages: The conversation to send.
+        config: Decoding settings of the role.
+        backend: The role's backend.
+    """
+
+    role: Role
+    round: int
+    messages: tuple[Message, ...]
+    config: GenerateConfig
+    backend: Backend
+
+
 class Debate:
     """Runs debates with fixed roles, prompts and in-context examples.
 
@@ -163,27 +207,78 @@ class Debate:
             return 0.0
         return price.cost(out.prompt_tokens, out.completion_tokens, out.cached_tokens)
 
-    async def _call(self, role: Role, round_: int, messages: Sequence[Message], usage: Usage) -> tuple[Turn, Output]:
-        backend = self.backends[role]
-        out = await backend.generate(messages, self._gen[role])
+    def start(self, kind: Kind, images: Sequence[EncodedImage]) -> DebateState:
+        """A debate of one sample, before its first call (drive it with `next_call` and `accept`)."""
+        return DebateState(kind, images, media_parts(kind, images), argument_nonce(self.config.debate.seed, images))
+
+    @property
+    def calls_per_debate(self) -> int:
+        """Calls in a debate that does not fail: two per round, then the judge."""
+        return 2 * self.rounds + 1
+
+    def next_call(self, state: DebateState) -> Call | None:
+        """The next call of a debate (A1, N1, ..., AR, NR, judge), or None when it is over."""
+        if state.result is not None:
+            return None
+        n = len(state.images)
+        kind = state.kind
+        if state.step < 2 * self.rounds:
+            round_ = state.step // 2 + 1
+            role = (Role.AFFIRMATIVE, Role.NEGATIVE)[state.step % 2]
+            text = self.prompts.render(
+                "debater_turn",
+                medium=kind.value,
+                transcript=self.transcript(state.turns, state.nonce),
+                round=round_,
+                rounds=self.rounds,
+                side=_SIDE[role],
+            )
+            messages: tuple[Message, ...] = (
+                Message("system", self.system_prompt(role, kind, n)),
+                Message("user", (*state.shown, text)),
+            )
+            return Call(role, round_, messages, self._gen[role], self.backends[role])
+        transcript = self.transcript(state.turns, state.nonce)
+        final = self.prompts.render("judge_turn", medium=kind.value, transcript=transcript)
+        messages = (*self.judge_prefix(kind, n), Message("user", (*state.shown, final)))
+        return Call(Role.JUDGE, self.rounds, messages, self._gen[Role.JUDGE], self.backends[Role.JUDGE])
+
+    def accept(self, state: DebateState, call: Call, reply: Output | BackendError) -> None:
+        """Record the answer (or the failure) of a debate's current call and move it on.
+
+        A failure ends the debate with status error and the turns made so far; the judge's answer
+        ends it with the verdict. Either way ``state.result`` is then set.
+        """
+        if isinstance(reply, BackendError):
+            verdict = Verdict(None, "", status=Status.ERROR)
+            state.result = DebateResult(verdict, state.turns, state.usage, error=str(reply), retryable=reply.retryable)
+            return
+        role, out = call.role, reply
         refused = out.refused or (role is not Role.JUDGE and is_refusal(out.text))
-        call = Usage(
-            1, out.prompt_tokens, out.completion_tokens, self._cost(backend.spec, out), cached_tokens=out.cached_tokens
+        usage = Usage(
+            1,
+            out.prompt_tokens,
+            out.completion_tokens,
+            self._cost(call.backend.spec, out),
+            cached_tokens=out.cached_tokens,
         )
-        usage.add(call)
+        state.usage.add(usage)
         if self.on_call is not None:
-            self.on_call(call)
+            self.on_call(usage)
         turn = Turn(
             role,
-            round_,
+            call.round,
             out.text,
             out.prompt_tokens,
             out.completion_tokens,
             out.latency_s,
             refused,
-            backend.spec,
+            call.backend.spec,
         )
-        return turn, out
+        state.turns.append(turn)
+        state.step += 1
+        if role is Role.JUDGE:
+            state.result = DebateResult(self.decide(state.turns, out), state.turns, state.usage)
 
     async def run(self, kind: Kind, images: Sequence[EncodedImage]) -> DebateResult:
         """Debate one sample.
@@ -196,36 +291,15 @@ class Debate:
             The verdict with every turn; a failed model call gives status error (with the turns
             made so far) rather than raising.
         """
-        n = len(images)
-        shown = media_parts(kind, images)
-        nonce = argument_nonce(self.config.debate.seed, images)
-        turns: list[Turn] = []
-        usage = Usage()
-        try:
-            for round_ in range(1, self.rounds + 1):
-                for role in (Role.AFFIRMATIVE, Role.NEGATIVE):
-                    text = self.prompts.render(
-                        "debater_turn",
-                        medium=kind.value,
-                        transcript=self.transcript(turns, nonce),
-                        round=round_,
-                        rounds=self.rounds,
-                        side=_SIDE[role],
-                    )
-                    messages = (
-                        Message("system", self.system_prompt(role, kind, n)),
-                        Message("user", (*shown, text)),
-                    )
-                    turn, _ = await self._call(role, round_, messages, usage)
-                    turns.append(turn)
-            final = self.prompts.render("judge_turn", medium=kind.value, transcript=self.transcript(turns, nonce))
-            judge_messages = (*self.judge_prefix(kind, n), Message("user", (*shown, final)))
-            turn, out = await self._call(Role.JUDGE, self.rounds, judge_messages, usage)
-            turns.append(turn)
-        except BackendError as exc:
-            verdict = Verdict(None, "", status=Status.ERROR)
-            return DebateResult(verdict, turns, usage, error=str(exc), retryable=exc.retryable)
-        return DebateResult(self.decide(turns, out), turns, usage)
+        state = self.start(kind, images)
+        while (call := self.next_call(state)) is not None:
+            try:
+                reply: Output | BackendError = await call.backend.generate(call.messages, call.config)
+            except BackendError as exc:
+                reply = exc
+            self.accept(state, call, reply)
+        assert state.result is not None
+        return state.result
 
     def decide(self, turns: Sequence[Turn], judge_out: Output) -> Verdict:
         """Turn the judge's answer and any refusals into a verdict."""

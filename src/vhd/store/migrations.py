@@ -211,6 +211,39 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        "0010_reviews",
+        """
+        CREATE TABLE reviews (
+            id INTEGER PRIMARY KEY,
+            set_name TEXT NOT NULL,
+            sample_id TEXT NOT NULL REFERENCES samples (id),
+            reviewer TEXT NOT NULL,
+            harmful INTEGER NOT NULL CHECK (harmful IN (0, 1)),
+            categories_json TEXT NOT NULL DEFAULT '[]',
+            note TEXT NOT NULL DEFAULT '',
+            adjudication INTEGER NOT NULL DEFAULT 0 CHECK (adjudication IN (0, 1)),
+            at REAL NOT NULL,
+            undone_at REAL
+        );
+        CREATE INDEX reviews_set_sample ON reviews (set_name, sample_id, reviewer);
+        CREATE INDEX reviews_set_reviewer ON reviews (set_name, reviewer, id);
+        CREATE TABLE review_state (
+            set_name TEXT NOT NULL,
+            sample_id TEXT NOT NULL REFERENCES samples (id),
+            reviews INTEGER NOT NULL,
+            harmful_votes INTEGER NOT NULL,
+            adjudicated INTEGER NOT NULL DEFAULT 0,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (set_name, sample_id)
+        );
+        ALTER TABLE labelled_sets ADD COLUMN reviewer TEXT NOT NULL DEFAULT '';
+        CREATE INDEX samples_source ON samples (source);
+        CREATE INDEX samples_keyword ON samples (keyword);
+        CREATE INDEX samples_generator ON samples (generator);
+        CREATE INDEX samples_split ON samples (split);
+        """,
+    ),
+    (
         "0009_cascade_batches",
         """
         ALTER TABLE annotations ADD COLUMN decided_by TEXT;

@@ -36,10 +36,12 @@ from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.redaction import redact, redact_command
 from vhd.store.batches import BatchJobs
 from vhd.store.connection import Connection
+from vhd.store.gallery import Gallery
 from vhd.store.labelled_sets import LabelledSets
 from vhd.store.leases import Leases
 from vhd.store.migrations import apply_migrations
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
+from vhd.store.reviews import Reviews
 from vhd.store.rows import (
     RunInfo,
     SkipInfo,
@@ -84,7 +86,7 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path
             time.sleep(0.02)
 
 
-class Store(AnnotationReads, LabelledSets, Leases, BatchJobs):
+class Store(AnnotationReads, LabelledSets, Leases, Reviews, Gallery, BatchJobs):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every

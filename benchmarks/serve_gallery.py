@@ -1,0 +1,159 @@
+"""Gallery queries of the review app (`vhd serve`) on a large store: keyset pages stay fast.
+
+Data (built once, cached at ``--cache``, default /tmp/vhd-bench-serve-<N>.db): ``--samples``
+samples (default 1,000,000; 90% real, 10% synthetic from two generators; 1,000 keywords; three
+splits) each with one annotation under one configuration (score uniform in [0, 1], harmful when
+above 0.8, 2% unparsed, 1% error, categories on harmful ones), a second configuration on 5%
+that disagrees with the first on a fifth of those, and 2,000 reviews in the labelled set
+``review``. The rows are written with bulk ``executemany`` through the store's connection
+(a fixture, not how vhd writes: one annotation at a time would take hours here).
+
+Measured: median and worst wall time of `Store.gallery_page` (48 rows) for the first page and a
+page 900,000 samples deep, under each filter and order the app offers, plus the progress count
+and one full ``GET /`` through the ASGI test client.
+
+Usage: python benchmarks/serve_gallery.py [--samples 1000000] [--cache FILE] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from vhd.store.gallery import GalleryFilter, QueueEntry  # noqa: E402
+from vhd.store.sqlite import Store  # noqa: E402
+
+CATS = ["Violence and Threats", "Substance Misuse", "Explicit and Sexual Content"]
+
+
+def build(path: Path, n: int) -> None:
+    """Write the synthetic store (see the module docstring)."""
+    rng = random.Random(0)
+    with Store(path) as store:
+        run_a = store.start_run({"bench": "a"}, "a" * 64, {"judge": "scripted:demo"}, "p")
+        run_b = store.start_run({"bench": "b"}, "b" * 64, {"judge": "scripted:demo"}, "p")
+        conn = store.conn
+        chunk = 50_000
+        for start in range(0, n, chunk):
+            samples, anns = [], []
+            for i in range(start, min(n, start + chunk)):
+                sid = hashlib.sha256(str(i).encode()).hexdigest()
+                synthetic = i % 10 == 0
+                samples.append(
+                    (
+                        sid,
+                        "image",
+                        f"/data/{i // 1000:04d}/{sid[:16]}.jpg",
+                        "synthetic" if synthetic else "real",
+                        f"keyword {i % 1000}",
+                        ("sdxl" if i % 20 == 0 else "animatediff") if synthetic else None,
+                        ("train", "val", "test")[i % 3],
+                    )
+                )
+                score = rng.random()
+                status = "unparsed" if i % 50 == 1 else ("error" if i % 100 == 2 else "ok")
+                harmful = None if status != "ok" else int(score > 0.8)
+                cats = json.dumps([CATS[i % 3]] if harmful else [])
+                anns.append((sid, run_a, "a" * 64, status, harmful, cats, score if status == "ok" else None))
+                if i % 20 == 3:
+                    flip = harmful if i % 100 != 3 or harmful is None else 1 - harmful
+                    anns.append((sid, run_b, "b" * 64, "ok", flip if flip is not None else 0, "[]", score))
+            conn.execute("BEGIN")
+            conn.executemany(
+                "INSERT INTO samples (id, kind, path, source, keyword, generator, split) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                samples,
+            )
+            conn.executemany(
+                "INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, categories_json, score, "
+                "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
+                anns,
+            )
+            conn.execute("COMMIT")
+        ids = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(0, n, max(1, n // 2000))][:2000]
+        for k, sid in enumerate(ids):
+            store.add_review("review", sid, "alice" if k % 2 else "bob", harmful=k % 3 == 0)
+
+
+def timed(fn: Any, repeat: int) -> tuple[float, float, Any]:
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000, max(times) * 1000, out
+
+
+def main() -> None:
+    """Build (or reuse) the store and print the timings as a Markdown table and JSON."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=1_000_000)
+    ap.add_argument("--cache", type=Path)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    path = args.cache or Path(f"/tmp/vhd-bench-serve-{args.samples}.db")
+    if not path.exists():
+        t = time.perf_counter()
+        build(path, args.samples)
+        print(f"built {path} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    deep = hashlib.sha256(str(int(args.samples * 0.9)).encode()).hexdigest()
+    base = {"config_hash": "a" * 64, "reviewer": "alice"}
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("no filter", {}, "ingest"),
+        ("source=synthetic", {"source": "synthetic"}, "ingest"),
+        ("generator=sdxl", {"generator": "sdxl"}, "ingest"),
+        ("keyword (0.1%)", {"keyword": "keyword 7"}, "ingest"),
+        ("split=test", {"split": "test"}, "ingest"),
+        ("decision=harmful", {"decision": "harmful"}, "ingest"),
+        ("status=error", {"status": "error"}, "ingest"),
+        ("category", {"category": CATS[1]}, "ingest"),
+        ("score 0.45-0.55", {"score_min": 0.45, "score_max": 0.55}, "ingest"),
+        ("disagreement=configs", {"disagreement": "configs"}, "ingest"),
+        ("review=unreviewed", {"review": "unreviewed"}, "ingest"),
+        ("review=mine", {"review": "mine"}, "ingest"),
+        ("review=labelled", {"review": "labelled"}, "ingest"),
+        ("order=path", {}, "path"),
+        ("queue (10,000)", {}, "queue"),
+    ]
+    rows = []
+    with Store(path) as store:
+        queue_ids = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(0, args.samples, args.samples // 10000)]
+        store.load_queue([QueueEntry(sid, k) for k, sid in enumerate(queue_ids, start=1)])
+        for name, extra, sort in cases:
+            flt = GalleryFilter(**base, **extra)
+            first = timed(lambda flt=flt, sort=sort: store.gallery_page(flt, sort=sort), args.repeat)
+            after = queue_ids[9000] if sort == "queue" else deep
+            deep_t = timed(
+                lambda flt=flt, sort=sort, after=after: store.gallery_page(flt, sort=sort, after=after),
+                args.repeat,
+            )
+            rows.append((name, first[0], first[1], len(first[2]), deep_t[0], deep_t[1], len(deep_t[2])))
+        progress = timed(lambda: store.review_progress("review"), args.repeat)
+    from starlette.testclient import TestClient
+
+    from vhd.serve import ServeSettings, create_app
+
+    with TestClient(create_app(ServeSettings(store=path, reviewer="alice")), base_url="http://127.0.0.1") as c:
+        page = timed(lambda: c.get("/"), args.repeat)
+    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(f"store: {args.samples:,} samples, {path.stat().st_size / 2**20:,.0f} MiB\n")
+    print("| view | first page (median / worst) | rows | 900,000 deep (median / worst) | rows |")
+    print("|---|---:|---:|---:|---:|")
+    for name, m1, w1, n1, m2, w2, n2 in rows:
+        print(f"| {name} | {m1:.1f} / {w1:.1f} ms | {n1} | {m2:.1f} / {w2:.1f} ms | {n2} |")
+    print(f"\nprogress count: {progress[0]:.0f} ms median; GET / (whole page): {page[0]:.0f} ms median")
+
+
+if __name__ == "__main__":
+    main()

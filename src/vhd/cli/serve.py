@@ -1,0 +1,67 @@
+"""``vhd serve``: the review app over a store (blurred previews, the debate, labels into a labelled set)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from vhd.fileio import printable
+
+EXAMPLES = """examples:
+  vhd serve run.db
+  vhd serve run.db --port 9000 --labelled-set review --reviewer alice
+  vhd serve run.db --queue review.csv --reviews-per-sample 2
+  vhd serve run.db --host 0.0.0.0 --auth-token-env VHD_SERVE_TOKEN
+"""
+
+
+def add_parser(sub: Any, name: str) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        name,
+        help="review samples in a local web app; labels go into a labelled set of the store",
+        description=(
+            "Serve the review app at http://HOST:PORT/ (it opens no browser). Previews are blurred on the "
+            "server; the clear image comes only after a click per sample (never with --no-reveal). Labels are "
+            "saved at once, with reviewer and time, into the labelled set (default 'review') that "
+            "`vhd icl --validation review --store STORE` and the other commands read."
+        ),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("store", metavar="STORE", help="the SQLite store to review")
+    p.add_argument("--port", type=int, default=8765, metavar="N", help="port (default 8765)")
+    p.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--labelled-set", default="review", metavar="NAME", help="labelled set to write (default review)")
+    p.add_argument("--reviewer", metavar="NAME", help="your name in the labels (default: the OS user)")
+    p.add_argument("--queue", metavar="FILE", help="a `vhd review-queue --out` CSV: its order, most uncertain first")
+    p.add_argument("--no-reveal", action="store_true", help="never send a clear (unblurred) image")
+    p.add_argument(
+        "--auth-token-env", metavar="VAR", help="environment variable holding the access token (needed off loopback)"
+    )
+    p.add_argument(
+        "--reviews-per-sample", type=int, default=1, metavar="K", help="different reviewers per sample (default 1)"
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    from vhd.serve.run import serve
+    from vhd.serve.settings import ServeSettings, check_bind, default_reviewer
+
+    token = check_bind(args.host, args.auth_token_env)
+    settings = ServeSettings(
+        store=args.store,
+        host=args.host,
+        port=args.port,
+        set_name=args.labelled_set,
+        reviewer=args.reviewer or default_reviewer(),
+        queue=args.queue,
+        no_reveal=args.no_reveal,
+        token=token,
+        reviews_per_sample=args.reviews_per_sample,
+    )
+    serve(settings, on_event=lambda m: print(printable(m), file=sys.stderr, flush=True))
+    return 0

@@ -1,0 +1,150 @@
+"""The review app's writes (POST): label, undo, adjudicate, take down, settings, login.
+
+Every form carries the browser's CSRF value (`vhd.serve.web.read_form`); every write goes through
+a store method in one transaction, so two tabs (or two people) labelling at once never lose each
+other's labels. After a label the browser goes on to the next sample of the same gallery view.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vhd.errors import VhdError
+from vhd.serve.pages import live_sample, next_sample
+from vhd.serve.security import TOKEN_COOKIE, cookie_header, login_cookie, same
+from vhd.serve.settings import check_reviewer
+from vhd.serve.thumbs import BLUR_RADII
+from vhd.serve.web import (
+    BLUR_COOKIE,
+    GRAY_COOKIE,
+    REVIEWER_COOKIE,
+    FormError,
+    filter_query,
+    one,
+    parse_filter,
+    read_form,
+    render,
+    reviewer,
+    safe_back,
+    state,
+)
+from vhd.store.labels import CATEGORIES
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+YEAR = 365 * 24 * 3600
+
+
+def _redirect(url: str, *cookies: tuple[bytes, bytes]) -> Response:
+    from starlette.responses import RedirectResponse
+
+    response = RedirectResponse(url, status_code=303)
+    for key, value in cookies:
+        response.raw_headers.append((key, value))
+    return response
+
+
+def _refuse(request: Request, exc: FormError | VhdError) -> Response:
+    status = exc.status if isinstance(exc, FormError) else 400
+    return render(request, "message.html", status=status, title="Not done", message=str(exc))
+
+
+async def label(request: Request) -> Response:
+    """``POST /sample/<id>/label``: record a review (``harmful=yes|no``, categories, note; ``adjudicate=1``)."""
+    st = state(request)
+    sample_id = request.path_params["sample_id"]
+    try:
+        form = await read_form(request)
+        if live_sample(request, sample_id) is None:
+            raise FormError("no such sample in this store (removed?): go back to the gallery", 404)
+        decision = one(form, "harmful")
+        if decision not in ("yes", "no"):
+            raise FormError("choose harmful (yes) or not harmful (no)")
+        known = {name for _, name in CATEGORIES}
+        categories = [c for c in form.get("categories", []) if c in known]
+        st.store.add_review(
+            st.settings.set_name,
+            sample_id,
+            reviewer(request),
+            harmful=decision == "yes",
+            categories=categories,
+            note=one(form, "note").strip()[:2000],
+            adjudication=one(form, "adjudicate") == "1",
+            reviews_per_sample=st.settings.reviews_per_sample,
+        )
+    except (FormError, VhdError) as exc:
+        return _refuse(request, exc)
+    flt, sort, _, _ = parse_filter(request)
+    query = filter_query(flt, sort, request.query_params.get("config"))
+    following = next_sample(request, flt, sort, sample_id)
+    suffix = f"?{query}" if query else ""
+    return _redirect(f"/sample/{following}{suffix}" if following else f"/{suffix}")
+
+
+async def undo(request: Request) -> Response:
+    """``POST /undo``: undo this reviewer's newest review (or ``review_id``), then go back."""
+    st = state(request)
+    try:
+        form = await read_form(request)
+        raw = one(form, "review_id")
+        review_id = int(raw) if raw.isdigit() else None
+    except FormError as exc:
+        return _refuse(request, exc)
+    st.store.undo_review(
+        st.settings.set_name, reviewer(request), review_id, reviews_per_sample=st.settings.reviews_per_sample
+    )
+    return _redirect(safe_back(one(form, "back", "/")))
+
+
+async def remove(request: Request) -> Response:
+    """``POST /sample/<id>/remove``: take a sample down (`vhd remove` semantics) after confirmation."""
+    from vhd.curate.remove import remove_samples
+
+    st = state(request)
+    sample_id = request.path_params["sample_id"]
+    try:
+        form = await read_form(request)
+        if one(form, "confirm") != "yes":
+            raise FormError("tick the confirmation to take the sample down")
+        if live_sample(request, sample_id) is None:
+            raise FormError("no such sample in this store (already removed?)", 404)
+    except FormError as exc:
+        return _refuse(request, exc)
+    reason = one(form, "reason").strip()[:500] or "takedown from the review app"
+    remove_samples(st.store, [sample_id], reason=reason, requested_by=reviewer(request))
+    st.total_at = -1e9  # count again
+    return render(request, "message.html", title="Taken down", message=f"sample {sample_id[:12]} was removed: {reason}")
+
+
+async def save_settings(request: Request) -> Response:
+    """``POST /settings``: reviewer name, blur strength and grayscale, kept in this browser's cookies."""
+    try:
+        form = await read_form(request)
+        name = check_reviewer(one(form, "reviewer") or state(request).settings.reviewer)
+        blur = int(one(form, "blur", "1")) if one(form, "blur", "1").isdigit() else 1
+    except (FormError, VhdError) as exc:
+        return _refuse(request, exc)
+    blur = blur if blur in BLUR_RADII else 1
+    gray = "1" if one(form, "gray") == "1" else "0"
+    return _redirect(
+        "/settings?saved=1",
+        cookie_header(REVIEWER_COOKIE, name, max_age=YEAR),
+        cookie_header(BLUR_COOKIE, str(blur), max_age=YEAR),
+        cookie_header(GRAY_COOKIE, gray, max_age=YEAR),
+    )
+
+
+async def login(request: Request) -> Response:
+    """``POST /login``: check the token and keep it in an HttpOnly cookie."""
+    token = state(request).settings.token
+    try:
+        form = await read_form(request)
+    except FormError as exc:
+        return _refuse(request, exc)
+    if token is None:
+        return _redirect("/")
+    if not same(one(form, "token"), token):
+        return render(request, "login.html", status=401, wrong=True, public=True)
+    return _redirect("/", cookie_header(TOKEN_COOKIE, login_cookie(token)))

@@ -1,0 +1,238 @@
+"""The review app's pages (GET): gallery, sample, previews, agreement, settings, login, export.
+
+Media are found by sample id only: a preview URL is ``/thumb/<64 hex characters>`` with small
+integer options, looked up in the store; nothing in a URL reaches the filesystem.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import TYPE_CHECKING
+
+from vhd.errors import VhdError
+from vhd.fileio import escape_cell
+from vhd.records import Sample
+from vhd.serve.agreement import fleiss_kappa
+from vhd.serve.security import same
+from vhd.serve.thumbs import BLUR_RADII, Look
+from vhd.serve.web import (
+    PAGE_SIZE,
+    SHA256,
+    filter_query,
+    look,
+    parse_filter,
+    render,
+    reveal_key,
+    state,
+    thumb_url,
+)
+from vhd.store.curation import removed_at
+from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
+from vhd.store.labels import CATEGORIES
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+EXPORT_COLUMNS = ("id", "path", "kind", "harmful", "categories", "reason", "reviewer")
+"""Columns of the exported labels CSV (what `vhd label` reads; ``reviewer`` is kept as metadata)."""
+
+
+def _not_found(request: Request, what: str) -> Response:
+    return render(request, "message.html", status=404, title="Not found", message=what)
+
+
+def live_sample(request: Request, sample_id: str) -> Sample | None:
+    """The sample with this id when it is in the store and not removed (None for anything else)."""
+    store = state(request).store
+    if not SHA256.fullmatch(sample_id) or removed_at(store, sample_id) is not None:
+        return None
+    return store.get_sample(sample_id)
+
+
+def _frames(kind: str, used: int = 0) -> int:
+    """Previews of a sample: 1 for an image, a video's frames (5, or fewer when annotation used fewer)."""
+    return 1 if kind != "video" else min(5, used) if used else 5
+
+
+async def gallery(request: Request) -> Response:
+    """``/``: the gallery, filtered and keyset-paged."""
+    st = state(request)
+    flt, sort, after, notes = parse_filter(request)
+    rows = st.store.gallery_page(flt, sort=sort, after=after, limit=PAGE_SIZE)
+    query = filter_query(flt, sort, request.query_params.get("config"))
+    lk = look(request)
+    cards = [
+        {
+            "row": row,
+            "href": f"/sample/{row.sample_id}" + (f"?{query}" if query else ""),
+            "thumbs": [thumb_url(row.sample_id, k, lk) for k in range(_frames(row.kind, row.frames))],
+        }
+        for row in rows
+    ]
+    next_url = None
+    if len(rows) == PAGE_SIZE:
+        next_url = "/?" + "&".join(p for p in (query, f"after={rows[-1].sample_id}") if p)
+    return render(
+        request,
+        "gallery.html",
+        cards=cards,
+        flt=flt,
+        sort=sort,
+        notes=notes,
+        next_url=next_url,
+        choices=st.store.gallery_choices(),
+        configs=st.store.gallery_configs(),
+        categories=[name for _, name in CATEGORIES],
+        options={
+            "decision": DECISIONS,
+            "status": STATUSES,
+            "disagreement": DISAGREEMENTS,
+            "review": REVIEW_STATES,
+            "sort": SORTS,
+        },
+        query=query,
+        queue_size=st.queue_size,
+    )
+
+
+def next_sample(request: Request, flt: GalleryFilter, sort: str, sample_id: str) -> str | None:
+    """The sample after this one in the gallery's order, under the same filters."""
+    rows = state(request).store.gallery_page(flt, sort=sort, after=sample_id, limit=1)
+    return rows[0].sample_id if rows else None
+
+
+async def sample_page(request: Request) -> Response:
+    """``/sample/<id>``: the verdict, the whole debate, the reviews, and the labelling form."""
+    st = state(request)
+    sample_id = request.path_params["sample_id"]
+    sample = live_sample(request, sample_id)
+    if sample is None:
+        return _not_found(request, "no such sample in this store")
+    flt, sort, _, notes = parse_filter(request)
+    reveal = request.query_params.get("reveal") == "1" and not st.settings.no_reveal
+    lk = look(request, clear=reveal)
+    annotation = st.store.get_annotation(sample_id, flt.config_hash) if flt.config_hash else None
+    runs = {r.id: r for r in st.store.runs()} if annotation else {}
+    reviews = st.store.sample_reviews(st.settings.set_name, sample_id)
+    current = {r.reviewer: r for r in reviews if not r.adjudication}
+    votes = {r.harmful for r in current.values()}
+    query = filter_query(flt, sort, request.query_params.get("config"))
+    following = next_sample(request, flt, sort, sample_id)
+    return render(
+        request,
+        "sample.html",
+        sample=sample,
+        thumbs=[
+            thumb_url(sample_id, k, lk, reveal_key(request, sample_id) if reveal else "")
+            for k in range(_frames(sample.kind.value, len(sample.frames)))
+        ],
+        reveal=reveal,
+        annotation=annotation,
+        run=runs.get(annotation.run_id) if annotation else None,
+        others=st.store.sample_annotations(sample_id),
+        reviews=reviews,
+        disputed=len(votes) > 1 and not any(r.adjudication for r in reviews),
+        categories=[name for _, name in CATEGORIES],
+        query=query,
+        next_url=(f"/sample/{following}" + (f"?{query}" if query else "")) if following else None,
+        gallery_url="/" + (f"?{query}" if query else ""),
+        notes=notes,
+    )
+
+
+def thumb(request: Request) -> Response:
+    """``/thumb/<id>``: a blurred preview (``?frame=K`` for a video's frames; ``?clear=KEY`` after a reveal)."""
+    from starlette.responses import Response
+
+    st = state(request)
+    sample_id = request.path_params["sample_id"]
+    q = request.query_params
+    try:
+        frame, blur = int(q.get("frame", "0")), int(q.get("blur", "1"))
+    except ValueError:
+        return Response("frame and blur are small integers", status_code=400, media_type="text/plain")
+    clear = "clear" in q
+    if clear and st.settings.no_reveal:
+        return Response("this app never sends clear images (--no-reveal)", status_code=403, media_type="text/plain")
+    if clear and not same(q.get("clear", ""), reveal_key(request, sample_id)):
+        return Response("reveal the sample on its page first", status_code=403, media_type="text/plain")
+    sample = live_sample(request, sample_id)
+    if sample is None or blur not in BLUR_RADII or not 0 <= frame < _frames(sample.kind.value, len(sample.frames)):
+        return Response("no such preview", status_code=404, media_type="text/plain")
+    try:
+        data = st.previews.get(sample, frame, Look(blur=blur, gray=q.get("gray") == "1", clear=clear))
+    except VhdError as exc:
+        return Response(f"cannot show this sample: {exc}", status_code=404, media_type="text/plain")
+    return Response(data, media_type="image/jpeg", headers={"cache-control": "private, no-store"})
+
+
+async def agreement(request: Request) -> Response:
+    """``/agreement``: reviewer agreement (Fleiss' kappa) and the samples that need adjudication."""
+    st = state(request)
+    flt, _, _, _ = parse_filter(request)
+    flt.review = "disputed"
+    disputed = st.store.gallery_page(flt, limit=200)
+    report = fleiss_kappa(st.store.agreement_counts(st.settings.set_name))
+    return render(request, "agreement.html", report=report, disputed=disputed)
+
+
+async def settings_page(request: Request) -> Response:
+    """``/settings``: reviewer name, blur strength, grayscale."""
+    return render(request, "settings.html", look=look(request), blurs=sorted(BLUR_RADII), saved=False)
+
+
+async def login_page(request: Request) -> Response:
+    """``/login``: ask for the token (only when the app has one)."""
+    if state(request).settings.token is None:
+        from starlette.responses import RedirectResponse
+
+        return RedirectResponse("/", status_code=303)
+    return render(request, "login.html", wrong=False, public=True)
+
+
+async def remove_page(request: Request) -> Response:
+    """``/sample/<id>/remove``: confirm a takedown."""
+    sample_id = request.path_params["sample_id"]
+    sample = live_sample(request, sample_id)
+    if sample is None:
+        return _not_found(request, "no such sample in this store")
+    return render(request, "remove.html", sample=sample)
+
+
+async def export_csv(request: Request) -> Response:
+    """``/export.csv``: the labelled set as a labels CSV (`vhd label` reads it back)."""
+    from starlette.responses import Response
+
+    st = state(request)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    names = st.store.labelled_sets()
+    items = st.store.labelled_set(st.settings.set_name) if st.settings.set_name in names else []
+    who = st.store.labelled_set_reviewers(st.settings.set_name)
+    for item in items:
+        row = (
+            item.id,
+            str(item.path),
+            item.kind.value,
+            "yes" if item.harmful else "no",
+            ";".join(item.categories),
+            item.reason or "",
+            who.get(item.id, ""),
+        )
+        writer.writerow([escape_cell(v) for v in row])
+    name = f"{st.settings.set_name}-labels.csv"
+    return Response(
+        buf.getvalue(),
+        media_type="text/csv; charset=utf-8",
+        headers={"content-disposition": f'attachment; filename="{name}"'},
+    )
+
+
+async def favicon(_request: Request) -> Response:
+    """``/favicon.ico``: nothing (browsers ask for it; a 404 would show as a console error)."""
+    from starlette.responses import Response
+
+    return Response(status_code=204)

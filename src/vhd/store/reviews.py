@@ -1,0 +1,270 @@
+"""People's reviews of samples (tables ``reviews`` and ``review_state``), settled into labelled sets.
+
+`Reviews` is mixed into `vhd.store.sqlite.Store`, which provides ``_tx`` and ``_query``. A review
+is one person's decision on one sample, kept for ever (an undo marks it ``undone_at``): many
+reviews of the same sample, from several browser tabs or several people, never overwrite one
+another. A reviewer's *current* review of a sample is their newest one not undone.
+
+After every write the sample is *settled* in the same transaction: ``review_state`` keeps its
+count of current reviews and harmful votes (what the review app filters on and what the
+agreement report reads), and the labelled set of the same name gets the sample's label once
+``k`` reviewers agree (``k`` = reviews asked per sample) or an adjudicator decided. A review-made
+row (``source_file`` ``vhd serve``) leaves the labelled set again when an undo takes its
+agreement away.
+
+Example:
+    >>> with Store("run.db") as store:  # doctest: +SKIP
+    ...     rid = store.add_review("review", sample_id, "alice", harmful=True, categories=["Violence"])
+    ...     store.undo_review("review", "alice")
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vhd.errors import ConfigError
+
+REVIEW_SOURCE = "vhd serve"
+"""``source_file`` of labelled-set rows that reviews settled (others come from imported files)."""
+
+_COLS = "id, set_name, sample_id, reviewer, harmful, categories_json, note, adjudication, at"
+
+
+@dataclass(frozen=True)
+class ReviewRow:
+    """One review.
+
+    Attributes:
+        id: Row id (what an undo names).
+        set_name: The labelled set it is for.
+        sample_id: The sample.
+        reviewer: Who decided.
+        harmful: The decision.
+        categories: Harm categories the reviewer ticked (may be empty).
+        note: Free text.
+        adjudication: Whether it settles a disagreement between reviewers.
+        at: When (Unix time).
+    """
+
+    id: int
+    set_name: str
+    sample_id: str
+    reviewer: str
+    harmful: bool
+    categories: list[str] = field(default_factory=list)
+    note: str = ""
+    adjudication: bool = False
+    at: float = 0.0
+
+
+def _review(r: Sequence[Any]) -> ReviewRow:
+    return ReviewRow(
+        id=int(r[0]),
+        set_name=str(r[1]),
+        sample_id=str(r[2]),
+        reviewer=str(r[3]),
+        harmful=bool(r[4]),
+        categories=list(json.loads(r[5] or "[]")),
+        note=str(r[6] or ""),
+        adjudication=bool(r[7]),
+        at=float(r[8]),
+    )
+
+
+def _current(rows: Sequence[ReviewRow]) -> tuple[list[ReviewRow], ReviewRow | None]:
+    """Each reviewer's newest review (``rows`` oldest first), and the newest adjudication."""
+    latest: dict[str, ReviewRow] = {}
+    verdict: ReviewRow | None = None
+    for r in rows:
+        if r.adjudication:
+            verdict = r
+        else:
+            latest[r.reviewer] = r
+    return sorted(latest.values(), key=lambda r: r.id), verdict
+
+
+class Reviews(abc.ABC):
+    """Writes and reads of reviews, and their settling into labelled sets."""
+
+    path: Path
+
+    @abc.abstractmethod
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction."""
+
+    @abc.abstractmethod
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Run a read query."""
+
+    def add_review(
+        self,
+        set_name: str,
+        sample_id: str,
+        reviewer: str,
+        *,
+        harmful: bool,
+        categories: Sequence[str] = (),
+        note: str = "",
+        adjudication: bool = False,
+        reviews_per_sample: int = 1,
+    ) -> int:
+        """Record one review and settle the sample, in one transaction.
+
+        Args:
+            set_name: The labelled set (checked by the caller, e.g. `vhd.align.labels.check_set_name`).
+            sample_id: A sample in the store, not removed.
+            reviewer: Who decides.
+            harmful: The decision.
+            categories: Harm categories (names).
+            note: Free text.
+            adjudication: The decision settles the sample whatever the reviewers said.
+            reviews_per_sample: Reviewers who must agree before the sample gets a label.
+
+        Returns:
+            The review's id.
+
+        Raises:
+            ConfigError: The sample is not in the store or was removed.
+        """
+        with self._tx() as conn:
+            row = conn.execute("SELECT removed_at FROM samples WHERE id = ?", (sample_id,)).fetchone()
+            if row is None or row[0] is not None:
+                state = "was removed" if row is not None else "is not in the store"
+                raise ConfigError(f"sample {sample_id[:12]} {state}: reload the gallery and pick another")
+            cur = conn.execute(
+                "INSERT INTO reviews (set_name, sample_id, reviewer, harmful, categories_json, note, adjudication, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    set_name,
+                    sample_id,
+                    reviewer,
+                    int(harmful),
+                    json.dumps(sorted(set(categories))),
+                    note,
+                    int(adjudication),
+                    time.time(),
+                ),
+            )
+            self._settle(conn, set_name, sample_id, reviews_per_sample)
+            return int(cur.lastrowid or 0)
+
+    def undo_review(
+        self, set_name: str, reviewer: str, review_id: int | None = None, *, reviews_per_sample: int = 1
+    ) -> ReviewRow | None:
+        """Undo a reviewer's review (the given one, or their newest one not undone) and settle its sample.
+
+        Returns:
+            The review undone; None when the reviewer has nothing (or not that review) to undo.
+        """
+        with self._tx() as conn:
+            sql = f"SELECT {_COLS} FROM reviews WHERE set_name = ? AND reviewer = ? AND undone_at IS NULL"
+            params: list[Any] = [set_name, reviewer]
+            if review_id is not None:
+                sql += " AND id = ?"
+                params.append(review_id)
+            row = conn.execute(sql + " ORDER BY id DESC LIMIT 1", params).fetchone()
+            if row is None:
+                return None
+            review = _review(row)
+            conn.execute("UPDATE reviews SET undone_at = ? WHERE id = ?", (time.time(), review.id))
+            self._settle(conn, set_name, review.sample_id, reviews_per_sample)
+            return review
+
+    def last_review(self, set_name: str, reviewer: str) -> ReviewRow | None:
+        """The reviewer's newest review not undone in this set, or None."""
+        rows = self._query(
+            f"SELECT {_COLS} FROM reviews WHERE set_name = ? AND reviewer = ? AND undone_at IS NULL "
+            "ORDER BY id DESC LIMIT 1",
+            (set_name, reviewer),
+        )
+        return _review(rows[0]) if rows else None
+
+    def sample_reviews(self, set_name: str, sample_id: str) -> list[ReviewRow]:
+        """Every review of a sample in this set that is not undone, oldest first."""
+        rows = self._query(
+            f"SELECT {_COLS} FROM reviews WHERE set_name = ? AND sample_id = ? AND undone_at IS NULL ORDER BY id",
+            (set_name, sample_id),
+        )
+        return [_review(r) for r in rows]
+
+    def labelled_set_reviewers(self, set_name: str) -> dict[str, str]:
+        """Who labelled each sample of a labelled set (empty for imported rows), by sample id."""
+        rows = self._query("SELECT sample_id, reviewer FROM labelled_sets WHERE name = ?", (set_name,))
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def agreement_counts(self, set_name: str) -> dict[tuple[int, int], int]:
+        """The inputs of an agreement statistic: how many samples got ``n`` current reviews with ``yes`` harmful.
+
+        Only samples with two reviews or more count; the key is ``(yes, n)``, the value the number of
+        such samples (a few keys whatever the store's size).
+        """
+        rows = self._query(
+            "SELECT rs.harmful_votes, rs.reviews, COUNT(*) FROM review_state rs JOIN samples s ON s.id = rs.sample_id "
+            "WHERE rs.set_name = ? AND rs.reviews >= 2 AND s.removed_at IS NULL GROUP BY 1, 2",
+            (set_name,),
+        )
+        return {(int(r[0]), int(r[1])): int(r[2]) for r in rows}
+
+    def review_total(self, *, queue: bool = False) -> int:
+        """Samples to review: every sample not removed (or the loaded review queue's); a full count, cache it."""
+        join = " JOIN temp.review_queue q ON q.sample_id = s.id" if queue else ""
+        return int(self._query(f"SELECT COUNT(*) FROM samples s{join} WHERE s.removed_at IS NULL")[0][0])
+
+    def review_progress(self, set_name: str, *, queue: bool = False, total: int | None = None) -> tuple[int, int]:
+        """``(labelled, total)``: samples with a label in the set, of all samples (or of the queue's).
+
+        With ``queue`` both counts are limited to the review queue loaded by `Gallery.load_queue`;
+        ``total`` skips counting the samples (`review_total`, which reads the whole table).
+        """
+        join = " JOIN temp.review_queue q ON q.sample_id = s.id" if queue else ""
+        if total is None:
+            total = self.review_total(queue=queue)
+        done = self._query(
+            f"SELECT COUNT(*) FROM labelled_sets l CROSS JOIN samples s ON s.id = l.sample_id{join} "
+            "WHERE l.name = ? AND s.removed_at IS NULL",
+            (set_name,),
+        )[0][0]
+        return int(done), int(total)
+
+    def _settle(self, conn: sqlite3.Connection, set_name: str, sample_id: str, k: int) -> None:
+        """Bring ``review_state`` and the labelled set up to date with a sample's current reviews."""
+        rows = conn.execute(
+            f"SELECT {_COLS} FROM reviews WHERE set_name = ? AND sample_id = ? AND undone_at IS NULL ORDER BY id",
+            (set_name, sample_id),
+        ).fetchall()
+        current, verdict = _current([_review(r) for r in rows])
+        now = time.time()
+        yes = sum(r.harmful for r in current)
+        if current or verdict:
+            conn.execute(
+                "INSERT OR REPLACE INTO review_state (set_name, sample_id, reviews, harmful_votes, adjudicated, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (set_name, sample_id, len(current), yes, int(verdict is not None), now),
+            )
+        else:
+            conn.execute("DELETE FROM review_state WHERE set_name = ? AND sample_id = ?", (set_name, sample_id))
+        deciders: list[Any] = [verdict] if verdict else []
+        if not deciders and len(current) >= max(1, k) and yes in (0, len(current)):
+            deciders = current
+        if not deciders:
+            conn.execute(
+                "DELETE FROM labelled_sets WHERE name = ? AND sample_id = ? AND source_file = ?",
+                (set_name, sample_id, REVIEW_SOURCE),
+            )
+            return
+        categories = sorted({c for r in deciders for c in r.categories})
+        note = "; ".join(r.note for r in deciders if r.note)
+        who = ",".join(sorted({("adjudicator:" if r.adjudication else "") + r.reviewer for r in deciders}))
+        conn.execute(
+            "INSERT OR REPLACE INTO labelled_sets (name, sample_id, harmful, reason, categories_json, source_file, "
+            "imported_at, reviewer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (set_name, sample_id, int(deciders[-1].harmful), note, json.dumps(categories), REVIEW_SOURCE, now, who),
+        )
