@@ -166,3 +166,22 @@ def test_hf_path_on_a_tiny_random_vlm(tiny_llava_dir: Path) -> None:
     # A random model writes gibberish: reported as unparsed, with the raw text; never a crash.
     assert pred.raw is not None and pred.latency_s > 0
     assert pred.harmful is None and (pred.error or "").startswith("unparsed:")
+
+
+def test_runs_through_vhd_bench_into_table_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from PIL import Image
+
+    from vhd.cli.main import main
+
+    Image.new("RGB", (32, 32), "red").save(tmp_path / "a.png")
+    Image.new("RGB", (32, 32), "blue").save(tmp_path / "b.png")
+    (tmp_path / "labels.csv").write_text("path,harmful\na.png,yes\nb.png,no\n")
+    script = {"scripted": {"script": {"default": "\n\nunsafe\nS1", "rules": []}}}
+    argv = ["bench", "--labels", str(tmp_path / "labels.csv"), "--detector", "guard=llamaguard:scripted:inline"]
+    argv += ["--set", f"guard.backends={json.dumps(script)}", "--out", str(tmp_path / "out"), "--no-plots"]
+    assert main([*argv, "--bootstrap", "0", "--no-progress"]) == 0
+    assert "| guard |" in (tmp_path / "out" / "table1.md").read_text()
+    run = json.loads((tmp_path / "out" / "results.json").read_text())["detectors"][0]["run"]
+    assert run["identity"]["name"] == "llamaguard"
