@@ -90,6 +90,7 @@ def test_crosswalk_covers_every_scheme() -> None:
     codes = set(default_taxonomy().codes)
     assert set(cw.schemes) == {
         "nudenet",
+        "hod",
         "hive",
         "llavaguard",
         "shieldgemma2",
@@ -99,6 +100,9 @@ def test_crosswalk_covers_every_scheme() -> None:
     }
     assert len(cw.schemes["hive"]) == 43 and len(cw.schemes["unsafebench"]) == 11
     assert len(cw.schemes["llama_guard"]) == 14 and len(cw.schemes["llavaguard"]) == 9
+    assert (
+        len(cw.schemes["hod"]) == 6 and cw.scheme_for("hod") == "hod" and cw.scheme_for("llamaguard") == "llama_guard"
+    )
     for table in cw.schemes.values():
         for m in table.values():
             assert set(m.to) <= codes
