@@ -84,6 +84,11 @@ def test_stages_decide_the_clear_samples_and_the_rest_are_debated(
     stats_out = tmp_path / "stats"
     assert main(["stats", "--store", str(db), "--out", str(stats_out), "--no-plot", "--config-hash", config_hash]) == 0
     assert "decided by (cascade): cheap 2, debate 2" in capsys.readouterr().out
+    from vhd.align.review import build_queue
+
+    queue = build_queue(db, config_hash=config_hash, margin=0.5)
+    assert sorted(i.decided_by or "" for i in queue.items) == ["cheap", "cheap", DEBATE, DEBATE]
+    assert "decided_by" in queue.to_csv().splitlines()[0]
 
 
 def test_calibrated_scores_decide(

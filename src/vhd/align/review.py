@@ -31,7 +31,7 @@ MARGIN = 0.15
 JUDGE = "judge"
 """The vote label of the judge under the chosen configuration."""
 
-_TEXT_COLUMNS = frozenset({"sample_id", "path", "kind", "judge", "votes", "reasons", "judge_reason"})
+_TEXT_COLUMNS = frozenset({"sample_id", "path", "kind", "judge", "votes", "reasons", "judge_reason", "decided_by"})
 """Columns of free text (escaped for spreadsheets); the others hold numbers."""
 
 CSV_COLUMNS = (
@@ -47,6 +47,7 @@ CSV_COLUMNS = (
     "votes",
     "reasons",
     "judge_reason",
+    "decided_by",
 )
 """Columns of the queue CSV, in order."""
 
@@ -65,6 +66,7 @@ class ReviewItem:
         votes: Source -> decision: ``judge``, each other configuration (``config:<hash prefix>``)
             and each detector (``detector:<label>``).
         reasons: Why the sample is in the queue, in words.
+        decided_by: In a cascade run, the stage that decided the verdict (or ``debate``).
     """
 
     sample_id: str
@@ -75,6 +77,7 @@ class ReviewItem:
     judge_reason: str = ""
     votes: dict[str, bool] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
+    decided_by: str | None = None
 
     @property
     def uncertainty(self) -> float:
@@ -122,6 +125,7 @@ class ReviewItem:
             "votes": "; ".join(f"{k}={yn[v]}" for k, v in self.votes.items()),
             "reasons": "; ".join(self.reasons),
             "judge_reason": self.judge_reason,
+            "decided_by": self.decided_by or "",
         }
 
 
@@ -243,7 +247,9 @@ def build_queue(
     others: dict[str, dict[str, bool]] = {}
     for r in rows:
         if r.config_hash == chosen:
-            items[r.sample_id] = ReviewItem(r.sample_id, r.path, r.kind, r.harmful, r.score, r.reason)
+            items[r.sample_id] = ReviewItem(
+                r.sample_id, r.path, r.kind, r.harmful, r.score, r.reason, decided_by=r.decided_by
+            )
         elif r.harmful is not None:
             others.setdefault(r.sample_id, {})[f"config:{r.config_hash[:12]}"] = r.harmful
     queue = ReviewQueue(str(store), chosen, candidates=len(items))

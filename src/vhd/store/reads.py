@@ -108,7 +108,7 @@ class AnnotationReads(abc.ABC):
             One row per annotation, ordered by sample path, then oldest annotation first.
         """
         rows = self._query(
-            "SELECT a.sample_id, a.config_hash, a.status, a.harmful, a.score, a.reason, s.path, s.kind "
+            "SELECT a.sample_id, a.config_hash, a.status, a.harmful, a.score, a.reason, s.path, s.kind, a.decided_by "
             "FROM annotations a JOIN samples s ON s.id = a.sample_id "
             "WHERE s.removed_at IS NULL AND a.status IN ('ok', 'refused', 'unparsed') ORDER BY s.path, a.id"
         )
@@ -122,6 +122,7 @@ class AnnotationReads(abc.ABC):
                 r[5] or "",
                 str(r[6]),
                 str(r[7]),
+                r[8],
             )
             for r in rows
         ]

@@ -70,6 +70,7 @@ class VerdictRow:
         reason: The verdict's reason ("" when none).
         path: The sample's file.
         kind: The sample's kind (``image``, ``video``).
+        decided_by: The cascade stage that decided it, ``debate``, or None outside a cascade.
     """
 
     sample_id: str
@@ -80,6 +81,7 @@ class VerdictRow:
     reason: str
     path: str
     kind: str
+    decided_by: str | None = None
 
 
 def dumps(value: Any) -> str:
