@@ -11,10 +11,14 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vhd.annotate.summary import RunSummary
 from vhd.config import AnnotateConfig, load_config
 from vhd.progress import ProgressFn
+
+if TYPE_CHECKING:
+    from vhd.execution import Executor, ExecutorOptions
 
 
 def annotate_config(
@@ -70,6 +74,8 @@ def annotate(
     progress: bool | ProgressFn = False,
     command: str = "",
     on_event: Callable[[str], None] | None = None,
+    executor: str | Executor = "local",
+    executor_options: ExecutorOptions | None = None,
 ) -> RunSummary:
     """Annotate images, videos, frame folders and manifests by model debate.
 
@@ -98,6 +104,10 @@ def annotate(
             receives the counts instead.
         command: The command line, recorded with the run.
         on_event: Called with one-line messages (interruption notices and the like).
+        executor: Where samples are debated: ``local`` (this process), ``ray`` (Ray actors,
+            ``pip install 'vhd[ray]'``), another name registered in `vhd.execution.EXECUTORS`,
+            or an `vhd.execution.Executor`. Planning, leases and store writes stay here.
+        executor_options: Workers, Ray address, ``ship_media``, CPUs/GPUs per worker.
 
     Returns:
         The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
@@ -108,6 +118,7 @@ def annotate(
         vhd.errors.BackendUnavailableError: A backend cannot work at all (nothing was run).
     """
     from vhd.annotate.loop import run
+    from vhd.execution import executor as find_executor
 
     cfg = annotate_config(
         config,
@@ -121,6 +132,7 @@ def annotate(
         rounds=rounds,
     )
     cfg.check_max_cost(max_cost)
+    runner = find_executor(executor, executor_options)
     start = time.perf_counter()
     summary = asyncio.run(
         run(
@@ -136,6 +148,7 @@ def annotate(
             progress=progress,
             command=command,
             on_event=on_event or (lambda _msg: None),
+            executor=None if runner.in_process else runner,
         )
     )
     summary.elapsed_s = time.perf_counter() - start

@@ -16,7 +16,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext, suppress
+from contextlib import AsyncExitStack, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,12 +26,14 @@ from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError
 from vhd.fileio import display_path
 from vhd.progress import ProgressFn, bar, no_progress
-from vhd.records import Annotation, MediaItem, Status, Usage
+from vhd.records import Annotation, MediaItem, Sample, Status, Usage
 from vhd.redaction import redact
 
 if TYPE_CHECKING:
     from vhd.annotate.ledger import Ledger
-    from vhd.debate.engine import Debate
+    from vhd.annotate.work import DebateItem, DebateOutcome
+    from vhd.debate.engine import Debate, DebateResult
+    from vhd.execution import Executor, Pool
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
 
@@ -57,8 +59,13 @@ async def run(
     command: str,
     on_event: Callable[[str], None],
     allow_outside_paths: bool = False,
+    executor: Executor | None = None,
 ) -> RunSummary:
-    """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
+    """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`.
+
+    With an ``executor`` that is not in-process, samples are debated on its workers
+    (`vhd.annotate.work`); planning, leases and every store write stay here.
+    """
     from vhd.debate.engine import Debate
     from vhd.debate.icl import load_examples
     from vhd.debate.identity import config_identity, digest
@@ -93,8 +100,12 @@ async def run(
         summary.already_done = summary.estimate["already_done"]
         return summary
 
+    from vhd.annotate.work import remote_pool
+
     unique = list({id(b): b for b in backends.values()}.values())
-    for backend in unique:
+    workers = AsyncExitStack()  # an executor's workers check their own backends as they start
+    pool = await workers.enter_async_context(remote_pool(executor, config, prompts, examples, settings, backends))
+    for backend in unique if pool is None else ():
         await backend.check()
     db = Store(store)
     try:
@@ -113,6 +124,8 @@ async def run(
         job = _Job(db, settings, summary, config_hash, run_id, max_cost, on_event)
         job.retry_unparsed = retry_unparsed
         job.lease_seconds = config.lease_seconds
+        job.pool = pool
+        job.ship_media = executor is not None and executor.options.ship_media
         try:
             for skip in found.skipped:
                 db.record_skip(run_id, display_path(skip.path), skip.reason)
@@ -139,6 +152,7 @@ async def run(
             summary.store_error = store_message(job.store_error, summary)
     finally:
         db.close()
+        await workers.aclose()
         for backend in unique:
             with suppress(Exception):
                 await backend.aclose()
@@ -185,6 +199,8 @@ class _Job:
         self.max_cost = max_cost
         self.on_event = on_event
         self.debate: Debate | None = None
+        self.pool: Pool[DebateItem, DebateOutcome] | None = None
+        self.ship_media = False
         self.ledger: Ledger | None = None
         self.retry_unparsed = False
         self.lease_seconds = 60.0
@@ -372,6 +388,9 @@ class _Job:
         """Load, debate and save one claimed sample."""
         from vhd.media.load import load_sample
 
+        if self.pool is not None:
+            await self.process_on_pool(self.pool, item, sid)
+            return
         try:
             try:
                 loaded = await asyncio.to_thread(load_sample, item, self.settings)
@@ -385,11 +404,39 @@ class _Job:
             self.summary.remaining += 1  # debated, perhaps, but not saved
             self.fail_store(exc)
 
+    async def process_on_pool(self, pool: Pool[DebateItem, DebateOutcome], item: MediaItem, sid: str) -> None:
+        """Debate one claimed sample on an executor's worker and save it here."""
+        from vhd.annotate.work import debate_on
+        from vhd.errors import WorkerLostError
+
+        try:
+            try:
+                outcome = await debate_on(pool, item, sid, self.settings, ship=self.ship_media)
+            except WorkerLostError as exc:
+                self.summary.remaining += 1
+                self.on_event(str(exc))
+                self.db.release_leases(self.run_id, [sid])
+                return
+            if outcome.sample is None or outcome.result is None:
+                self.skip(item, outcome.media_error or "unreadable")
+                self.db.release_leases(self.run_id, [sid])
+                return
+            self.summary.found += 1
+            self.on_call(outcome.result.usage)
+            self.commit(outcome.sample, outcome.result, outcome.started)
+        except StoreWriteError as exc:
+            self.summary.remaining += 1
+            self.fail_store(exc)
+
     async def annotate_one(self, loaded: LoadedSample) -> None:
         assert self.debate is not None
         sample = loaded.sample
         started = time.time()
         result = await self.debate.run(sample.kind, loaded.images)
+        self.commit(sample, result, started)
+
+    def commit(self, sample: Sample, result: DebateResult, started: float) -> None:
+        """Save one debated sample (which releases its lease) and count it."""
         ann = Annotation(
             sample_id=sample.id,
             run_id=self.run_id,
