@@ -98,10 +98,12 @@ class Slot:
     replacing: asyncio.Future[None] | None = None
 
 
-def runtime_env(work: Work[Any, Any], options: ExecutorOptions) -> dict[str, Any]:
-    """The actors' ``runtime_env``: the options' own, vhd's code for a cluster, and the named secrets.
+def job_env(options: ExecutorOptions) -> dict[str, Any]:
+    """The job's ``runtime_env`` (given to ``ray.init``): the options' own, plus vhd's code for a cluster.
 
-    Only variables set on the driver are passed; their values never enter the work or the items.
+    Ray uploads local folders named in ``py_modules`` only at the job level, so vhd's package
+    is added here when connecting to a cluster (``address`` set): workers import the driver's
+    exact vhd, whatever the nodes have installed.
     """
     env: dict[str, Any] = dict(options.runtime_env)
     if options.address is not None:
@@ -111,6 +113,17 @@ def runtime_env(work: Work[Any, Any], options: ExecutorOptions) -> dict[str, Any
         package = str(Path(vhd.__file__).parent)
         if package not in modules:
             env["py_modules"] = [*modules, package]
+    return env
+
+
+def actor_env(work: Work[Any, Any], options: ExecutorOptions, *, joined: bool) -> dict[str, Any]:
+    """The actors' own ``runtime_env``: the secrets the work names, as environment variables.
+
+    Only variables set on the driver are passed; their values never enter the work or the items.
+    When this process joined a Ray session started elsewhere (``joined``), the options'
+    ``runtime_env`` applies here instead of to the job (then it may name only URIs and packages).
+    """
+    env: dict[str, Any] = dict(options.runtime_env) if joined else {}
     secrets = {name: os.environ[name] for name in work.env_vars() if os.environ.get(name)}
     if secrets:
         env["env_vars"] = {**dict(env.get("env_vars", {})), **secrets}
@@ -128,7 +141,7 @@ class RayPool(Pool[I, R]):
         self.options = options
         self.owns_ray = owns_ray
         self.timings = timings
-        self.env = runtime_env(work, options)
+        self.env = actor_env(work, options, joined=not owns_ray)
         self.slots = [Slot(i) for i in range(max(1, options.workers))]
         self.actor_class = ray.remote(WorkerActor)
 
@@ -254,10 +267,13 @@ class RayExecutor(Executor):
         owns = False
         if not ray.is_initialized():
             try:
-                if self.options.address is None:
-                    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-                else:
-                    ray.init(address=self.options.address, log_to_driver=False, configure_logging=False)
+                ray.init(
+                    address=self.options.address,
+                    runtime_env=job_env(self.options) or None,
+                    include_dashboard=False if self.options.address is None else None,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = self.options.address or "a local Ray"
                 raise ExecutorError(

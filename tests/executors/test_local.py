@@ -1,0 +1,54 @@
+"""The executor registry and the local executor (no Ray needed)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.executors.works import Broken, Square
+from vhd.errors import BackendUnavailableError, ConfigError, MissingDependencyError
+from vhd.execution import EXECUTORS, ExecutorOptions, executor, map_unordered
+from vhd.executors.local import LocalExecutor
+
+
+def test_registry_names_and_lookup() -> None:
+    assert {"local", "ray"} <= set(EXECUTORS.names())
+    assert isinstance(executor("local"), LocalExecutor)
+    given = LocalExecutor()
+    assert executor(given) is given
+    with pytest.raises(ConfigError, match="valid executors: local, ray"):
+        executor("dask")
+
+
+def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(MissingDependencyError, match=r"vhd\[ray\]"):
+        executor("ray", ExecutorOptions(workers=2))
+
+
+def test_local_map_streams_results_and_keeps_one_items_error() -> None:
+    seen: list[int] = []
+    results = dict(map_unordered(LocalExecutor(), Square(), range(20), in_flight=4, on_result=lambda i, _r: seen.append(i)))
+    assert sorted(results) == list(range(20)) and sorted(seen) == list(range(20))
+    assert isinstance(results[13], ValueError)
+    assert all(results[i] == (i, i * i) for i in range(20) if i != 13)
+
+
+def test_local_map_pulls_items_lazily() -> None:
+    pulled: list[int] = []
+
+    def items() -> object:
+        for i in range(100):
+            pulled.append(i)
+            yield i
+
+    it = map_unordered(LocalExecutor(), Square(), items(), in_flight=3)  # type: ignore[arg-type]
+    next(it)
+    assert len(pulled) <= 4  # three in flight, one refill
+    it.close()
+
+
+def test_setup_failure_surfaces_before_any_item() -> None:
+    with pytest.raises(BackendUnavailableError, match="VHD_NO_SUCH_KEY"):
+        list(map_unordered(LocalExecutor(), Broken(), range(3)))

@@ -1,0 +1,41 @@
+"""Small `Work` classes for executor tests (sent to Ray workers by value)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from vhd.errors import BackendUnavailableError
+from vhd.execution import Work
+
+
+class Square(Work[int, tuple[int, int]]):
+    """``(n, n * n)`` after ``delay`` seconds; item 13 raises (one item's failure)."""
+
+    def __init__(self, delay: float = 0.0, env: tuple[str, ...] = ()) -> None:
+        self.delay = delay
+        self.env = list(env)
+        self.ready = False
+
+    async def setup(self) -> None:
+        self.ready = True
+
+    async def run(self, item: int) -> tuple[int, int]:
+        assert self.ready
+        if item == 13:
+            raise ValueError("thirteen")
+        await asyncio.sleep(self.delay)
+        return item, item * item
+
+    def env_vars(self) -> list[str]:
+        return self.env
+
+
+class Broken(Work[int, int]):
+    """A work whose setup fails the way a backend with no key does."""
+
+    async def setup(self) -> None:
+        raise BackendUnavailableError(f"VHD_NO_SUCH_KEY is not set in process {os.getpid()}: export it")
+
+    async def run(self, item: int) -> int:
+        return item
