@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import threading
 import time
@@ -130,3 +131,17 @@ def test_a_worker_killed_mid_run_loses_nothing(ray_session: Any, tmp_path: Path)
         anns = [a for _, a in st.iter_annotations()]
         assert len(anns) == n and all(len(a.turns) == 5 and a.verdict.status.final for a in anns)
         assert st.leased_samples(summary.run_id or "") == []
+
+
+def test_cli_annotate_executor_ray(ray_session: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vhd.cli.main import main
+
+    make_images(tmp_path / "m", 6)
+    db = tmp_path / "cli.db"
+    argv = ["annotate", str(tmp_path / "m"), "--model", "scripted:demo", "--store", str(db), "--json",
+            "--executor", "ray", "--workers", "2", "--cpus-per-worker", "0.5", "--ship-media"]  # fmt: skip
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["annotated"] == 6 and summary["usage"]["calls"] == 30
+    with Store(db) as st:
+        assert len(list(st.iter_annotations())) == 6
