@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
@@ -38,7 +38,7 @@ class Work(abc.ABC, Generic[I, R]):
     that `Work.env_vars` names, which the executor sets on its workers.
     """
 
-    async def setup(self) -> None:  # noqa: B027 - optional hook
+    async def setup(self) -> None:
         """Build what the work needs, once per worker (clients, models, pipelines), and check it works.
 
         Raises:
@@ -49,7 +49,7 @@ class Work(abc.ABC, Generic[I, R]):
     async def run(self, item: I) -> R:
         """The result for one item (a pure function of the item and the configuration)."""
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def aclose(self) -> None:
         """Release what `setup` built."""
 
     def env_vars(self) -> list[str]:
@@ -96,7 +96,7 @@ class Pool(abc.ABC, Generic[I, R]):
             vhd.errors.WorkerLostError: Its workers died ``max_attempts`` times running it.
         """
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def aclose(self) -> None:
         """Stop the workers."""
 
 
@@ -178,7 +178,8 @@ def map_unordered(
         in_flight: Items running at once.
         on_result: Also called with each result, on the driver.
     """
-    async def drive() -> AsyncIterator[tuple[I, R | BaseException]]:
+
+    async def drive() -> AsyncGenerator[tuple[I, R | BaseException], None]:
         async with runner.pool(work) as pool:
             source = iter(items)
             pending: dict[asyncio.Task[R], I] = {}

@@ -23,7 +23,11 @@ def ray_session() -> Iterator[Any]:
     started = not ray.is_initialized()
     if started:
         ray.init(
-            num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False
+            num_cpus=2,
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+            configure_logging=False,
         )
     yield ray
     if started:

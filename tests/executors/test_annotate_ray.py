@@ -85,7 +85,12 @@ def test_endpoint_debate_on_ray_matches_local_and_keys_stay_out_of_the_work(
         local = annotate([tmp_path / "m"], model="openai:m", store=tmp_path / "l.db", config=cfg)
         calls = srv.chat_requests
         remote = annotate(
-            [tmp_path / "m"], model="openai:m", store=tmp_path / "r.db", config=cfg, executor="ray", executor_options=TWO
+            [tmp_path / "m"],
+            model="openai:m",
+            store=tmp_path / "r.db",
+            config=cfg,
+            executor="ray",
+            executor_options=TWO,
         )
         assert srv.chat_requests == 2 * calls == 2 * 5 * 16  # every sample once per run, no 401
     assert local.annotated == remote.annotated == 16 and remote.errors == 0
@@ -145,3 +150,41 @@ def test_cli_annotate_executor_ray(ray_session: Any, tmp_path: Path, capsys: pyt
     assert summary["annotated"] == 6 and summary["usage"]["calls"] == 30
     with Store(db) as st:
         assert len(list(st.iter_annotations())) == 6
+
+
+def test_samples_whose_workers_keep_dying_are_left_for_the_next_run(ray_session: Any, tmp_path: Path) -> None:
+    n = 16
+    make_images(tmp_path / "m", n)
+    runner = RayExecutor(dataclasses.replace(TWO, max_attempts=1))  # no second try: the in-flight ones are lost
+    events: list[str] = []
+    killed: list[Any] = []
+
+    def kill_one() -> None:
+        deadline = time.time() + 60
+        while time.time() < deadline and not killed:
+            if runner.pools and srv.chat_requests >= 10 and runner.pools[0].slots[0].in_flight > 0:
+                killed.append(runner.pools[0].slots[0].handle)
+                ray_session.kill(killed[0])
+            time.sleep(0.01)
+
+    with ChatServer(reply=judge_reply, latency=0.05) as srv:
+        (tmp_path / "c.toml").write_text(f'[backends.openai]\nbase_url = "{srv.base_url}"\n')
+        killer = threading.Thread(target=kill_one)
+        killer.start()
+        first = annotate(
+            [tmp_path / "m"],
+            model="openai:m",
+            store=tmp_path / "d.db",
+            config=tmp_path / "c.toml",
+            executor=runner,
+            on_event=events.append,
+        )
+        killer.join()
+        assert killed and first.remaining > 0 and first.annotated + first.remaining == n
+        assert first.exit_code() == 1 and any("run the same command again" in e for e in events)
+        with Store(tmp_path / "d.db") as st:
+            assert st.leased_samples(first.run_id or "") == []  # given back at once
+        second = annotate(
+            [tmp_path / "m"], model="openai:m", store=tmp_path / "d.db", config=tmp_path / "c.toml", executor=runner
+        )
+    assert second.already_done == first.annotated and second.annotated == first.remaining

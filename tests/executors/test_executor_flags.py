@@ -14,10 +14,9 @@ def test_flags_build_options(tmp_path: Path) -> None:
 
     env = tmp_path / "env.json"
     env.write_text('{"pip": ["vhd[ray]"]}')
-    args = build_parser().parse_args(
-        ["annotate", "x", "--executor", "ray", "--ray-address", "auto", "--workers", "4", "--ship-media",
-         "--gpus-per-worker", "1", "--cpus-per-worker", "2", "--ray-runtime-env", str(env)]  # fmt: skip
-    )
+    argv = ["annotate", "x", "--executor", "ray", "--ray-address", "auto", "--workers", "4", "--ship-media",
+            "--gpus-per-worker", "1", "--cpus-per-worker", "2", "--ray-runtime-env", str(env)]  # fmt: skip
+    args = build_parser().parse_args(argv)
     opts = executor_options(args)
     assert (opts.workers, opts.address, opts.ship_media, opts.num_gpus, opts.num_cpus) == (4, "auto", True, 1.0, 2.0)
     assert opts.runtime_env == {"pip": ["vhd[ray]"]}

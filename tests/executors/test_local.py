@@ -29,7 +29,9 @@ def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_local_map_streams_results_and_keeps_one_items_error() -> None:
     seen: list[int] = []
-    results = dict(map_unordered(LocalExecutor(), Square(), range(20), in_flight=4, on_result=lambda i, _r: seen.append(i)))
+    results = dict(
+        map_unordered(LocalExecutor(), Square(), range(20), in_flight=4, on_result=lambda i, _r: seen.append(i))
+    )
     assert sorted(results) == list(range(20)) and sorted(seen) == list(range(20))
     assert isinstance(results[13], ValueError)
     assert all(results[i] == (i, i * i) for i in range(20) if i != 13)

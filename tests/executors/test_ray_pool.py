@@ -15,6 +15,7 @@ from PIL import Image
 
 import vhd
 from tests.executors.works import Broken, Square
+from tests.optional import need_module
 from vhd.errors import BackendUnavailableError
 from vhd.execution import ExecutorOptions, map_unordered
 from vhd.executors.ray_pool import RayExecutor, RayPool
@@ -42,7 +43,7 @@ def test_killed_worker_loses_only_its_in_flight_items_which_are_redone(ray_sessi
             assert isinstance(pool, RayPool)
             items = [i for i in range(30) if i != 13]
             tasks = {asyncio.ensure_future(pool.run(i)): i for i in items}
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             first = pool.actors[0]
             assert pool.slots[0].in_flight > 0  # it holds items right now
             ray_session.kill(first)
@@ -115,3 +116,23 @@ def test_a_driver_joining_a_cluster_ships_vhd_through_runtime_env(ray_session: A
 def test_setup_error_is_raised_with_its_own_message(ray_session: Any) -> None:
     with pytest.raises(BackendUnavailableError, match="VHD_NO_SUCH_KEY is not set"):
         list(map_unordered(RayExecutor(ExecutorOptions(**SMALL)), Broken(), range(3)))  # type: ignore[arg-type]
+
+
+def test_dedup_hashing_on_ray_matches_local(ray_session: Any, tmp_path: Path) -> None:
+    need_module("imagehash", "pip install 'vhd[dedup]'")
+    from tests.test_annotate import make_images
+    from vhd.curate.dedup import find_duplicates
+
+    folder = tmp_path / "m"
+    paths = make_images(folder, 12, size=64)
+    Image.open(paths[0]).save(folder / "copy_of_0.png")  # exact duplicate (same pixels)
+    Image.open(paths[1]).resize((48, 48)).save(folder / "small_1.png")  # near duplicate
+    (folder / "broken.png").write_bytes(b"not an image")
+    local = find_duplicates(folder, jobs=1)
+    remote = find_duplicates(folder, jobs=1, executor="ray", executor_options=ExecutorOptions(**SMALL))  # type: ignore[arg-type]
+
+    def view(result: Any) -> list[tuple[Any, ...]]:
+        return [(Path(m.fp.path).name, m.cluster, m.kept, m.fp.sha256, m.fp.phashes) for m in result.members]
+
+    assert view(remote) == view(local) and len(local.members) == 14
+    assert remote.unreadable == local.unreadable and len(local.unreadable) == 1

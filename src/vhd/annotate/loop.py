@@ -61,11 +61,7 @@ async def run(
     allow_outside_paths: bool = False,
     executor: Executor | None = None,
 ) -> RunSummary:
-    """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`.
-
-    With an ``executor`` that is not in-process, samples are debated on its workers
-    (`vhd.annotate.work`); planning, leases and every store write stay here.
-    """
+    """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate` (and `vhd.annotate.work`)."""
     from vhd.debate.engine import Debate
     from vhd.debate.icl import load_examples
     from vhd.debate.identity import config_identity, digest
@@ -386,12 +382,24 @@ class _Job:
 
     async def process(self, item: MediaItem, sid: str) -> None:
         """Load, debate and save one claimed sample."""
+        from vhd.annotate.work import debate_on
         from vhd.media.load import load_sample
 
-        if self.pool is not None:
-            await self.process_on_pool(self.pool, item, sid)
-            return
         try:
+            if self.pool is not None:  # debated on an executor's worker, saved here
+                out = await debate_on(self.pool, item, sid, self.settings, ship=self.ship_media)
+                if out.sample is None or out.result is None:  # unreadable, or its workers kept dying
+                    self.summary.remaining += out.lost is not None
+                    if out.lost:
+                        self.on_event(out.lost)
+                    else:
+                        self.skip(item, out.media_error or "unreadable")
+                    self.db.release_leases(self.run_id, [sid])
+                    return
+                self.summary.found += 1
+                self.on_call(out.result.usage)
+                self.commit(out.sample, out.result, out.started)
+                return
             try:
                 loaded = await asyncio.to_thread(load_sample, item, self.settings)
             except MediaError as exc:
@@ -402,30 +410,6 @@ class _Job:
             await self.annotate_one(loaded)
         except StoreWriteError as exc:
             self.summary.remaining += 1  # debated, perhaps, but not saved
-            self.fail_store(exc)
-
-    async def process_on_pool(self, pool: Pool[DebateItem, DebateOutcome], item: MediaItem, sid: str) -> None:
-        """Debate one claimed sample on an executor's worker and save it here."""
-        from vhd.annotate.work import debate_on
-        from vhd.errors import WorkerLostError
-
-        try:
-            try:
-                outcome = await debate_on(pool, item, sid, self.settings, ship=self.ship_media)
-            except WorkerLostError as exc:
-                self.summary.remaining += 1
-                self.on_event(str(exc))
-                self.db.release_leases(self.run_id, [sid])
-                return
-            if outcome.sample is None or outcome.result is None:
-                self.skip(item, outcome.media_error or "unreadable")
-                self.db.release_leases(self.run_id, [sid])
-                return
-            self.summary.found += 1
-            self.on_call(outcome.result.usage)
-            self.commit(outcome.sample, outcome.result, outcome.started)
-        except StoreWriteError as exc:
-            self.summary.remaining += 1
             self.fail_store(exc)
 
     async def annotate_one(self, loaded: LoadedSample) -> None:

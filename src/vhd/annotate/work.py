@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from vhd.config import AnnotateConfig
-from vhd.errors import MediaError
+from vhd.errors import MediaError, WorkerLostError
 from vhd.execution import Executor, Pool, Work
 from vhd.records import MediaItem, Role, Sample
 
@@ -58,12 +58,14 @@ class DebateOutcome:
         result: The debate (None when the media could not be loaded).
         started: When the debate started (epoch seconds).
         media_error: Why the media could not be loaded, if it could not.
+        lost: Why the sample was not debated: the workers running it kept dying (run again).
     """
 
     sample: Sample | None
     result: DebateResult | None
     started: float = 0.0
     media_error: str | None = None
+    lost: str | None = None
 
 
 class DebateWork(Work[DebateItem, DebateOutcome]):
@@ -169,13 +171,20 @@ async def remote_pool(
 async def debate_on(
     pool: Pool[DebateItem, DebateOutcome], item: MediaItem, sample_id: str, settings: MediaSettings, *, ship: bool
 ) -> DebateOutcome:
-    """Debate one claimed sample on the pool: by path, or loaded here and shipped as bytes."""
-    if not ship:
-        return await pool.run(DebateItem(sample_id, item=item))
+    """Debate one claimed sample on the pool: by path, or loaded here and shipped as bytes.
+
+    Never raises for the sample's sake: unreadable media and a sample whose workers kept dying
+    come back as an outcome without a result (``media_error``, ``lost``).
+    """
     from vhd.media.load import load_sample
 
     try:
-        loaded = await asyncio.to_thread(load_sample, item, settings)
-    except MediaError as exc:
-        return DebateOutcome(None, None, media_error=str(exc))
-    return await pool.run(DebateItem(sample_id, loaded=loaded))
+        if not ship:
+            return await pool.run(DebateItem(sample_id, item=item))
+        try:
+            loaded = await asyncio.to_thread(load_sample, item, settings)
+        except MediaError as exc:
+            return DebateOutcome(None, None, media_error=str(exc))
+        return await pool.run(DebateItem(sample_id, loaded=loaded))
+    except WorkerLostError as exc:
+        return DebateOutcome(None, None, lost=str(exc))

@@ -38,7 +38,9 @@ def add_executor_flags(p: Any, *, ship_media: bool = True) -> None:
         help="Ray cluster to join: auto (the one `ray start --head` runs here) or ray://HOST:10001; "
         "default: a Ray session on this machine",
     )
-    g.add_argument("--workers", type=int, default=2, metavar="N", help="Ray workers (actors), each with its own backend")
+    g.add_argument(
+        "--workers", type=int, default=2, metavar="N", help="Ray workers (actors), each with its own backend"
+    )
     if ship_media:
         g.add_argument(
             "--ship-media",

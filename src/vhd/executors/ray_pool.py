@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -143,7 +144,7 @@ class RayPool(Pool[I, R]):
         self.timings = timings
         self.env = actor_env(work, options, joined=not owns_ray)
         self.slots = [Slot(i) for i in range(max(1, options.workers))]
-        self.actor_class = ray.remote(WorkerActor)
+        self.actor_class: Any = ray.remote(WorkerActor)
 
     @property
     def actors(self) -> list[Any]:
@@ -159,7 +160,7 @@ class RayPool(Pool[I, R]):
         }
         if self.env:
             opts["runtime_env"] = self.env
-        handle = self.actor_class.options(**opts).remote(self.work)
+        handle: Any = self.actor_class.options(**opts).remote(self.work)
         try:
             slot.info = await handle.setup.remote()
         except self.ray.exceptions.RayTaskError as exc:
@@ -233,10 +234,8 @@ class RayPool(Pool[I, R]):
         for slot in self.slots:
             if slot.handle is None:
                 continue
-            try:
+            with suppress(Exception):  # a dead or stuck actor is killed below either way
                 await asyncio.wait_for(slot.handle.close.remote(), timeout=30)
-            except Exception:  # noqa: S110 - a dead or stuck actor is killed below either way
-                pass
             self.ray.kill(slot.handle)
             slot.handle = None
         if self.owns_ray:
