@@ -134,6 +134,33 @@ class Executor(abc.ABC):
             await started.aclose()
 
 
+DEFAULT_ENV = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_VERSION")
+"""Variables the ``openai`` backend reads when its table names none: passed to workers when set."""
+
+
+def named_env(tables: Mapping[str, Any]) -> list[str]:
+    """Names of the environment variables a configuration's ``[backends.*]`` tables refer to.
+
+    Every string (or list of strings) under a key ending in ``_env`` (``api_key_env``, at any
+    depth, endpoint lists included), then `DEFAULT_ENV`. Workers get these variables (those set
+    on the driver) through their environment, never inside the work.
+    """
+    names: list[str] = []
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, str(k))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str) and key.endswith("_env") and value:
+            names.append(value)
+
+    walk(tables)
+    return list(dict.fromkeys([*names, *DEFAULT_ENV]))
+
+
 EXECUTORS: Registry[type[Executor]] = Registry("executor", "vhd.executors", base=Executor)
 EXECUTORS.add("local", "vhd.executors.local:LocalExecutor", summary="in this process (the default)")
 EXECUTORS.add(
@@ -155,6 +182,37 @@ def executor(name: str | Executor, options: ExecutorOptions | None = None) -> Ex
     if isinstance(name, Executor):
         return name
     return EXECUTORS.load(name)(options)
+
+
+async def map_async(
+    runner: Executor,
+    work: Work[I, R],
+    items: Iterable[I],
+    on_result: Callable[[R], object],
+    *,
+    concurrency: int = 16,
+) -> list[tuple[I, BaseException]]:
+    """Run ``work`` on every item (``concurrency`` at once) and pass each result to ``on_result`` here.
+
+    Returns:
+        The items whose work raised (a worker lost for good, a bug), with the exception; the
+        others went on.
+    """
+    failures: list[tuple[I, BaseException]] = []
+    gate = asyncio.Semaphore(max(1, concurrency))
+    async with runner.pool(work) as pool:
+
+        async def one(item: I) -> None:
+            async with gate:
+                try:
+                    result = await pool.run(item)
+                except Exception as exc:
+                    failures.append((item, exc))
+                    return
+            on_result(result)
+
+        await asyncio.gather(*(one(item) for item in items))
+    return failures
 
 
 def map_unordered(

@@ -16,10 +16,9 @@ from tests.optional import need_module
 from tests.servers.chat_server import ChatServer
 from tests.test_annotate import judge_reply, make_images
 from vhd.annotate.api import annotate, annotate_config
-from vhd.annotate.work import DebateWork, backend_env
-from vhd.backends.registry import build_backends
+from vhd.annotate.work import DebateWork
 from vhd.debate.prompts import Prompts
-from vhd.execution import ExecutorOptions
+from vhd.execution import ExecutorOptions, named_env
 from vhd.executors.ray_pool import RayExecutor
 from vhd.media.load import MediaSettings
 from vhd.store.sqlite import Store
@@ -97,7 +96,7 @@ def test_endpoint_debate_on_ray_matches_local_and_keys_stay_out_of_the_work(
     assert rows(tmp_path / "l.db") == rows(tmp_path / "r.db")
     # What travels to the workers names the variable, never its value.
     resolved = annotate_config(cfg, model="openai:m")
-    work = DebateWork(resolved, Prompts(), [], MediaSettings(), backend_env(build_backends(resolved)))
+    work = DebateWork(resolved, Prompts(), [], MediaSettings(), named_env(resolved.backends))
     assert "VHD_RAY_TEST_KEY" in work.env_vars()
     assert secret.encode() not in ray_session.cloudpickle.dumps(work)
     with Store(tmp_path / "r.db") as st:

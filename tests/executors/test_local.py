@@ -54,3 +54,14 @@ def test_local_map_pulls_items_lazily() -> None:
 def test_setup_failure_surfaces_before_any_item() -> None:
     with pytest.raises(BackendUnavailableError, match="VHD_NO_SUCH_KEY"):
         list(map_unordered(LocalExecutor(), Broken(), range(3)))
+
+
+def test_named_env_finds_every_variable_a_config_names() -> None:
+    from vhd.execution import DEFAULT_ENV, named_env
+
+    tables = {
+        "openai": {"base_url": "http://x", "api_key_env": "MY_KEY"},
+        "fleet": {"endpoints": [{"api_key_env": "KEY_A"}, {"api_key_env": "KEY_B"}], "timeout_env": "T"},
+        "hf": {"device": "cpu"},
+    }
+    assert named_env(tables) == ["MY_KEY", "KEY_A", "KEY_B", "T", *DEFAULT_ENV]

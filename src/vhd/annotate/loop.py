@@ -100,7 +100,7 @@ async def run(
 
     unique = list({id(b): b for b in backends.values()}.values())
     workers = AsyncExitStack()  # an executor's workers check their own backends as they start
-    pool = await workers.enter_async_context(remote_pool(executor, config, prompts, examples, settings, backends))
+    pool = await workers.enter_async_context(remote_pool(executor, config, prompts, examples, settings))
     for backend in unique if pool is None else ():
         await backend.check()
     db = Store(store)

@@ -13,25 +13,21 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, WorkerLostError
-from vhd.execution import Executor, Pool, Work
+from vhd.execution import Executor, Pool, Work, named_env
 from vhd.records import MediaItem, Role, Sample
 
 if TYPE_CHECKING:
-    from vhd.backends.base import Backend
     from vhd.debate.engine import Debate, DebateResult
     from vhd.debate.icl import ICLExample
     from vhd.debate.prompts import Prompts
     from vhd.media.load import LoadedSample, MediaSettings
-
-PASSED_ENV = ("OPENAI_BASE_URL", "OPENAI_API_VERSION")
-"""Non-secret variables the ``openai`` backend reads, passed to workers when set on the driver."""
 
 
 @dataclass
@@ -133,16 +129,6 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
                     await backend.aclose()
 
 
-def backend_env(backends: Mapping[Role, Backend]) -> list[str]:
-    """Names of the environment variables the backends read: each one's key variable, endpoint defaults."""
-    names: list[str] = []
-    for backend in backends.values():
-        key_env = getattr(getattr(backend, "opts", None), "key_env", None)
-        if isinstance(key_env, str) and key_env:
-            names.append(key_env)
-    return list(dict.fromkeys([*names, *PASSED_ENV]))
-
-
 @asynccontextmanager
 async def remote_pool(
     executor: Executor | None,
@@ -150,7 +136,6 @@ async def remote_pool(
     prompts: Prompts,
     examples: Sequence[ICLExample],
     settings: MediaSettings,
-    backends: Mapping[Role, Backend],
 ) -> AsyncIterator[Pool[DebateItem, DebateOutcome] | None]:
     """A pool of `DebateWork` on ``executor`` (None for in-process annotation: yields None).
 
@@ -163,7 +148,7 @@ async def remote_pool(
     if executor.options.in_flight is None:
         share = math.ceil(config.concurrency / max(1, executor.options.workers))
         executor.options = replace(executor.options, in_flight=share)
-    work = DebateWork(config, prompts, examples, settings, backend_env(backends))
+    work = DebateWork(config, prompts, examples, settings, named_env(config.backends))
     async with executor.pool(work) as pool:
         yield pool
 
