@@ -187,3 +187,29 @@ def test_samples_whose_workers_keep_dying_are_left_for_the_next_run(ray_session:
             [tmp_path / "m"], model="openai:m", store=tmp_path / "d.db", config=tmp_path / "c.toml", executor=runner
         )
     assert second.already_done == first.annotated and second.annotated == first.remaining
+
+
+def test_shipped_media_need_no_file_on_the_worker(ray_session: Any, tmp_path: Path) -> None:
+    """With --ship-media the driver loads and encodes; the worker never opens the path."""
+    import asyncio
+
+    from vhd.annotate.work import DebateItem
+    from vhd.config import AnnotateConfig
+    from vhd.media.load import load_sample
+    from vhd.records import Kind, MediaItem
+
+    path = make_images(tmp_path / "m", 1)[0]
+    item = MediaItem(path=path, kind=Kind.IMAGE)
+    loaded = load_sample(item, MediaSettings())
+    path.unlink()  # gone from every filesystem the worker could see
+    work = DebateWork(AnnotateConfig(model="scripted:demo"), Prompts(), [], MediaSettings())
+
+    async def main() -> tuple[Any, Any]:
+        async with RayExecutor(dataclasses.replace(TWO, workers=1)).pool(work) as pool:
+            shipped = await pool.run(DebateItem(loaded.sample.id, loaded=loaded))
+            by_path = await pool.run(DebateItem(loaded.sample.id, item=item))
+            return shipped, by_path
+
+    shipped, by_path = asyncio.run(main())
+    assert shipped.result is not None and shipped.result.verdict.status.final and shipped.sample == loaded.sample
+    assert by_path.result is None and by_path.media_error  # by path, the missing file is a per-sample reason

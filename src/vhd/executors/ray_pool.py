@@ -223,7 +223,10 @@ class RayPool(Pool[I, R]):
                 last = exc
             finally:
                 slot.in_flight -= 1
-            await self.replace(slot, handle)
+            try:
+                await self.replace(slot, handle)
+            except VhdError as exc:  # no replacement can start (the cluster is gone, a key vanished): item lost
+                raise WorkerLostError(f"{exc}; run the same command again to retry the samples left") from None
         raise WorkerLostError(
             f"the Ray workers running an item died {self.options.max_attempts} times "
             f"({str(last).splitlines()[0] if last else 'no reason given'}); run the same command again to retry it"
