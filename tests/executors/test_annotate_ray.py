@@ -213,3 +213,33 @@ def test_shipped_media_need_no_file_on_the_worker(ray_session: Any, tmp_path: Pa
     shipped, by_path = asyncio.run(main())
     assert shipped.result is not None and shipped.result.verdict.status.final and shipped.sample == loaded.sample
     assert by_path.result is None and by_path.media_error  # by path, the missing file is a per-sample reason
+
+
+def test_two_drivers_on_one_store_pay_for_each_sample_once(ray_session: Any, tmp_path: Path) -> None:
+    n = 24
+    make_images(tmp_path / "m", n)
+    results: list[Any] = []
+    with ChatServer(reply=judge_reply, latency=0.05) as srv:
+        (tmp_path / "c.toml").write_text(f'[backends.openai]\nbase_url = "{srv.base_url}"\n')
+
+        def drive() -> None:
+            results.append(
+                annotate(
+                    [tmp_path / "m"],
+                    model="openai:m",
+                    store=tmp_path / "shared.db",
+                    config=tmp_path / "c.toml",
+                    concurrency=4,
+                    executor=RayExecutor(TWO),
+                )
+            )
+
+        threads = [threading.Thread(target=drive) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert srv.chat_requests == 5 * n  # what one driver alone would have sent
+    assert sum(s.annotated for s in results) == n and all(s.errors == 0 for s in results)
+    with Store(tmp_path / "shared.db") as st:
+        assert len(list(st.iter_annotations())) == n
