@@ -243,3 +243,24 @@ def test_two_drivers_on_one_store_pay_for_each_sample_once(ray_session: Any, tmp
     assert sum(s.annotated for s in results) == n and all(s.errors == 0 for s in results)
     with Store(tmp_path / "shared.db") as st:
         assert len(list(st.iter_annotations())) == n
+
+
+def test_each_worker_loads_its_own_hf_model(ray_session: Any, tmp_path: Path, tiny_llava_dir: Path) -> None:
+    """A real `hf` backend (tiny random LLaVA) loaded in each actor; greedy, so the same as local."""
+    need_module("torch", "pip install 'vhd[local]'")
+    import torch
+
+    make_images(tmp_path / "m", 4)
+    cfg = tmp_path / "hf.toml"
+    cfg.write_text(
+        "concurrency = 4\n[debate]\nrounds = 1\ntemperature = 0.0\ndebater_max_tokens = 6\njudge_max_tokens = 4\n"
+        '[media]\nmax_side = 32\n[backends.hf]\ndevice = "cpu"\ngenerate_kwargs = { min_new_tokens = 2 }\n'
+    )
+    model = f"hf:{tiny_llava_dir}"
+    local = annotate([tmp_path / "m"], model=model, store=tmp_path / "l.db", config=cfg)
+    same_threads = {"env_vars": {"OMP_NUM_THREADS": str(torch.get_num_threads())}}  # float sums depend on it
+    options = dataclasses.replace(TWO, workers=1, runtime_env=same_threads)
+    remote = annotate([tmp_path / "m"], model=model, store=tmp_path / "r.db", config=cfg, executor="ray",
+                      executor_options=options)  # fmt: skip
+    assert local.annotated == remote.annotated == 4 and remote.usage.calls == local.usage.calls == 12
+    assert rows(tmp_path / "l.db") == rows(tmp_path / "r.db")

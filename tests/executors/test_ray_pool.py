@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 from PIL import Image
 
 import vhd
-from tests.executors.works import Broken, Square
+from tests.executors.works import Broken, EnvDigest, Square
 from tests.optional import need_module
 from vhd.errors import BackendUnavailableError
 from vhd.execution import ExecutorOptions, map_unordered
@@ -60,17 +61,17 @@ def test_killed_worker_loses_only_its_in_flight_items_which_are_redone(ray_sessi
 def test_keys_reach_workers_as_env_vars_only(ray_session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-test-" + os.urandom(8).hex()
     monkeypatch.setenv("VHD_TEST_KEY", secret)
-    work = Square(env=("VHD_TEST_KEY", "VHD_UNSET_VAR"))
+    work = EnvDigest(("VHD_TEST_KEY", "VHD_UNSET_VAR"))
     assert secret.encode() not in ray_session.cloudpickle.dumps(work)
 
-    async def main() -> tuple[str | None, str | None]:
+    async def main() -> tuple[str, str]:
         async with RayExecutor(ExecutorOptions(workers=1, num_cpus=0.5)).pool(work) as pool:
-            assert isinstance(pool, RayPool)
-            actor = pool.actors[0]
-            assert await pool.run(3) == (3, 9)
-            return await actor.env.remote("VHD_TEST_KEY"), await actor.env.remote("VHD_UNSET_VAR")
+            return await pool.run("VHD_TEST_KEY"), await pool.run("VHD_UNSET_VAR")
 
-    assert asyncio.run(main()) == (secret, None)
+    def digest(value: str) -> str:
+        return hashlib.sha256(value.encode()).hexdigest()
+
+    assert asyncio.run(main()) == (digest(secret), digest(""))
 
 
 CLUSTER_DRIVER = """

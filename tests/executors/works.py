@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 
 from vhd.errors import BackendUnavailableError
@@ -29,6 +30,19 @@ class Square(Work[int, tuple[int, int]]):
 
     def env_vars(self) -> list[str]:
         return self.env
+
+
+class EnvDigest(Work[str, str]):
+    """The sha256 of an environment variable as the worker sees it ("" hashed when unset): no value travels back."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = list(names)
+
+    async def run(self, item: str) -> str:
+        return hashlib.sha256(os.environ.get(item, "").encode()).hexdigest()
+
+    def env_vars(self) -> list[str]:
+        return self.names
 
 
 class Broken(Work[int, int]):

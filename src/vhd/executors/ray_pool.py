@@ -62,10 +62,6 @@ class WorkerActor:
         """Run the work on one item."""
         return await self.work.run(item)
 
-    async def env(self, name: str) -> str | None:
-        """An environment variable as this worker sees it (for checks and tests)."""
-        return os.environ.get(name)
-
     async def close(self) -> None:
         """Release what the work set up."""
         await self.work.aclose()
