@@ -25,6 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
+from vhd.errors import ConfigError
 from vhd.registry import Registry
 
 I = TypeVar("I")  # noqa: E741 - an item
@@ -83,6 +84,19 @@ class ExecutorOptions:
     in_flight: int | None = None
     runtime_env: Mapping[str, Any] = field(default_factory=dict)
     max_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        """Refuse values no executor can run with.
+
+        Raises:
+            ConfigError: Fewer than one worker or attempt, or negative CPUs or GPUs.
+        """
+        if self.workers < 1 or self.max_attempts < 1:
+            raise ConfigError(f"workers ({self.workers}) and max_attempts ({self.max_attempts}) must be at least 1")
+        if self.num_cpus < 0 or self.num_gpus < 0:
+            raise ConfigError(f"CPUs ({self.num_cpus:g}) and GPUs ({self.num_gpus:g}) per worker cannot be negative")
+        if self.in_flight is not None and self.in_flight < 1:
+            raise ConfigError(f"in_flight ({self.in_flight}) must be at least 1")
 
 
 class Pool(abc.ABC, Generic[I, R]):

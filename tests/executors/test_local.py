@@ -65,3 +65,11 @@ def test_named_env_finds_every_variable_a_config_names() -> None:
         "hf": {"device": "cpu"},
     }
     assert named_env(tables) == ["MY_KEY", "KEY_A", "KEY_B", "T", *DEFAULT_ENV]
+
+
+@pytest.mark.parametrize(
+    "bad", [{"workers": 0}, {"max_attempts": 0}, {"num_cpus": -1.0}, {"num_gpus": -0.5}, {"in_flight": 0}]
+)
+def test_options_refuse_impossible_values(bad: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        ExecutorOptions(**bad)  # type: ignore[arg-type]
