@@ -103,7 +103,11 @@ async def run(
     pool = await workers.enter_async_context(remote_pool(executor, config, prompts, examples, settings))
     for backend in unique if pool is None else ():
         await backend.check()
-    db = Store(store)
+    try:
+        db = Store(store)
+    except BaseException:
+        await workers.aclose()  # stop the workers (and a Ray this run started)
+        raise
     try:
         try:
             run_id = db.start_run(
