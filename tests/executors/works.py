@@ -53,3 +53,12 @@ class Broken(Work[int, int]):
 
     async def run(self, item: int) -> int:
         return item
+
+
+class GpuProbe(Work[int, str]):
+    """The name of the CUDA device the worker sees ("" without one)."""
+
+    async def run(self, item: int) -> str:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
