@@ -16,7 +16,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext, suppress
+from contextlib import AsyncExitStack, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,13 +27,15 @@ from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError
 from vhd.fileio import display_path
 from vhd.progress import ProgressFn, bar, no_progress
-from vhd.records import Annotation, MediaItem, Status, Usage
+from vhd.records import Annotation, MediaItem, Sample, Status, Usage
 from vhd.redaction import redact
 
 if TYPE_CHECKING:
     from vhd.annotate.ledger import Ledger
-    from vhd.debate.engine import Debate
+    from vhd.annotate.work import DebateItem, DebateOutcome
+    from vhd.debate.engine import Debate, DebateResult
     from vhd.debate.stagewise import Cohorts
+    from vhd.execution import Executor, Pool
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
 
@@ -60,8 +62,9 @@ async def run(
     on_event: Callable[[str], None],
     allow_outside_paths: bool = False,
     stage_wise: bool = False,
+    executor: Executor | None = None,
 ) -> RunSummary:
-    """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
+    """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate` (and `vhd.annotate.work`)."""
     from vhd.debate.engine import Debate
     from vhd.debate.icl import load_examples
     from vhd.debate.identity import config_identity, digest
@@ -96,10 +99,18 @@ async def run(
         summary.already_done = summary.estimate["already_done"]
         return summary
 
+    from vhd.annotate.work import remote_pool
+
     unique = list({id(b): b for b in backends.values()}.values())
-    for backend in unique:
+    workers = AsyncExitStack()  # an executor's workers check their own backends as they start
+    pool = await workers.enter_async_context(remote_pool(executor, config, prompts, examples, settings))
+    for backend in unique if pool is None else ():
         await backend.check()
-    db = Store(store)
+    try:
+        db = Store(store)
+    except BaseException:
+        await workers.aclose()  # stop the workers (and a Ray this run started)
+        raise
     try:
         try:
             run_id = db.start_run(
@@ -116,6 +127,8 @@ async def run(
         job = _Job(db, settings, summary, config_hash, run_id, max_cost, on_event)
         job.retry_unparsed = retry_unparsed
         job.lease_seconds = config.lease_seconds
+        job.pool = pool
+        job.ship_media = executor is not None and executor.options.ship_media
         try:
             for skip in found.skipped:
                 db.record_skip(run_id, display_path(skip.path), skip.reason)
@@ -147,6 +160,7 @@ async def run(
             summary.store_error = store_message(job.store_error, summary)
     finally:
         db.close()
+        await workers.aclose()
         for backend in unique:
             with suppress(Exception):
                 await backend.aclose()
@@ -193,6 +207,8 @@ class _Job:
         self.max_cost = max_cost
         self.on_event = on_event
         self.debate: Debate | Cohorts | None = None
+        self.pool: Pool[DebateItem, DebateOutcome] | None = None
+        self.ship_media = False
         self.ledger: Ledger | None = None
         self.retry_unparsed = False
         self.lease_seconds = 60.0
@@ -378,9 +394,24 @@ class _Job:
 
     async def process(self, item: MediaItem, sid: str) -> None:
         """Load, debate and save one claimed sample."""
+        from vhd.annotate.work import debate_on
         from vhd.media.load import load_sample
 
         try:
+            if self.pool is not None:  # debated on an executor's worker, saved here
+                out = await debate_on(self.pool, item, sid, self.settings, ship=self.ship_media)
+                if out.sample is None or out.result is None:  # unreadable, or its workers kept dying
+                    self.summary.remaining += out.lost is not None
+                    if out.lost:
+                        self.on_event(out.lost)
+                    else:
+                        self.skip(item, out.media_error or "unreadable")
+                    self.db.release_leases(self.run_id, [sid])
+                    return
+                self.summary.found += 1
+                self.on_call(out.result.usage)
+                self.commit(out.sample, out.result, out.started)
+                return
             try:
                 loaded = await asyncio.to_thread(load_sample, item, self.settings)
             except MediaError as exc:
@@ -398,6 +429,10 @@ class _Job:
         sample = loaded.sample
         started = time.time()
         result = await self.debate.run(sample.kind, loaded.images)
+        self.commit(sample, result, started)
+
+    def commit(self, sample: Sample, result: DebateResult, started: float) -> None:
+        """Save one debated sample (which releases its lease) and count it."""
         ann = Annotation(
             sample_id=sample.id,
             run_id=self.run_id,

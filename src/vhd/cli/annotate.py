@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Any
 
+from vhd.cli.executor_flags import add_executor_flags, executor_options
 from vhd.cli.label_flags import add_outside_flag
 from vhd.config import DEFAULT_MODEL, MODEL_ENV
 from vhd.fileio import printable
@@ -62,6 +63,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when any input file was skipped")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_executor_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -129,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         command=shlex.join(["vhd", "annotate", *sys.argv[2:]]),
         on_event=event,
         stage_wise=args.stage_wise,
+        executor=args.executor,
+        executor_options=executor_options(args),
     )
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2, default=str))

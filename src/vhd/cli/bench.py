@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vhd.cli.executor_flags import add_executor_flags, executor_options
 from vhd.cli.label_flags import add_label_flags, label_options
 from vhd.registry import Registry, RegistryNames
 
@@ -60,6 +61,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--unblurred-previews", action="store_true", help="also include clear thumbnails, shown on click")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it only shows on a terminal anyway)")
     add_label_flags(p)
+    add_executor_flags(p, ship_media=False)
     p.set_defaults(handler=run)
 
 
@@ -96,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
                 plots=not args.no_plots,
                 unblurred=args.unblurred_previews,
                 on_progress=on_progress,
+                executor=args.executor,
+                executor_options=executor_options(args),
             )
     except KeyboardInterrupt:  # the bar is down by now
         cached = cached_count(Path(args.out))

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from vhd.cli.executor_flags import add_executor_flags, executor_options
 from vhd.cli.label_flags import add_outside_flag
 from vhd.fileio import printable
 
@@ -40,6 +41,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--first", type=int, default=4000, help="video frames sampled from (default 4000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_executor_flags(p, ship_media=False)
     p.set_defaults(handler=run)
 
 
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     store_path = args.store
     if store_path is None and len(args.inputs) == 1 and is_store_file(args.inputs[0]):
         store_path = args.inputs[0]
+    options = executor_options(args)
     if args.apply and store_path is None:
         raise ConfigError("--apply needs a store: add --store run.db (or give the store as the input)")
     with ExitStack() as stack:
@@ -71,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
             first_frames=args.first,
             on_progress=on_progress,
             allow_outside_paths=args.allow_outside_paths,
+            executor=args.executor,
+            executor_options=options,
         )
         marked = missing = 0
         if args.apply and store is not None:
