@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Any
 
+from vhd.cli.habits import examples
 from vhd.cli.label_flags import add_outside_flag
 from vhd.config import DEFAULT_MODEL, MODEL_ENV
 from vhd.fileio import printable
@@ -23,10 +24,15 @@ def add_parser(sub: Any, name: str) -> None:
             "by a debate of vision-language models; results go to a SQLite store and the run "
             "resumes where it stopped."
         ),
-        epilog=(
-            f"Model specs are BACKEND:MODEL (backends: openai, hf, scripted). Without --model, "
-            f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys "
-            "go in the config file: [backends.openai] base_url = ..., api_key_env = ..."
+        epilog=examples(
+            "vhd annotate examples/ --model scripted:demo --store demo.db",
+            "vhd annotate photos/ clips/ --model openai:gpt-4o --config vhd.toml --concurrency 32",
+            "vhd annotate photos/ --config vhd.toml --dry-run",
+            note=(
+                f"Model specs are BACKEND:MODEL (backends: openai, hf, scripted). Without --model, "
+                f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys "
+                "go in the config file: [backends.openai] base_url = ..., api_key_env = ..."
+            ),
         ),
     )
     p.add_argument("inputs", nargs="+", metavar="PATH", help="image/video files, folders, manifests")

@@ -6,10 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from vhd.cli.habits import examples
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
-    p = sub.add_parser(name, help="write benign example media to try vhd on")
+    p = sub.add_parser(
+        name, help="write benign example media to try vhd on", epilog=examples("vhd examples examples/", "vhd examples")
+    )
     p.add_argument("out", nargs="?", default="examples", help="folder to write (default: examples)")
     p.set_defaults(handler=run)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from vhd.cli.habits import add_json_flag, examples, print_json
 from vhd.cli.label_flags import add_label_flags, label_options
 from vhd.fileio import printable
 
@@ -21,6 +22,11 @@ def add_parser(sub: Any, name: str) -> None:
             "Label Studio's JSON export back into a labelled set. Rows that cannot be used are listed with "
             "their row numbers and the rest are imported (exit 1 when any row was left out)."
         ),
+        epilog=examples(
+            "vhd label labels.csv --store run.db --set people",
+            "vhd label --store run.db --export-labelstudio tasks.json --media-root /data",
+            "vhd label --store run.db --import-labelstudio export.json --set people",
+        ),
     )
     p.add_argument("labels", nargs="?", metavar="LABELS", help="labels CSV or VHD11K annotation file to import")
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
@@ -31,6 +37,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--media-root", default="/", help="folder media URLs are relative to (Label Studio's document root)")
     p.add_argument("--url-prefix", default=None, help="media URL prefix (default /data/local-files/?d=)")
     p.add_argument("--config-hash", metavar="HASH", help="export verdicts of this configuration (default: latest)")
+    add_json_flag(p)
     add_label_flags(p)
     p.set_defaults(handler=run)
 
@@ -49,12 +56,18 @@ def run(args: argparse.Namespace) -> int:
             media_root=args.media_root,
             url_prefix=args.url_prefix or LOCAL_FILES,
         )
+        if args.json:
+            print_json(res)
+            return 0
         for f in res.files:
             print(f"wrote {f} and {f.with_suffix('.xml')}")
         print(f"{res.tasks} task(s), {res.with_predictions} with the annotator's verdict as a pre-annotation")
         return 0
     if args.import_labelstudio:
         got = import_labelstudio(args.import_labelstudio, store=args.store, name=args.set_name or "labelstudio")
+        if args.json:
+            print_json(got)
+            return 1 if got.skipped else 0
         for task in got.skipped[:20]:
             print(printable(f"{task.name}: {task.reason}"))
         if len(got.skipped) > 20:
@@ -73,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     from vhd.align.labels import import_labels
 
     imp = import_labels(args.labels, store=args.store, name=args.set_name, options=label_options(args))
+    if args.json:
+        print_json(imp)
+        return 1 if imp.skipped else 0
     listed = sorted([*imp.skipped, *imp.notes])
     for line, why in listed[:20]:
         print(printable(f"row {line}: {why}"))

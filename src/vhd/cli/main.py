@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 
+from vhd.cli.habits import add_habits, configure_logging
 from vhd.errors import BackendError, MediaError, StoreWriteError, VhdError
 from vhd.fileio import printable
 from vhd.version import version
@@ -34,8 +37,13 @@ COMMANDS: dict[str, str] = {
     "label": "vhd.cli.label",
     "icl": "vhd.cli.icl",
     "compare": "vhd.cli.compare",
+    "runs": "vhd.cli.runs",
+    "config": "vhd.cli.config",
+    "completion": "vhd.cli.completion",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
+
+log = logging.getLogger("vhd.cli")
 
 
 class _Version(argparse.Action):
@@ -59,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module in COMMANDS.items():
         importlib.import_module(module).add_parser(sub, name)
+    for command in sub.choices.values():  # the shared habits, so every command has them
+        add_habits(command)
+        command.set_defaults(root_parser=parser)  # for `vhd completion`, which reads the whole tree
     return parser
 
 
@@ -89,9 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``| head``): quietly, like Unix tools.
     """
     args = build_parser().parse_args(argv)
+    configure_logging(args.verbose, args.quiet, args.log_format)
+    started = time.perf_counter()
     try:
         code: int = args.handler(args)
         sys.stdout.flush()
+        log.info("%s finished in %.2f s (exit %d)", args.command, time.perf_counter() - started, code)
     except BrokenPipeError:
         return _stdout_gone()
     except KeyboardInterrupt:

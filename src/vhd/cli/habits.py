@@ -1,0 +1,175 @@
+"""The habits every ``vhd`` command shares, applied once in `vhd.cli.main.build_parser`.
+
+- ``-v/--verbose`` (repeatable), ``-q/--quiet`` (repeatable) and ``--log-format text|json`` on each
+  command's own parser, wired to Python logging (`configure_logging`): warnings (retries, skipped
+  files) by default, ``-v`` adds progress notes and timings, ``-vv`` debug detail, ``-q`` errors only.
+- Defaults for common flags from the environment (`ENV_FLAGS`): ``VHD_STORE`` for ``--store``,
+  ``VHD_CONFIG`` for ``--config``, ``VHD_CONCURRENCY`` for ``--concurrency``. A flag beats the
+  variable; the variable beats the config files (it arrives as a flag would).
+- One help layout (`HelpFormatter`): prose is wrapped, indented lines are kept as written, so an
+  epilog built by `examples` ends with its examples, one per line.
+
+A new command gets all of this by being listed in ``COMMANDS``; it only writes its examples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import textwrap
+import time
+from typing import Any
+
+ENV_FLAGS: dict[str, str] = {
+    "--store": "VHD_STORE",
+    "--config": "VHD_CONFIG",
+    "--concurrency": "VHD_CONCURRENCY",
+}
+"""Flag to the environment variable that gives its default (the model's, ``VHD_MODEL``, is read by
+`vhd.config`, since it sets every role)."""
+
+LOG_FORMATS = ("text", "json")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps prose paragraphs; keeps indented lines (examples, tables) exactly as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out: list[str] = []
+        for block in text.split("\n\n"):
+            lines = block.split("\n")
+            if any(line.startswith(" ") for line in lines):
+                out.append("\n".join(indent + line for line in lines))
+            else:
+                out.append(textwrap.fill(" ".join(lines), width, initial_indent=indent, subsequent_indent=indent))
+        return "\n\n".join(out)
+
+
+def examples(*lines: str, note: str = "") -> str:
+    """An epilog: an optional note, then ``examples:`` and one indented ``vhd ...`` line each.
+
+    Args:
+        *lines: 2-4 complete commands, each beginning ``vhd <command> `` (a test parses them).
+        note: Prose shown before the examples.
+    """
+    body = "examples:\n" + "\n".join(f"  {line}" for line in lines)
+    return f"{note}\n\n{body}" if note else body
+
+
+def add_habits(p: argparse.ArgumentParser) -> None:
+    """Give one command's parser the shared flags, environment defaults and help layout."""
+    p.formatter_class = HelpFormatter
+    g = p.add_argument_group("output and logging (every command)")
+    g.add_argument(
+        "-v", "--verbose", action="count", default=0, help="say more: -v notes and timings, -vv debug detail"
+    )
+    g.add_argument("-q", "--quiet", action="count", default=0, help="say less: errors only")
+    g.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", help="log lines as text or as one JSON object each"
+    )
+    for action in p._actions:
+        for flag in action.option_strings:
+            env = ENV_FLAGS.get(flag)
+            if env and os.environ.get(env):
+                action.default = os.environ[env]
+                action.help = f"{action.help or ''} [env {env}={os.environ[env]}]".strip()
+
+
+def log_level(verbose: int, quiet: int) -> int:
+    """The logging level ``-v``/``-q`` ask for (WARNING when neither is given)."""
+    step = max(-2, min(2, verbose - quiet))
+    return {-2: logging.CRITICAL, -1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG}[step]
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: time (ISO 8601 UTC), level, logger, message (secrets redacted)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format one record as a JSON line."""
+        from vhd.redaction import redact_text
+
+        data: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": redact_text(record.getMessage()),
+        }
+        if record.exc_info:
+            data["exception"] = redact_text(self.formatException(record.exc_info))
+        return json.dumps(data, ensure_ascii=False)
+
+
+class TextLogFormatter(logging.Formatter):
+    """``vhd: message`` for warnings and above, ``vhd: info: ...`` / ``vhd: debug: ...`` below."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format one record as a line a person reads."""
+        from vhd.fileio import printable
+        from vhd.redaction import redact_text
+
+        tag = "" if record.levelno >= logging.WARNING else f"{record.levelname.lower()}: "
+        return f"vhd: {tag}{printable(redact_text(record.getMessage()))}"
+
+
+def configure_logging(verbose: int = 0, quiet: int = 0, log_format: str = "text") -> int:
+    """Send the ``vhd`` loggers (and libraries' warnings) to stderr at the level asked for.
+
+    Args:
+        verbose: How many ``-v``.
+        quiet: How many ``-q``.
+        log_format: ``text`` or ``json``.
+
+    Returns:
+        The level set.
+    """
+    level = log_level(verbose, quiet)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter() if log_format == "json" else TextLogFormatter())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "vhd_habits", False)]:
+        root.removeHandler(old)
+    handler.vhd_habits = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(max(level, logging.WARNING))
+    logging.getLogger("vhd").setLevel(level)
+    logging.captureWarnings(True)
+    return level
+
+
+def jsonable(value: Any) -> Any:
+    """A value as plain JSON data.
+
+    ``to_dict()`` where a result has one, dataclasses field by field, paths and other objects as text.
+    """
+    import dataclasses
+    import enum
+    from pathlib import PurePath
+
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if hasattr(value, "to_dict") and callable(value.to_dict):
+        return jsonable(value.to_dict())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value)
+    if isinstance(value, PurePath):
+        return str(value)
+    return str(value)
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` (see `jsonable`) as indented JSON on stdout: the ``--json`` of every command."""
+    print(json.dumps(jsonable(value), indent=2, ensure_ascii=False))
+
+
+def add_json_flag(p: Any) -> None:
+    """The ``--json`` flag of a command that prints a summary."""
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
