@@ -2,7 +2,8 @@
 
 - ``-v/--verbose`` (repeatable), ``-q/--quiet`` (repeatable) and ``--log-format text|json`` on each
   command's own parser, wired to Python logging (`configure_logging`): warnings (retries, skipped
-  files) by default, ``-v`` adds progress notes and timings, ``-vv`` debug detail, ``-q`` errors only.
+  files) by default, ``-v`` adds progress notes and timings, ``-vv`` debug detail, ``-q`` errors only
+  (`vhd.cli.logs`, imported only once a command runs, so ``vhd --help`` stays light).
 - Defaults for common flags from the environment (`ENV_FLAGS`): ``VHD_STORE`` for ``--store``,
   ``VHD_CONFIG`` for ``--config``, ``VHD_CONCURRENCY`` for ``--concurrency``. A flag beats the
   variable; the variable beats the config files (it arrives as a flag would).
@@ -16,11 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import sys
 import textwrap
-import time
 from typing import Any
 
 ENV_FLAGS: dict[str, str] = {
@@ -76,67 +74,6 @@ def add_habits(p: argparse.ArgumentParser) -> None:
             if env and os.environ.get(env):
                 action.default = os.environ[env]
                 action.help = f"{action.help or ''} [env {env}={os.environ[env]}]".strip()
-
-
-def log_level(verbose: int, quiet: int) -> int:
-    """The logging level ``-v``/``-q`` ask for (WARNING when neither is given)."""
-    step = max(-2, min(2, verbose - quiet))
-    return {-2: logging.CRITICAL, -1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG}[step]
-
-
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per line: time (ISO 8601 UTC), level, logger, message (secrets redacted)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """Format one record as a JSON line."""
-        from vhd.redaction import redact_text
-
-        data: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": redact_text(record.getMessage()),
-        }
-        if record.exc_info:
-            data["exception"] = redact_text(self.formatException(record.exc_info))
-        return json.dumps(data, ensure_ascii=False)
-
-
-class TextLogFormatter(logging.Formatter):
-    """``vhd: message`` for warnings and above, ``vhd: info: ...`` / ``vhd: debug: ...`` below."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """Format one record as a line a person reads."""
-        from vhd.fileio import printable
-        from vhd.redaction import redact_text
-
-        tag = "" if record.levelno >= logging.WARNING else f"{record.levelname.lower()}: "
-        return f"vhd: {tag}{printable(redact_text(record.getMessage()))}"
-
-
-def configure_logging(verbose: int = 0, quiet: int = 0, log_format: str = "text") -> int:
-    """Send the ``vhd`` loggers (and libraries' warnings) to stderr at the level asked for.
-
-    Args:
-        verbose: How many ``-v``.
-        quiet: How many ``-q``.
-        log_format: ``text`` or ``json``.
-
-    Returns:
-        The level set.
-    """
-    level = log_level(verbose, quiet)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLogFormatter() if log_format == "json" else TextLogFormatter())
-    root = logging.getLogger()
-    for old in [h for h in root.handlers if getattr(h, "vhd_habits", False)]:
-        root.removeHandler(old)
-    handler.vhd_habits = True  # type: ignore[attr-defined]
-    root.addHandler(handler)
-    root.setLevel(max(level, logging.WARNING))
-    logging.getLogger("vhd").setLevel(level)
-    logging.captureWarnings(True)
-    return level
 
 
 def jsonable(value: Any) -> Any:

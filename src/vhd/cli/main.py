@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import logging
 import os
 import sys
 import time
 from collections.abc import Sequence
 
-from vhd.cli.habits import add_habits, configure_logging
+from vhd.cli.habits import add_habits
 from vhd.errors import BackendError, MediaError, StoreWriteError, VhdError
 from vhd.fileio import printable
 from vhd.version import version
@@ -42,8 +41,6 @@ COMMANDS: dict[str, str] = {
     "completion": "vhd.cli.completion",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
-
-log = logging.getLogger("vhd.cli")
 
 
 class _Version(argparse.Action):
@@ -100,7 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``| head``): quietly, like Unix tools.
     """
     args = build_parser().parse_args(argv)
+    import logging
+
+    from vhd.cli.logs import configure_logging
+
     configure_logging(args.verbose, args.quiet, args.log_format)
+    log = logging.getLogger("vhd.cli")
     started = time.perf_counter()
     try:
         code: int = args.handler(args)
