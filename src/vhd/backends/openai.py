@@ -352,7 +352,7 @@ class OpenAIBackend(Backend):
                 delay = min(result.wait_hint, self.opts.backoff_max)
             else:
                 delay = backoff_delay(attempt, self.opts.backoff_base, self.opts.backoff_max)
-            log.debug(
+            log.info(
                 "%s: %s; retry %d/%d in %.2f s", self.spec, result.reason, attempt + 1, self.opts.max_retries, delay
             )
             await asyncio.sleep(delay)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
 import sys
 from typing import Any
@@ -95,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.annotate.api import annotate
 
-    def event(message: str) -> None:
-        print(f"vhd: {printable(message)}", file=sys.stderr)
+    def event(message: str) -> None:  # a warning: shown unless -q, one JSON line with --log-format json
+        logging.getLogger("vhd.annotate").warning("%s", message)
 
     summary = annotate(
         args.inputs,
