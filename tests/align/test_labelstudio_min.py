@@ -124,3 +124,37 @@ def test_prediction_score_is_the_confidence_of_the_predicted_choice(
             choice = task["predictions"][0]["result"][0]["value"]["choices"][0]
             want = p if choice == "Harmful" else 1 - p
             assert task["predictions"][0]["score"] == pytest.approx(want)
+
+
+def test_push_without_token_or_server_is_one_line(
+    annotated: tuple[Path, Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    root, store, _ = annotated
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    push = ["label", "--store", str(store), "--push-labelstudio", "http://127.0.0.1:9", "--media-root", str(root)]
+    assert main([*push, "--project", "p"]) == 2
+    assert "set LABEL_STUDIO_API_KEY" in capsys.readouterr().err
+    assert main(push) == 2
+    assert "need --project NAME" in capsys.readouterr().err
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "t")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    push[4] = f"http://127.0.0.1:{port}"
+    assert main([*push, "--project", "p"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot be reached" in err and len(err.strip().splitlines()) == 1
+
+
+def test_media_at_the_document_root_itself_is_refused_with_the_fix(
+    annotated: tuple[Path, Path, dict[str, str]],
+) -> None:
+    from vhd.align.labelstudio_api import storage_folder
+    from vhd.errors import ConfigError
+
+    root, _, _ = annotated
+    assert storage_folder([str(root / "media" / "a.png")], root) == str(root / "media")
+    with pytest.raises(ConfigError, match="strictly below --media-root"):
+        storage_folder([str(root / "media" / "a.png")], root / "media")
