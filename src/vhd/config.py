@@ -18,13 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from vhd.defaults import DEFAULT_MODEL as DEFAULT_MODEL  # re-exported: the help needs it without pydantic
+from vhd.defaults import MODEL_ENV as MODEL_ENV
 from vhd.errors import ConfigError
-
-DEFAULT_MODEL = "hf:HuggingFaceTB/SmolVLM-256M-Instruct"
-"""Used for every role when nothing else is given: small enough for a laptop CPU."""
-
-MODEL_ENV = "VHD_MODEL"
-"""Environment variable that sets the model of every role (below flags, above the file)."""
 
 CONCURRENCY_ENV = "VHD_CONCURRENCY"
 """Environment variable for ``concurrency`` (below flags, above the files)."""

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import shlex
 import sys
 from typing import Any
 
 from vhd.cli.habits import examples
 from vhd.cli.label_flags import add_outside_flag
-from vhd.config import DEFAULT_MODEL, MODEL_ENV
+from vhd.defaults import DEFAULT_MODEL, MODEL_ENV
 from vhd.fileio import printable
 
 
@@ -94,6 +93,8 @@ def _fmt_summary(s: Any) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    import logging
+
     from vhd.annotate.api import annotate
 
     def event(message: str) -> None:  # a warning: shown unless -q, one JSON line with --log-format json
