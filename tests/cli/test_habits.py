@@ -125,3 +125,14 @@ def test_bash_completion_script_loads_and_completes(tmp_path: Path) -> None:
     )
     out = subprocess.run([bash, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert sorted(out.split()) == ["examples", "export"]
+
+
+def test_a_commands_own_short_flag_wins_over_the_habits() -> None:
+    """A command that already uses -q for something else keeps it and still gets --quiet."""
+    from vhd.cli.habits import add_habits
+
+    p = argparse.ArgumentParser(prog="vhd x")
+    p.add_argument("-q", "--quick", action="store_true")
+    add_habits(p)
+    args = p.parse_args(["-q", "--quiet", "-vv", "--log-format", "json"])
+    assert (args.quick, args.quiet, args.verbose, args.log_format) == (True, 1, 2, "json")

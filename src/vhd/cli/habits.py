@@ -60,14 +60,17 @@ def examples(*lines: str, note: str = "") -> str:
 def add_habits(p: argparse.ArgumentParser) -> None:
     """Give one command's parser the shared flags, environment defaults and help layout."""
     p.formatter_class = HelpFormatter
+    taken = set(p._option_string_actions)
     g = p.add_argument_group("output and logging (every command)")
-    g.add_argument(
-        "-v", "--verbose", action="count", default=0, help="say more: -v notes and timings, -vv debug detail"
-    )
-    g.add_argument("-q", "--quiet", action="count", default=0, help="say less: errors only")
-    g.add_argument(
-        "--log-format", choices=LOG_FORMATS, default="text", help="log lines as text or as one JSON object each"
-    )
+
+    def add(flags: tuple[str, ...], **kwargs: Any) -> None:
+        free = [f for f in flags if f not in taken]
+        if free and free[-1] == flags[-1]:  # the long flag is free: add it (with the short one if free)
+            g.add_argument(*free, **kwargs)
+
+    add(("-v", "--verbose"), action="count", default=0, help="say more: -v notes and timings, -vv debug detail")
+    add(("-q", "--quiet"), action="count", default=0, help="say less: errors only")
+    add(("--log-format",), choices=LOG_FORMATS, default="text", help="log lines as text or as one JSON object each")
     for action in p._actions:
         for flag in action.option_strings:
             env = ENV_FLAGS.get(flag)

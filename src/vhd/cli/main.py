@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from vhd.cli.logs import configure_logging
 
-    configure_logging(args.verbose, args.quiet, args.log_format)
+    configure_logging(getattr(args, "verbose", 0), getattr(args, "quiet", 0), getattr(args, "log_format", "text"))
     log = logging.getLogger("vhd.cli")
     started = time.perf_counter()
     try:
