@@ -50,7 +50,7 @@ def test_every_command_has_verbose_quiet_and_log_format(name: str) -> None:
     assert {"-v", "--verbose", "-q", "--quiet", "--log-format"} <= flags
 
 
-SUMMARY_COMMANDS = ("bench", "label", "review-queue", "export", "compare", "icl", "runs", "config")
+SUMMARY_COMMANDS = ("bench", "label", "review-queue", "export", "compare", "icl", "runs", "config", "examples")
 
 
 @pytest.mark.parametrize("name", SUMMARY_COMMANDS)
