@@ -8,6 +8,10 @@ model call goes to the run's ledger at once (`vhd.annotate.ledger`), written to 
 background and used for the budget. Ctrl-C once stops taking new samples and lets those in
 flight finish; twice abandons them. Nothing finished is ever lost; a store that cannot be
 written (full disk) stops the run with one line.
+
+The module is long (about 460 lines): the feeder, the workers, the executor's pool branch and the
+stage-wise cohorts all act on one `_Job`'s state, and splitting them would give two modules that
+import each other.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from vhd.cli.executor_flags import add_executor_flags, executor_options
+from vhd.cli.habits import examples
 from vhd.errors import ConfigError
 from vhd.fileio import printable
 from vhd.registry import Registry, RegistryNames
@@ -41,9 +42,14 @@ def add_parser(sub: Any, name: str) -> None:
             "debaters' arguments, by sentence embeddings (embed, offline) or by asking a model (llm). Running "
             "it again only does what is missing. With --discover, draft a taxonomy from the reasons instead."
         ),
-        epilog=(
-            "Default taxonomy: VHD11K's ten categories A-J. The verdicts (and so `vhd show` and every export) "
-            "carry the categories of the last method run."
+        epilog=examples(
+            "vhd categorize --store run.db",
+            "vhd categorize --store run.db --method llm --model openai:gpt-4o",
+            "vhd categorize --discover --store run.db --model openai:gpt-4o --out draft.yaml",
+            note=(
+                "Default taxonomy: VHD11K's ten categories A-J. The verdicts (and so `vhd show` and every export) "
+                "carry the categories of the last method run."
+            ),
         ),
     )
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")

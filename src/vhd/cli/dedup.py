@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from vhd.cli.executor_flags import add_executor_flags, executor_options
+from vhd.cli.habits import examples
 from vhd.cli.label_flags import add_outside_flag
 from vhd.fileio import printable
 
@@ -21,7 +22,11 @@ def add_parser(sub: Any, name: str) -> None:
             "--threshold bits), keep one file per cluster, report every file, and check that no cluster spans "
             "two splits. Files are never deleted; --apply marks duplicates in the store."
         ),
-        epilog="Exit codes: 0 done; 1 a cluster spans two splits (leakage); 2 usage error.",
+        epilog=examples(
+            "vhd dedup photos/ --report clusters.csv",
+            "vhd dedup run.db --threshold 10 --keep largest --apply",
+            note="Exit codes: 0 done; 1 a cluster spans two splits (leakage); 2 usage error.",
+        ),
     )
     p.add_argument("inputs", nargs="+", metavar="PATH_OR_STORE", help="files, folders, manifests, or one vhd store")
     p.add_argument("--threshold", type=int, default=10, help="largest pHash Hamming distance of 64 bits (default 10)")
