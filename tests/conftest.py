@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,6 +11,11 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.serve import Served
+
+# A developer's own settings never reach the tests: no user config file, no VHD_* defaults.
+os.environ["VHD_NO_USER_CONFIG"] = "1"
+for _name in ("VHD_STORE", "VHD_CONFIG", "VHD_CONCURRENCY"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,12 @@
 """Annotation configuration: defaults (the paper's), config files (TOML or YAML), flags.
 
-Precedence, highest first: command-line flags / keyword arguments, the ``VHD_MODEL``
-environment variable (for the model of every role), the config file, the defaults below.
-Endpoints, API-key variable names and per-role options live in the config file, never on argv.
+Precedence, highest first: command-line flags / keyword arguments; the ``VHD_*`` environment
+variables (``VHD_MODEL`` for the model of every role, ``VHD_CONCURRENCY``; ``VHD_STORE`` and
+``VHD_CONFIG`` give the ``--store`` / ``--config`` flags their defaults); the ``--config`` file;
+the user config file (``config.toml`` in the platform's config folder, see `user_config_path`;
+ignored when ``VHD_NO_USER_CONFIG=1``); the defaults below. The two files are merged table by
+table, key by key. `config_sources` says where each value came from (``vhd config show``).
+Endpoints, API-key variable names and per-role options live in the config files, never on argv.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from vhd.defaults import DEFAULT_MODEL as DEFAULT_MODEL  # re-exported: the help needs it without pydantic
+from vhd.defaults import MODEL_ENV as MODEL_ENV
 from vhd.errors import ConfigError
 
-DEFAULT_MODEL = "hf:HuggingFaceTB/SmolVLM-256M-Instruct"
-"""Used for every role when nothing else is given: small enough for a laptop CPU."""
+CONCURRENCY_ENV = "VHD_CONCURRENCY"
+"""Environment variable for ``concurrency`` (below flags, above the files)."""
 
-MODEL_ENV = "VHD_MODEL"
-"""Environment variable that sets the model of every role (below flags, above the file)."""
+NO_USER_CONFIG_ENV = "VHD_NO_USER_CONFIG"
+"""Set to 1 to ignore the user config file (tests and CI do)."""
 
 
 class _Strict(BaseModel):
@@ -175,15 +181,33 @@ def _first_error(exc: ValidationError) -> str:
     return f"invalid configuration at {where}: {err['msg']}"
 
 
-def load_config(path: str | Path | None) -> AnnotateConfig:
-    """Read a TOML or YAML config file (or return the defaults when ``path`` is None).
+def user_config_path() -> Path:
+    """Where the user config file lives.
+
+    ``config.toml`` in the platform's config folder for vhd (``~/.config/vhd/config.toml`` on Linux,
+    honouring ``XDG_CONFIG_HOME``).
+    """
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("vhd", appauthor=False)) / "config.toml"
+
+
+def _user_config_active() -> Path | None:
+    if os.environ.get(NO_USER_CONFIG_ENV, "") not in ("", "0"):
+        return None
+    try:
+        path = user_config_path()
+    except ImportError:  # platformdirs missing: no user file, as if it did not exist
+        return None
+    return path if path.is_file() else None
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Parse a TOML or YAML config file into a mapping (not validated), with its ``base_dir``.
 
     Raises:
-        ConfigError: Missing or unreadable file, syntax error, unknown key or bad value; the
-            message names the key.
+        ConfigError: Missing or unreadable file, syntax error, or not a table at the top level.
     """
-    if path is None:
-        return AnnotateConfig()
     p = Path(path).expanduser()
     try:
         text = p.read_text(encoding="utf-8")
@@ -203,7 +227,101 @@ def load_config(path: str | Path | None) -> AnnotateConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a table/mapping at the top level")
     data.setdefault("base_dir", str(p.resolve().parent))
+    return data
+
+
+def merge_tables(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+    """``high`` over ``low``, tables merged key by key (a value that is not a table replaces)."""
+    out = dict(low)
+    for key, value in high.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_tables(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _env_layer() -> dict[str, Any]:
+    raw = os.environ.get(CONCURRENCY_ENV, "").strip()
+    if not raw:
+        return {}
     try:
-        return AnnotateConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{p}: {_first_error(exc)}") from None
+        return {"concurrency": int(raw)}
+    except ValueError:
+        raise ConfigError(f"{CONCURRENCY_ENV}={raw!r} must be a whole number, e.g. {CONCURRENCY_ENV}=8") from None
+
+
+def config_layers(path: str | Path | None) -> list[tuple[str, dict[str, Any]]]:
+    """The configuration's layers, lowest first, as ``(source name, mapping)``.
+
+    The user file, the ``--config`` file and the environment, each present only when it gives something.
+    """
+    layers: list[tuple[str, dict[str, Any]]] = []
+    user = _user_config_active()
+    if user is not None:
+        layers.append((f"user config {user}", read_config_file(user)))
+    if path is not None:
+        layers.append((f"--config {Path(path).expanduser()}", read_config_file(path)))
+    env = _env_layer()
+    if env:
+        layers.append((f"env {CONCURRENCY_ENV}", env))
+    return layers
+
+
+def load_config(path: str | Path | None) -> AnnotateConfig:
+    """Read the configuration: defaults, user file, ``--config`` file, ``VHD_CONCURRENCY``.
+
+    Each layer is merged over the one before it, tables key by key; ``path`` is TOML or YAML.
+
+    Raises:
+        ConfigError: Missing or unreadable file, syntax error, unknown key or bad value; the
+            message names the file and the key.
+    """
+    data: dict[str, Any] = {}
+    for source, layer in config_layers(path):
+        data = merge_tables(data, layer)
+        try:
+            AnnotateConfig.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"{source}: {_first_error(exc)}") from None
+    return AnnotateConfig.model_validate(data)
+
+
+def config_sources(path: str | Path | None) -> list[tuple[str, Any, str]]:
+    """Every setting as ``(dotted key, value, where it came from)`` (``vhd config show``).
+
+    The source is ``default``, ``user config FILE``, ``--config FILE`` or ``env VHD_...``; the
+    model of the roles reports ``env VHD_MODEL`` when that variable decides it.
+    """
+    layers = config_layers(path)
+    final = load_config(path).model_dump(mode="json")
+    final.pop("base_dir", None)
+    flat = flatten_keys(final)
+    origin: dict[str, str] = {}
+    for source, layer in layers:
+        for key in flatten_keys({k: v for k, v in layer.items() if k != "base_dir"}):
+            origin[key] = source
+    rows = [(key, value, _origin_of(key, origin)) for key, value in sorted(flat.items())]
+    if final.get("model") is None:  # what every role falls back to
+        env_model = os.environ.get(MODEL_ENV)
+        model = (env_model, f"env {MODEL_ENV}") if env_model else (DEFAULT_MODEL, "default")
+        rows = [(k, *model) if k == "model" else (k, v, s) for k, v, s in rows]
+    return rows
+
+
+def _origin_of(key: str, origin: dict[str, str]) -> str:
+    while key:
+        if key in origin:
+            return origin[key]
+        key = key.rpartition(".")[0]
+    return "default"
+
+
+def flatten_keys(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one mapping of dotted keys (``debate.rounds``); other values as they are."""
+    if not isinstance(data, dict) or (prefix and not data):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(flatten_keys(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out

@@ -79,3 +79,11 @@ def require(module: str, extra: str, package: str | None = None) -> object:
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingDependencyError(package or module, extra) from exc
+
+
+class ExecutorError(VhdError):
+    """Workers cannot be started or reached (a Ray cluster address that answers nothing, ...)."""
+
+
+class WorkerLostError(ExecutorError):
+    """The workers running an item died too many times; the item was not finished (run again to retry)."""

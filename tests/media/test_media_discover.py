@@ -284,3 +284,25 @@ def test_non_utf8_manifest_is_config_error(tmp_path: Path) -> None:
     manifest.write_bytes(b"path\ncaf\xe9.png\n")
     with pytest.raises(ConfigError, match="not UTF-8"):
         discover([manifest])
+
+
+def test_a_folders_own_manifest_is_read_first_and_not_skipped(tmp_path: Path) -> None:
+    """`vhd examples` writes manifest.csv into its folder: annotating the folder reads it as a manifest."""
+    _img(tmp_path / "a.jpg")
+    _img(tmp_path / "b.png", (10, 200, 10))
+    (tmp_path / "manifest.csv").write_text("path,keyword\nb.png,green square\n", encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "manifest.csv").write_text("path\nnothing.jpg\n", encoding="utf-8")
+    found = discover([tmp_path])
+    assert _names(found, tmp_path) == ["b.png", "a.jpg"]  # the manifest's rows first, then the scan
+    skipped = {Path(s.path).relative_to(tmp_path).as_posix(): s.reason for s in found.skipped}
+    assert "manifest.csv" not in skipped  # read, not skipped as an unsupported file
+    assert "unsupported file type .csv" in skipped["sub/manifest.csv"]  # only the folder's own is read
+
+
+def test_a_broken_folder_manifest_is_a_reason_not_a_stop(tmp_path: Path) -> None:
+    _img(tmp_path / "a.jpg")
+    (tmp_path / "manifest.csv").write_bytes(b"\xff\xfe\x00garbage")
+    found = discover([tmp_path])
+    assert _names(found, tmp_path) == ["a.jpg"]
+    assert any("manifest" in s.reason for s in found.skipped)

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from vhd.align import labelstudio_read as rd
 from vhd.align.labels import LabelledItem, check_set_name, read_labelled_set, save_labelled_set
@@ -94,21 +94,88 @@ def media_url(path: str, media_root: str | os.PathLike[str] = "/", url_prefix: s
     return url_prefix + quote(Path(rel).as_posix(), safe="/")
 
 
-def _prediction(verdict_harmful: bool, reason: str, score: float | None, model_version: str) -> dict[str, Any]:
+def confidence(harmful: bool, p_harmful: float) -> float:
+    """How sure a verdict is: P(harmful) for a harmful verdict, 1 - P(harmful) for a not-harmful one.
+
+    Label Studio reads a prediction's ``score`` as the confidence of the predicted choice.
+    """
+    return p_harmful if harmful else 1.0 - p_harmful
+
+
+def prediction(harmful: bool, reason: str | None, p_harmful: float | None, model_version: str) -> dict[str, Any]:
+    """A Label Studio prediction pre-filling the ``harmful`` choice (and the ``reason`` text).
+
+    Args:
+        harmful: The verdict.
+        reason: The judge's reason (left out when empty).
+        p_harmful: The judge's P(harmful), or None; the prediction's ``score`` is its `confidence`.
+        model_version: Names the configuration in Label Studio.
+    """
     result: list[dict[str, Any]] = [
         {
             "from_name": "harmful",
             "to_name": "media",
             "type": "choices",
-            "value": {"choices": [HARMFUL if verdict_harmful else NOT_HARMFUL]},
+            "value": {"choices": [HARMFUL if harmful else NOT_HARMFUL]},
         }
     ]
     if reason:
         result.append({"from_name": "reason", "to_name": "media", "type": "textarea", "value": {"text": [reason]}})
     pred: dict[str, Any] = {"model_version": model_version, "result": result}
-    if score is not None:
-        pred["score"] = score
+    if p_harmful is not None:
+        pred["score"] = confidence(harmful, p_harmful)
     return pred
+
+
+def build_tasks(
+    *,
+    store: str | os.PathLike[str] = "vhd.db",
+    name: str | None = None,
+    config_hash: str | None = None,
+    media_root: str | os.PathLike[str] = "/",
+    url_prefix: str = LOCAL_FILES,
+) -> dict[Kind, list[dict[str, Any]]]:
+    """Label Studio tasks (with pre-annotations) for a store's samples, by media kind.
+
+    The arguments are `export_labelstudio`'s; the tasks are what it writes.
+    """
+    by_kind: dict[Kind, list[dict[str, Any]]] = {}
+    with Store(store) as db:
+        if name is not None:
+            wanted: list[tuple[str, str, LabelledItem | None]] = [
+                (i.id, str(i.path), i) for i in read_labelled_set(db, name)
+            ]
+        else:
+            seen = {s.id: s.path for s, _ in db.iter_annotations(config_hash=config_hash)}
+            wanted = [(sid, str(p), None) for sid, p in seen.items()]
+        for sid, path, item in wanted:
+            sample = db.get_sample(sid)
+            if sample is None:
+                continue
+            ann = db.get_annotation(sid, config_hash)
+            kind = Kind(sample.kind)
+            data: dict[str, Any] = {
+                "image" if kind is Kind.IMAGE else "video": media_url(path, media_root, url_prefix),
+                "sample_id": sid,
+                "path": path,
+                "affirmative": "",
+                "negative": "",
+            }
+            if item is not None:
+                data["human_label"] = HARMFUL if item.harmful else NOT_HARMFUL
+            task: dict[str, Any] = {"data": data}
+            if ann is not None:
+                data["affirmative"] = "\n\n".join(ann.arguments(Role.AFFIRMATIVE))
+                data["negative"] = "\n\n".join(ann.arguments(Role.NEGATIVE))
+                if ann.verdict.score is not None:
+                    data["p_harmful"] = ann.verdict.score  # the raw judge score; the prediction's is a confidence
+                if ann.verdict.harmful is not None:
+                    model = f"vhd-debate-{ann.config_hash[:12]}"
+                    task["predictions"] = [
+                        prediction(ann.verdict.harmful, ann.verdict.reason, ann.verdict.score, model)
+                    ]
+            by_kind.setdefault(kind, []).append(task)
+    return by_kind
 
 
 def export_labelstudio(
@@ -138,42 +205,9 @@ def export_labelstudio(
     from vhd.store.labels import CATEGORIES
 
     out_path = Path(out)
-    by_kind: dict[Kind, list[dict[str, Any]]] = {}
     result = ExportResult()
-    with Store(store) as db:
-        if name is not None:
-            wanted: list[tuple[str, str, LabelledItem | None]] = [
-                (i.id, str(i.path), i) for i in read_labelled_set(db, name)
-            ]
-        else:
-            seen = {s.id: s.path for s, _ in db.iter_annotations(config_hash=config_hash)}
-            wanted = [(sid, str(p), None) for sid, p in seen.items()]
-        for sid, path, item in wanted:
-            sample = db.get_sample(sid)
-            if sample is None:
-                continue
-            ann = db.get_annotation(sid, config_hash)
-            kind = Kind(sample.kind)
-            data: dict[str, Any] = {
-                "image" if kind is Kind.IMAGE else "video": media_url(path, media_root, url_prefix),
-                "sample_id": sid,
-                "path": path,
-                "affirmative": "",
-                "negative": "",
-            }
-            if item is not None:
-                data["human_label"] = HARMFUL if item.harmful else NOT_HARMFUL
-            task: dict[str, Any] = {"data": data}
-            if ann is not None:
-                data["affirmative"] = "\n\n".join(ann.arguments(Role.AFFIRMATIVE))
-                data["negative"] = "\n\n".join(ann.arguments(Role.NEGATIVE))
-                if ann.verdict.harmful is not None:
-                    model = f"vhd-debate-{ann.config_hash[:12]}"
-                    task["predictions"] = [
-                        _prediction(ann.verdict.harmful, ann.verdict.reason, ann.verdict.score, model)
-                    ]
-                    result.with_predictions += 1
-            by_kind.setdefault(kind, []).append(task)
+    by_kind = build_tasks(store=store, name=name, config_hash=config_hash, media_root=media_root, url_prefix=url_prefix)
+    result.with_predictions = sum("predictions" in t for tasks in by_kind.values() for t in tasks)
     if not by_kind:
         raise ConfigError(f"nothing to export from {store}: annotate samples or import a labelled set first")
     categories = [n for _, n in CATEGORIES]
@@ -234,8 +268,9 @@ class LabelStudioImport:
 class _Samples:
     """Finds the sample a task names, remembering each reference (200,000 tasks, few samples)."""
 
-    def __init__(self, db: Store) -> None:
+    def __init__(self, db: Store, media_root: str | os.PathLike[str] = "/") -> None:
         self.db = db
+        self.media_root = media_root
         self.by_id: dict[str, Sample | None] = {}
         self.by_ref: dict[str, list[Sample]] = {}
 
@@ -246,7 +281,7 @@ class _Samples:
             sample = self.by_id[data.sample_id]
             if sample is not None:
                 return sample
-        ref = data.path or _path_from_url(data.image or data.video or "")
+        ref = data.path or path_from_url(data.image or data.video or "", self.media_root)
         if not ref and not data.sample_id:
             return "names no sample: its data needs sample_id, path, or a local-files image / video URL"
         if "\x00" in ref:
@@ -262,12 +297,19 @@ class _Samples:
 
 
 def import_labelstudio(
-    path: str | os.PathLike[str], *, store: str | os.PathLike[str] = "vhd.db", name: str = "labelstudio"
+    path: str | os.PathLike[str],
+    *,
+    store: str | os.PathLike[str] = "vhd.db",
+    name: str = "labelstudio",
+    media_root: str | os.PathLike[str] = "/",
 ) -> LabelStudioImport:
     """Read people's decisions from a Label Studio JSON export into a labelled set.
 
-    Each task is tied to a sample by ``data.sample_id`` (as exported by `export_labelstudio`),
-    else by ``data.path`` or the local-file URL, which must name a sample the store holds. A task
+    Reads Label Studio's JSON export and its JSON-MIN export (one flat row per annotation, see
+    `json_min_tasks`). Each task is tied to a sample by ``data.sample_id`` (as exported by
+    `export_labelstudio`), else by ``data.path`` or the local-file URL (``/data/local-files/?d=``,
+    with or without the server's address) read under ``media_root``, which must name a sample
+    the store holds. A task
     that does not fit Label Studio's export format, has no decision, repeats an earlier task's
     ``id`` or names no stored sample is left out with a one-line reason; the others are imported.
     Several tasks naming one sample give one label: the newest decision (see
@@ -277,6 +319,8 @@ def import_labelstudio(
         path: The export file.
         store: The store.
         name: The labelled set to write.
+        media_root: Label Studio's ``LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT``: local-file URLs
+            name paths under it.
 
     Returns:
         Counts of tasks and samples, and the tasks left out.
@@ -287,11 +331,12 @@ def import_labelstudio(
     """
     check_set_name(name)
     tasks, not_utf8 = rd.read_tasks(path)
+    tasks = json_min_tasks(tasks)
     out = LabelStudioImport(name=name, source=os.path.abspath(path), tasks=len(tasks))
     best: dict[str, tuple[rd.Decision, Sample]] = {}
     first_of: dict[int, int] = {}
     with Store(store) as db:
-        samples = _Samples(db)
+        samples = _Samples(db, media_root)
         for index in range(len(tasks)):
             raw, tasks[index] = tasks[index], None  # free each raw task once it is read
             position = index + 1
@@ -334,7 +379,67 @@ def import_labelstudio(
     return out
 
 
-def _path_from_url(url: str) -> str:
-    if url.startswith(LOCAL_FILES):
-        return "/" + unquote(url[len(LOCAL_FILES) :]).lstrip("/")
-    return ""
+def path_from_url(url: str, media_root: str | os.PathLike[str] = "/") -> str:
+    """The file a Label Studio local-files URL names under ``media_root`` ("" for other URLs).
+
+    Takes ``/data/local-files/?d=REL`` as vhd writes it and ``http://HOST/data/local-files/?d=REL``
+    as a server may return it.
+    """
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(url)
+    if parts.path.rstrip("/") != LOCAL_FILES.split("?")[0].rstrip("/"):
+        return ""
+    rel = parse_qs(parts.query).get("d", [""])[0]
+    if not rel:
+        return ""
+    return os.path.normpath(os.path.join(os.path.abspath(media_root), rel.lstrip("/")))
+
+
+_MIN_META = ("id", "annotator", "annotation_id", "created_at", "updated_at", "lead_time", "agreement")
+_CONTROLS = {"harmful": ("choices", "choices"), "categories": ("choices", "choices"), "reason": ("textarea", "text")}
+
+
+def json_min_tasks(rows: list[Any]) -> list[Any]:
+    """Label Studio's JSON-MIN export as JSON export tasks; any other list is returned as it is.
+
+    JSON-MIN writes one flat object per submitted annotation: the task's data fields, ``id``,
+    each control's answer under its name (a lone choice or text as a string, several as
+    ``{"choices": [...]}`` / ``{"text": [...]}``), ``annotator``, ``annotation_id``,
+    ``created_at`` and ``updated_at``. Rows of one task id become one task with several
+    annotations, so the newest decides as in the JSON export.
+    """
+    dicts = [r for r in rows if isinstance(r, dict)]
+    if not dicts or any("data" in r or "annotations" in r for r in dicts):
+        return rows
+    if not any("annotation_id" in r or "harmful" in r for r in dicts):
+        return rows
+    out: list[Any] = []
+    by_id: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        if not isinstance(row, dict):
+            out.append(row)  # left for the checks to name
+            continue
+        data = {k: v for k, v in row.items() if k not in _MIN_META and k not in _CONTROLS}
+        result = []
+        for control, (kind, key) in _CONTROLS.items():
+            if control in row:
+                value = row[control]
+                values = value.get(key) if isinstance(value, dict) else [value] if isinstance(value, str) else value
+                result.append({"from_name": control, "to_name": "media", "type": kind, "value": {key: values}})
+        annotation = {
+            "id": row.get("annotation_id"),
+            "result": result,
+            "created_at": row.get("created_at"),
+            "updated_at": row.get("updated_at"),
+        }
+        tid = row.get("id")
+        hashable = isinstance(tid, int | str) and not isinstance(tid, bool)
+        if hashable and tid in by_id:
+            by_id[tid]["annotations"].append(annotation)
+            continue
+        task = {"data": data, "annotations": [annotation]} | ({"id": tid} if "id" in row else {})
+        if hashable:
+            by_id[tid] = task
+        out.append(task)
+    return out

@@ -329,28 +329,11 @@ def export_review_labelstudio(
                 data["affirmative"] = "\n\n".join(ann.arguments(Role.AFFIRMATIVE))
                 data["negative"] = "\n\n".join(ann.arguments(Role.NEGATIVE))
             task: dict[str, Any] = {"data": data}
+            if item.score is not None:
+                data["p_harmful"] = item.score  # the raw judge score; the prediction's is a confidence
             if item.harmful is not None:
-                result: list[dict[str, Any]] = [
-                    {
-                        "from_name": "harmful",
-                        "to_name": "media",
-                        "type": "choices",
-                        "value": {"choices": [ls.HARMFUL if item.harmful else ls.NOT_HARMFUL]},
-                    }
-                ]
-                if item.judge_reason:
-                    result.append(
-                        {
-                            "from_name": "reason",
-                            "to_name": "media",
-                            "type": "textarea",
-                            "value": {"text": [item.judge_reason]},
-                        }
-                    )
-                prediction: dict[str, Any] = {"model_version": f"vhd-debate-{queue.config_hash[:12]}", "result": result}
-                if item.score is not None:
-                    prediction["score"] = item.score
-                task["predictions"] = [prediction]
+                model = f"vhd-debate-{queue.config_hash[:12]}"
+                task["predictions"] = [ls.prediction(item.harmful, item.judge_reason, item.score, model)]
             tasks.append(task)
     path = atomic_write(out, json.dumps(tasks, indent=2, ensure_ascii=False) + "\n")
     kind = Kind.VIDEO if kinds == {Kind.VIDEO.value} else Kind.IMAGE

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 
 from vhd.annotate.summary import RunSummary
 from vhd.config import AnnotateConfig, load_config
+from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
 
 if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
+    from vhd.execution import Executor, ExecutorOptions
 
 
 def annotate_config(
@@ -79,6 +81,8 @@ def annotate(
     batch_poll_s: float = 30.0,
     batch_quiet_s: float = 0.5,
     stage_wise: bool = False,
+    executor: str | Executor = "local",
+    executor_options: ExecutorOptions | None = None,
 ) -> RunSummary:
     """Annotate images, videos, frame folders and manifests by model debate.
 
@@ -119,6 +123,10 @@ def annotate(
             turn, then every second turn, ..., then every judge: `vhd.debate.stagewise`), so a
             batching backend sees large batches of one role. Same verdicts as per-sample order;
             a sample is committed when its judge answers.
+        executor: Where samples are debated: ``local`` (this process), ``ray`` (Ray actors,
+            ``pip install 'vhd[ray]'``), another name registered in `vhd.execution.EXECUTORS`,
+            or an `vhd.execution.Executor`. Planning, leases and store writes stay here.
+        executor_options: Workers, Ray address, ``ship_media``, CPUs/GPUs per worker.
 
     Returns:
         The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
@@ -129,6 +137,7 @@ def annotate(
         vhd.errors.BackendUnavailableError: A backend cannot work at all (nothing was run).
     """
     from vhd.annotate.loop import run
+    from vhd.execution import executor as find_executor
 
     cfg = annotate_config(
         config,
@@ -142,6 +151,12 @@ def annotate(
         rounds=rounds,
     )
     cfg.check_max_cost(max_cost)
+    runner = find_executor(executor, executor_options)
+    if stage_wise and not runner.in_process:
+        raise ConfigError("--stage-wise runs the debate in this process; leave out --executor, or drop --stage-wise")
+    if (batch_api or cascade is not None) and not runner.in_process:
+        flag = "--batch-api" if batch_api else "--cascade"
+        raise ConfigError(f"{flag} runs in this process; leave out --executor, or drop {flag}")
     start = time.perf_counter()
     summary = asyncio.run(
         run(
@@ -162,6 +177,7 @@ def annotate(
             batch_poll_s=batch_poll_s,
             batch_quiet_s=batch_quiet_s,
             stage_wise=stage_wise,
+            executor=None if runner.in_process else runner,
         )
     )
     summary.elapsed_s = time.perf_counter() - start

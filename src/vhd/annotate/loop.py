@@ -9,9 +9,10 @@ background and used for the budget. Ctrl-C once stops taking new samples and let
 flight finish; twice abandons them. Nothing finished is ever lost; a store that cannot be
 written (full disk) stops the run with one line.
 
-This module is a little long (about 470 lines): the feeder, the workers and their hooks for the
-cascade (`vhd.annotate.cascade`) and the batch API (`vhd.annotate.batch`) share one job's state
-and read best together.
+The module is long (about 500 lines): the feeder, the workers, the executor's pool branch, the
+stage-wise cohorts and the hooks of the cascade (`vhd.annotate.cascade`) and the batch API
+(`vhd.annotate.batch`) all act on one `_Job`'s state, and splitting them would give two modules
+that import each other.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext, suppress
+from contextlib import AsyncExitStack, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,9 +38,11 @@ from vhd.redaction import redact
 if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
     from vhd.annotate.ledger import Ledger
+    from vhd.annotate.work import DebateItem, DebateOutcome
     from vhd.backends.openai_batch import BatchRunner
-    from vhd.debate.engine import Debate
+    from vhd.debate.engine import Debate, DebateResult
     from vhd.debate.stagewise import Cohorts
+    from vhd.execution import Executor, Pool
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
 
@@ -70,8 +73,9 @@ async def run(
     batch_poll_s: float = 30.0,
     batch_quiet_s: float = 0.5,
     stage_wise: bool = False,
+    executor: Executor | None = None,
 ) -> RunSummary:
-    """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
+    """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate` (and `vhd.annotate.work`)."""
     from vhd.debate.engine import Debate
     from vhd.debate.icl import load_examples
     from vhd.debate.identity import config_identity, digest
@@ -112,12 +116,20 @@ async def run(
         summary.already_done = summary.estimate["already_done"]
         return summary
 
+    from vhd.annotate.work import remote_pool
+
     unique = list({id(b): b for b in backends.values()}.values())
-    for backend in unique:
+    workers = AsyncExitStack()  # an executor's workers check their own backends as they start
+    pool = await workers.enter_async_context(remote_pool(executor, config, prompts, examples, settings))
+    for backend in unique if pool is None else ():
         await backend.check()
-    if cascade is not None:
-        await cascade.check()
-    db = Store(store)
+    try:
+        if cascade is not None:
+            await cascade.check()
+        db = Store(store)
+    except BaseException:
+        await workers.aclose()  # stop the workers (and a Ray this run started)
+        raise
     try:
         try:
             run_id = db.start_run(
@@ -135,6 +147,8 @@ async def run(
         job = _Job(db, settings, summary, config_hash, run_id, max_cost, on_event)
         job.retry_unparsed = retry_unparsed
         job.lease_seconds = config.lease_seconds
+        job.pool = pool
+        job.ship_media = executor is not None and executor.options.ship_media
         job.cascade = cascade
         try:
             for skip in found.skipped:
@@ -177,6 +191,7 @@ async def run(
             summary.store_error = store_message(job.store_error, summary)
     finally:
         db.close()
+        await workers.aclose()
         for backend in unique:
             with suppress(Exception):
                 await backend.aclose()
@@ -226,6 +241,8 @@ class _Job:
         self.max_cost = max_cost
         self.on_event = on_event
         self.debate: Debate | Cohorts | None = None
+        self.pool: Pool[DebateItem, DebateOutcome] | None = None
+        self.ship_media = False
         self.cascade: Cascade | None = None
         self.ledger: Ledger | None = None
         self.retry_unparsed = False
@@ -412,9 +429,24 @@ class _Job:
 
     async def process(self, item: MediaItem, sid: str) -> None:
         """Load, debate and save one claimed sample."""
+        from vhd.annotate.work import debate_on
         from vhd.media.load import load_sample
 
         try:
+            if self.pool is not None:  # debated on an executor's worker, saved here
+                out = await debate_on(self.pool, item, sid, self.settings, ship=self.ship_media)
+                if out.sample is None or out.result is None:  # unreadable, or its workers kept dying
+                    self.summary.remaining += out.lost is not None
+                    if out.lost:
+                        self.on_event(out.lost)
+                    else:
+                        self.skip(item, out.media_error or "unreadable")
+                    self.db.release_leases(self.run_id, [sid])
+                    return
+                self.summary.found += 1
+                self.on_call(out.result.usage)
+                self.commit(out.sample, out.result, out.started)
+                return
             try:
                 loaded = await asyncio.to_thread(load_sample, item, self.settings)
             except MediaError as exc:
@@ -447,6 +479,10 @@ class _Job:
             decided_by = DEBATE
         result = await self.debate.run(sample.kind, loaded.images)
         result.usage.add(stage_usage)
+        self.commit(sample, result, started, decided_by)
+
+    def commit(self, sample: Sample, result: DebateResult, started: float, decided_by: str | None = None) -> None:
+        """Save one debated sample (which releases its lease) and count it."""
         ann = Annotation(
             sample_id=sample.id,
             run_id=self.run_id,

@@ -435,7 +435,7 @@ class OpenAIBackend(Backend):
                 delay = min(result.wait_hint, self.opts.backoff_max)
             else:
                 delay = backoff_delay(attempt - 1, self.opts.backoff_base, self.opts.backoff_max)
-            log.debug("%s: %s; retry %d/%d in %.2f s", self.spec, result.reason, attempt, self.opts.max_retries, delay)
+            log.info("%s: %s; retry %d/%d in %.2f s", self.spec, result.reason, attempt, self.opts.max_retries, delay)
             await asyncio.sleep(delay)
 
     async def _check_one(self, target: _Target) -> int:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from vhd.bench.evaluate import DetectorResult
     from vhd.bench.runner import BenchRun, DetectorRun
     from vhd.detectors.base import Detector
+    from vhd.execution import Executor, ExecutorOptions
     from vhd.media.load import MediaSettings
     from vhd.store.label_rules import LabelOptions
 
@@ -165,6 +166,8 @@ def benchmark(
     on_progress: ProgressFn | None = None,
     label_options: LabelOptions | None = None,
     store: str | os.PathLike[str] | None = None,
+    executor: str | Executor = "local",
+    executor_options: ExecutorOptions | None = None,
 ) -> BenchReport:
     """Benchmark detectors on a labelled set and write the report folder.
 
@@ -192,6 +195,8 @@ def benchmark(
             labels file (`vhd.store.label_rules.LabelOptions`).
         store: With a labels file: the vhd store its rows may name (by path or id) wherever
             its samples are.
+        executor: Where detectors run: ``local`` or ``ray`` (see `vhd.bench.runner.run_bench`).
+        executor_options: Workers, Ray address, CPUs/GPUs per worker.
 
     Returns:
         The run, the numbers and the files written.
@@ -220,7 +225,14 @@ def benchmark(
     saved = load_calibrations(calibration_file) if calibration_file is not None else {}
     with PredictionCache(folder / CACHE_FILE) as cache:
         bench_run = run_bench(
-            bench, detectors, cache=cache, settings=settings, concurrency=concurrency, on_progress=on_progress
+            bench,
+            detectors,
+            cache=cache,
+            settings=settings,
+            concurrency=concurrency,
+            on_progress=on_progress,
+            executor=executor,
+            executor_options=executor_options,
         )
     cals = _calibrate(bench_run, calibrate_split, calibration_method, saved, folder)
     results = evaluate(bench_run, crosswalk=cw, resamples=resamples)

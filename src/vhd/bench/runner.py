@@ -16,19 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vhd.bench.cache import PredictionCache, detector_key
-from vhd.bench.original import load_original, original_identity, wants_original
+from vhd.bench.original import original_identity, wants_original
+from vhd.bench.work import DetectWork, Entry, Outcome, predict_item
 from vhd.detectors.base import Detector, Prediction
-from vhd.errors import ConfigError, VhdError
+from vhd.errors import ConfigError, WorkerLostError
 from vhd.progress import ProgressFn
-from vhd.records import Kind, MediaItem
 
 if TYPE_CHECKING:
     from vhd.bench.data import BenchItem, BenchSet
+    from vhd.execution import Executor, ExecutorOptions, Pool
     from vhd.media.load import MediaSettings
 
 FLUSH_EVERY = 32
@@ -122,8 +123,10 @@ class _Job:
         settings: MediaSettings | None,
         concurrency: int,
         on_progress: ProgressFn | None,
+        pool: Pool[Entry, list[Outcome]] | None = None,
     ) -> None:
         self.detectors = detectors
+        self.pool = pool
         self.runs = runs
         self.cache = cache
         self.settings = settings
@@ -132,7 +135,6 @@ class _Job:
         self.spans: list[list[float]] = [[] for _ in detectors]
         self.on_progress = on_progress
         self.done = 0
-        self.original = [wants_original(d) for d in detectors]
 
     def flush(self, index: int, force: bool = False) -> None:
         buf = self.pending[index]
@@ -150,49 +152,17 @@ class _Job:
         self.pending[index][sid] = pred
         self.flush(index)
 
-    async def judge(self, index: int, item: BenchItem, images: Sequence[Any]) -> None:
-        async with self.slots:
-            start = time.perf_counter()
-            try:
-                pred = await self.detectors[index].predict(item.kind, images)
-            except (VhdError, Exception) as exc:  # one sample's failure never stops the run
-                pred = Prediction(None, error=f"{type(exc).__name__}: {exc}")
-            end = time.perf_counter()
-        if pred.harmful is None and pred.error is None:
-            pred.error = "no decision"
-        self.record(index, item.id, pred, start, end)
-
-    def _load(self, item: BenchItem, original: bool) -> list[Any]:
-        from vhd.media.load import MediaSettings, load_sample
-
-        if original:
-            return [load_original(item.path, (self.settings or MediaSettings()).limits)]
-        media = MediaItem(path=item.path, kind=item.kind, is_frame_folder=item.path.is_dir())
-        return load_sample(media, self.settings).images
-
     async def sample(self, item: BenchItem, todo: list[int], total: int) -> None:
-        plain_file = item.kind is Kind.IMAGE and not item.path.is_dir()
-        groups: dict[bool, list[int]] = {}
-        for index in todo:
-            groups.setdefault(plain_file and self.original[index], []).append(index)
-        jobs: list[Coroutine[Any, Any, None]] = []
-        try:
-            for original, indices in groups.items():
-                try:
-                    # Original bytes are a file read and a header parse (well under a millisecond): done
-                    # inline, since a thread hand-off per sample costs more on a busy machine than that.
-                    images = self._load(item, True) if original else await asyncio.to_thread(self._load, item, False)
-                except VhdError as exc:
-                    now = time.perf_counter()
-                    for index in indices:
-                        self.record(index, item.id, Prediction(None, error=f"media: {exc}"), now, now)
-                else:
-                    jobs.extend(self.judge(index, item, images) for index in indices)
-        except BaseException:  # cancelled (Ctrl-C) between loads: drop the calls not yet started
-            for job in jobs:
-                job.close()
-            raise
-        await asyncio.gather(*jobs)
+        if self.pool is None:
+            found = await predict_item(self.detectors, self.settings, item, todo, self.slots)
+        else:  # on an executor's worker; a sample whose workers kept dying fails here (not cached: retried)
+            try:
+                found = await self.pool.run((item, todo))
+            except WorkerLostError as exc:
+                now = time.perf_counter()
+                found = [(index, Prediction(None, error=str(exc)), now, now) for index in todo]
+        for index, pred, start, end in found:
+            self.record(index, item.id, pred, start, end)
         self.done += 1
         if self.on_progress is not None:
             self.on_progress(self.done, total)
@@ -225,6 +195,7 @@ async def arun_bench(
     settings: MediaSettings | None = None,
     concurrency: int = 4,
     on_progress: ProgressFn | None = None,
+    executor: Executor | None = None,
 ) -> BenchRun:
     """Run detectors over a labelled set (async form of `run_bench`)."""
     if concurrency < 1:
@@ -248,6 +219,11 @@ async def arun_bench(
     work = [(item, [i for i, r in enumerate(runs) if item.id not in r.predictions]) for item in bench.items]
     work = [(item, todo) for item, todo in work if todo]
     needed = sorted({i for _, todo in work for i in todo})
+    if executor is not None and not executor.in_process and work:  # detectors load on the workers
+        share = -(-concurrency // max(1, executor.options.workers))
+        async with executor.pool(DetectWork(detectors, needed, settings, share)) as pool:
+            await _Job(detectors, runs, cache, settings, concurrency, on_progress, pool).run(work, concurrency)
+        return BenchRun(bench=bench, detectors=runs)
     try:
         for i in needed:
             await detectors[i].check()
@@ -266,6 +242,8 @@ def run_bench(
     settings: MediaSettings | None = None,
     concurrency: int = 4,
     on_progress: ProgressFn | None = None,
+    executor: str | Executor = "local",
+    executor_options: ExecutorOptions | None = None,
 ) -> BenchRun:
     """Run detectors over a labelled set, taking what the cache holds and caching the rest.
 
@@ -276,6 +254,9 @@ def run_bench(
         settings: How media is prepared (frames per video, image size).
         concurrency: Detector calls in flight at once, across all detectors.
         on_progress: Called with (samples done, samples to do) after each sample.
+        executor: Where detectors run: ``local`` (here) or ``ray`` (Ray actors, each loading its
+            own copy of the detectors and reading media by path); the cache is written here.
+        executor_options: Workers, Ray address, CPUs/GPUs per worker.
 
     Returns:
         Every detector's predictions, with counts and throughput.
@@ -284,6 +265,17 @@ def run_bench(
         ConfigError: Duplicate labels or a bad concurrency.
         VhdError: A detector's `check()` failed (missing weights, key or endpoint).
     """
+    from vhd.execution import executor as find_executor
+
+    runner = find_executor(executor, executor_options)
     return asyncio.run(
-        arun_bench(bench, detectors, cache=cache, settings=settings, concurrency=concurrency, on_progress=on_progress)
+        arun_bench(
+            bench,
+            detectors,
+            cache=cache,
+            settings=settings,
+            concurrency=concurrency,
+            on_progress=on_progress,
+            executor=None if runner.in_process else runner,
+        )
     )

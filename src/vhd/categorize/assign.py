@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.execution import Executor, ExecutorOptions
 from vhd.records import Role, Status
 from vhd.registry import Registry
 from vhd.store import categories as cstore
@@ -51,6 +52,7 @@ class CategorizeJob:
         record: Call with every result (counts it in the summary).
         emit: Call with one-line progress messages.
         calibration: Set by a method that calibrated (reported in the summary).
+        executor: Where a method that supports it runs its per-annotation work (None: here).
     """
 
     method: str
@@ -66,6 +68,7 @@ class CategorizeJob:
     record: Callable[[cstore.Categorization], None]
     emit: Callable[[str], None]
     calibration: dict[str, Any] | None = None
+    executor: Executor | None = None
 
 
 CategorizeMethod = Callable[[CategorizeJob], str]
@@ -184,6 +187,8 @@ def categorize(
     limit: int | None = None,
     with_media: bool = False,
     on_event: Callable[[str], None] | None = None,
+    executor: str | Executor = "local",
+    executor_options: ExecutorOptions | None = None,
 ) -> CategorizeSummary:
     """Assign harm categories to the harmful annotations of a store.
 
@@ -207,6 +212,9 @@ def categorize(
         with_media: ``llm``: show the model the sample itself (the image or the video's frames,
             prepared as the config's ``[media]`` says) besides the findings.
         on_event: Called with one-line progress messages.
+        executor: ``llm`` only: ``ray`` asks from Ray actors, each with its own backend
+            (results are saved here); ``local`` (the default) asks from this process.
+        executor_options: Workers, Ray address, CPUs per worker.
 
     Returns:
         What was done.
@@ -218,6 +226,11 @@ def categorize(
     run = CATEGORIZE_METHODS.load(method)
     if with_media and method != "llm":
         raise ConfigError("--with-media needs --method llm (with a vision-language model)")
+    from vhd.execution import executor as find_executor
+
+    runner = find_executor(executor, executor_options)
+    if not runner.in_process and method != "llm":
+        raise ConfigError(f"--executor {runner.name} works with --method llm; {method} runs here")
     started = time.perf_counter()
     tax = load_taxonomy(taxonomy)
     db, owned = use_store(store)
@@ -253,6 +266,7 @@ def categorize(
         job = CategorizeJob(
             method, db, todo, tax, model, config, concurrency, calibrate, threshold, with_media, record, emit
         )
+        job.executor = None if runner.in_process else runner
         summary.model = run(job)
         summary.calibration = job.calibration
         summary.counts = dict(counts)
@@ -345,9 +359,18 @@ def run_llm(job: CategorizeJob) -> str:
         record(cat)
 
     async def main() -> None:
+        media = media_settings(cfg.media) if with_media else None
+        if job.executor is not None:  # each worker asks with its own backend; results are saved here
+            from vhd.categorize.work import LlmCategorizeWork
+            from vhd.execution import map_async
+
+            work = LlmCategorizeWork(spec, cfg.backends, tax, media)
+            failed = await map_async(job.executor, work, todo, save, concurrency=concurrency)
+            if failed:
+                emit(f"{len(failed)} annotation(s) not categorised ({failed[0][1]}); run the same command again")
+            return
         try:
             await backend.check()
-            media = media_settings(cfg.media) if with_media else None
             await categorize_with_llm(todo, backend, tax, save=save, concurrency=concurrency, media=media)
         finally:
             await backend.aclose()

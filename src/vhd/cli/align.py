@@ -8,6 +8,8 @@ import shlex
 import sys
 from typing import Any
 
+from vhd.cli.habits import examples
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -20,9 +22,13 @@ def add_parser(sub: Any, name: str) -> None:
             "debate (resumable, into --store) and report accuracy, TPR, TNR and Cohen's kappa with 95% "
             "bootstrap intervals."
         ),
-        epilog=(
-            "Reads SMID's norms file as published (img_name and moral_mean columns, or the image name in an "
-            "unnamed first column); images are found under --media by name with any image extension."
+        epilog=examples(
+            "vhd align --ratings SMID_norms.csv --media smid/ --model openai:gpt-4o --out align.json",
+            "vhd align --ratings SMID_norms.csv --media smid/ --model scripted:demo --json",
+            note=(
+                "Reads SMID's norms file as published (img_name and moral_mean columns, or the image name in an "
+                "unnamed first column); images are found under --media by name with any image extension."
+            ),
         ),
     )
     p.add_argument("--ratings", required=True, metavar="CSV", help="ratings file (SMID norms or any CSV)")

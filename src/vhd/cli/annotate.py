@@ -8,8 +8,10 @@ import shlex
 import sys
 from typing import Any
 
+from vhd.cli.executor_flags import add_executor_flags, executor_options
+from vhd.cli.habits import examples
 from vhd.cli.label_flags import add_outside_flag
-from vhd.config import DEFAULT_MODEL, MODEL_ENV
+from vhd.defaults import DEFAULT_MODEL, MODEL_ENV
 from vhd.fileio import printable
 
 
@@ -23,16 +25,16 @@ def add_parser(sub: Any, name: str) -> None:
             "by a debate of vision-language models; results go to a SQLite store and the run "
             "resumes where it stopped."
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=(
-            f"Model specs are BACKEND:MODEL (backends: openai, hf, vllm-engine, scripted). Without --model,\n"
-            f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys go\n"
-            "in the config file: [backends.openai] base_url = ... (or base_urls = [...]), api_key_env = ...\n"
-            "\nexamples:\n"
-            "  vhd annotate photos/ --model openai:gpt-4o --store run.db --concurrency 32\n"
-            "  vhd annotate photos/ clips/ --model scripted:demo --store demo.db\n"
-            "  vhd annotate photos/ --model openai:Qwen/Qwen2.5-VL-7B-Instruct --config gpus.toml --concurrency 256\n"
-            "  vhd annotate photos/ --model vllm-engine:Qwen/Qwen2.5-VL-7B-Instruct --stage-wise --concurrency 64\n"
+        epilog=examples(
+            "vhd annotate examples/ --model scripted:demo --store demo.db",
+            "vhd annotate photos/ clips/ --model openai:gpt-4o --config vhd.toml --concurrency 32",
+            "vhd annotate photos/ --model vllm-engine:Qwen/Qwen2.5-VL-7B-Instruct --stage-wise --concurrency 64",
+            "vhd annotate photos/ --config vhd.toml --executor ray --ray-address auto --workers 8",
+            note=(
+                f"Model specs are BACKEND:MODEL (backends: openai, hf, vllm-engine, scripted). Without --model, "
+                f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys "
+                "go in the config file: [backends.openai] base_url = ... (or base_urls = [...]), api_key_env = ..."
+            ),
         ),
     )
     p.add_argument("inputs", nargs="+", metavar="PATH", help="image/video files, folders, manifests")
@@ -91,6 +93,7 @@ def add_parser(sub: Any, name: str) -> None:
         "--cascade-set", action="append", default=[], metavar="LABEL.key=value", help="a stage detector's option"
     )
     c.add_argument("--cascade-config", metavar="FILE", help="TOML with [detectors.LABEL] option tables for the stages")
+    add_executor_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -137,10 +140,12 @@ def _fmt_summary(s: Any) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    import logging
+
     from vhd.annotate.api import annotate
 
-    def event(message: str) -> None:
-        print(f"vhd: {printable(message)}", file=sys.stderr)
+    def event(message: str) -> None:  # a warning: shown unless -q, one JSON line with --log-format json
+        logging.getLogger("vhd.annotate").warning("%s", message)
 
     cascade = None
     if args.cascade or args.cascade_thresholds or args.cascade_calibration or args.cascade_set:
@@ -178,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         cascade=cascade,
         batch_api=args.batch_api,
         batch_poll_s=args.batch_poll,
+        executor=args.executor,
+        executor_options=executor_options(args),
     )
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2, default=str))

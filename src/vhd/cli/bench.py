@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vhd.cli.executor_flags import add_executor_flags, executor_options
+from vhd.cli.habits import add_json_flag, examples, print_json
 from vhd.cli.label_flags import add_label_flags, label_options
 from vhd.registry import Registry, RegistryNames
 
@@ -31,6 +33,11 @@ def add_parser(sub: Any, name: str) -> None:
             "name the store's samples wherever they are (by path or id). Exit status: 0 done; 1 a detector failed "
             "on some sample (run again to retry those); 2 usage or configuration error; 130 interrupted "
             "(predictions so far are cached: run the same command again to resume)."
+        ),
+        epilog=examples(
+            "vhd bench --labels labels.csv --detector nudenet --out report/",
+            "vhd bench --labels labels.csv --detector debate:openai:gpt-4o --config bench.toml --out report/",
+            "vhd bench --store run.db --detector nudenet --json",
         ),
     )
     p.add_argument("--labels", metavar="FILE", help="labels CSV, VHD11K annotation CSV/JSON, or a vhd store (.db) file")
@@ -59,7 +66,9 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--no-plots", action="store_true", help="tables, JSON and HTML only (no matplotlib needed)")
     p.add_argument("--unblurred-previews", action="store_true", help="also include clear thumbnails, shown on click")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it only shows on a terminal anyway)")
+    add_json_flag(p)
     add_label_flags(p)
+    add_executor_flags(p, ship_media=False)
     p.set_defaults(handler=run)
 
 
@@ -77,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     options = label_options(args)
     detectors = build_detectors(args.detector, sets=args.set, config=args.config)
     try:
-        with bar("benchmarking", not args.no_progress, unit="samples") as on_progress:
+        with bar("benchmarking", not (args.no_progress or args.json), unit="samples") as on_progress:
             report = benchmark(
                 args.labels or args.store,
                 detectors,
@@ -96,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
                 plots=not args.no_plots,
                 unblurred=args.unblurred_previews,
                 on_progress=on_progress,
+                executor=args.executor,
+                executor_options=executor_options(args),
             )
     except KeyboardInterrupt:  # the bar is down by now
         cached = cached_count(Path(args.out))
@@ -106,6 +117,26 @@ def run(args: argparse.Namespace) -> int:
         )
         return 130
     bench = report.run.bench
+    if args.json:
+        print_json(
+            {
+                "samples": len(bench.items),
+                "problems": len(bench.problems),
+                "detectors": [
+                    {
+                        "label": d.label,
+                        "cached": d.cached,
+                        "computed": d.computed,
+                        "failed": d.failed,
+                        "samples_per_s": d.samples_per_s,
+                    }
+                    for d in report.run.detectors
+                ],
+                "results": report.results,
+                "files": report.files,
+            }
+        )
+        return 1 if any(d.failed for d in report.run.detectors) else 0
     print(f"{len(bench.items)} sample(s); {len(bench.problems)} row(s) with problems (see index.html)")
     for d in report.run.detectors:
         speed = "" if d.samples_per_s is None else f", {d.samples_per_s:.2f} samples/s"

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from vhd.cli.executor_flags import add_executor_flags, executor_options
+from vhd.cli.habits import examples
 from vhd.errors import ConfigError
 from vhd.fileio import printable
 from vhd.registry import Registry, RegistryNames
@@ -40,9 +42,14 @@ def add_parser(sub: Any, name: str) -> None:
             "debaters' arguments, by sentence embeddings (embed, offline) or by asking a model (llm). Running "
             "it again only does what is missing. With --discover, draft a taxonomy from the reasons instead."
         ),
-        epilog=(
-            "Default taxonomy: VHD11K's ten categories A-J. The verdicts (and so `vhd show` and every export) "
-            "carry the categories of the last method run."
+        epilog=examples(
+            "vhd categorize --store run.db",
+            "vhd categorize --store run.db --method llm --model openai:gpt-4o",
+            "vhd categorize --discover --store run.db --model openai:gpt-4o --out draft.yaml",
+            note=(
+                "Default taxonomy: VHD11K's ten categories A-J. The verdicts (and so `vhd show` and every export) "
+                "carry the categories of the last method run."
+            ),
         ),
     )
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
@@ -82,6 +89,7 @@ def add_parser(sub: Any, name: str) -> None:
     d.add_argument("--max-categories", type=int, default=25, metavar="N", help="largest clusters kept (default 25)")
     d.add_argument("--sample", type=int, default=300, metavar="N", help="llm-only: reasons in the prompt (default 300)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_executor_flags(p, ship_media=False)
     p.set_defaults(handler=run)
 
 
@@ -114,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         limit=args.limit,
         with_media=args.with_media,
         on_event=None if args.json else _event,
+        executor=args.executor,
+        executor_options=executor_options(args),
     )
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))

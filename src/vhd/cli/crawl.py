@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vhd.cli.habits import examples
 from vhd.errors import ConfigError
 from vhd.registry import Registry, RegistryNames
 
@@ -28,7 +29,12 @@ def add_parser(sub: Any, name: str) -> None:
             "CSV (url, kind, keyword, source, crawler, page_url, ...) that `vhd fetch` downloads. Running "
             "it again resumes with the keywords not finished yet."
         ),
-        epilog="Pexels needs PEXELS_API_KEY in the environment.",
+        epilog=examples(
+            "vhd crawl --source pexels --per-keyword 40 --out urls.csv",
+            "vhd crawl --source icrawler:bing --keywords kw.txt --per-keyword 100 --out urls.csv",
+            "vhd crawl --source ytdlp:youtube --keywords kw.txt --kind video --per-keyword 20 --out urls.csv",
+            note="Pexels needs PEXELS_API_KEY in the environment.",
+        ),
     )
     source = p.add_argument("--source", required=True, metavar="NAME[:OPTION]", help="%(sources)s")
     # The list is read when help is shown (argparse fills %(sources)s from the action's attributes).

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from vhd.cli.executor_flags import add_executor_flags, executor_options
+from vhd.cli.habits import examples
 from vhd.cli.label_flags import add_outside_flag
 from vhd.fileio import printable
 
@@ -20,7 +22,11 @@ def add_parser(sub: Any, name: str) -> None:
             "--threshold bits), keep one file per cluster, report every file, and check that no cluster spans "
             "two splits. Files are never deleted; --apply marks duplicates in the store."
         ),
-        epilog="Exit codes: 0 done; 1 a cluster spans two splits (leakage); 2 usage error.",
+        epilog=examples(
+            "vhd dedup photos/ --report clusters.csv",
+            "vhd dedup run.db --threshold 10 --keep largest --apply",
+            note="Exit codes: 0 done; 1 a cluster spans two splits (leakage); 2 usage error.",
+        ),
     )
     p.add_argument("inputs", nargs="+", metavar="PATH_OR_STORE", help="files, folders, manifests, or one vhd store")
     p.add_argument("--threshold", type=int, default=10, help="largest pHash Hamming distance of 64 bits (default 10)")
@@ -40,6 +46,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--first", type=int, default=4000, help="video frames sampled from (default 4000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_executor_flags(p, ship_media=False)
     p.set_defaults(handler=run)
 
 
@@ -55,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     store_path = args.store
     if store_path is None and len(args.inputs) == 1 and is_store_file(args.inputs[0]):
         store_path = args.inputs[0]
+    options = executor_options(args)
     if args.apply and store_path is None:
         raise ConfigError("--apply needs a store: add --store run.db (or give the store as the input)")
     with ExitStack() as stack:
@@ -71,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
             first_frames=args.first,
             on_progress=on_progress,
             allow_outside_paths=args.allow_outside_paths,
+            executor=args.executor,
+            executor_options=options,
         )
         marked = missing = 0
         if args.apply and store is not None:

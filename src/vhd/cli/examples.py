@@ -6,11 +6,18 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from vhd.cli.habits import add_json_flag, examples, print_json
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
-    p = sub.add_parser(name, help="write benign example media to try vhd on")
+    p = sub.add_parser(
+        name,
+        help="write benign example media to try vhd on",
+        epilog=examples("vhd examples examples/", "vhd examples", "vhd examples demo/ --json"),
+    )
     p.add_argument("out", nargs="?", default="examples", help="folder to write (default: examples)")
+    add_json_flag(p)
     p.set_defaults(handler=run)
 
 
@@ -19,5 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from vhd.demo import write_examples
 
     paths = write_examples(Path(args.out))
+    if args.json:
+        print_json({"out": args.out, "files": paths})
+        return 0
     print(f"wrote {len(paths)} example file(s) to {args.out}")
     return 0

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vhd.cli.habits import add_json_flag, examples, print_json
 from vhd.registry import Registry, RegistryNames
 
 
@@ -15,17 +17,57 @@ def _export_formats() -> Registry[Any]:
     return EXPORT_FORMATS
 
 
+class _Formats(RegistryNames):
+    """The registry's formats plus ``hf`` (a dataset folder, written by `vhd.hub.hf`)."""
+
+    def __iter__(self) -> Iterator[str]:
+        yield from super().__iter__()
+        yield HF
+
+    def __contains__(self, name: object) -> bool:
+        return name == HF or super().__contains__(name)
+
+    def __len__(self) -> int:
+        return super().__len__() + 1
+
+
+HF = "hf"
+
+
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
-    p = sub.add_parser(name, help="export annotations (VHD11K CSV, JSONL, Parquet)")
+    p = sub.add_parser(
+        name,
+        help="export annotations (VHD11K CSV, JSONL, Parquet, a Hugging Face dataset)",
+        description="Write a store's annotations as the VHD11K release CSV, JSON Lines or Parquet. The VHD11K CSV "
+        "keeps the authors' split: when the store holds images and videos, -o X.csv becomes two files, "
+        "X_images.csv and X_videos.csv (the summary names them); --kind image or --kind video writes exactly "
+        "X.csv. --format hf writes a folder that datasets.load_from_disk opens (one split per vhd split, images "
+        "and videos in one schema, a dataset card README.md); --push-to-hub REPO also sends it to the hub.",
+        epilog=examples(
+            "vhd export demo.db -o vhd11k.csv",
+            "vhd export demo.db --kind image -o images.csv",
+            "vhd export demo.db --format jsonl -o annotations.jsonl",
+            "vhd export demo.db --format hf -o vhd_dataset/",
+        ),
+    )
     p.add_argument("store", help="the SQLite store")
     fmt = p.add_argument("--format", default="vhd11k-csv", help="output format (default vhd11k-csv)")
-    fmt.choices = RegistryNames(_export_formats)  # set after add_argument: read only when used
-    p.add_argument("-o", "--out", required=True, help="output file")
+    fmt.choices = _Formats(_export_formats)  # set after add_argument: read only when used
+    p.add_argument(
+        "-o",
+        "--out",
+        required=True,
+        help="output file (VHD11K CSV with images and videos: X_images.csv + X_videos.csv)",
+    )
     p.add_argument("--config-hash", help="only annotations made under this configuration (prefix ok)")
     p.add_argument("--include-unparsed", action="store_true", help="JSONL/Parquet: keep unparsed and error rows")
-    p.add_argument("--kind", choices=("image", "video"), help="only images or only videos")
+    p.add_argument("--kind", choices=("image", "video"), help="only images or only videos (one CSV, exactly --out)")
     p.add_argument("--relative-to", metavar="DIR", help="write paths relative to this folder")
+    hub = p.add_argument_group("--format hf")
+    hub.add_argument("--push-to-hub", metavar="REPO", help="also push the dataset to this hub repo (token: $HF_TOKEN)")
+    hub.add_argument("--public", action="store_true", help="make the pushed repository public (default: private)")
+    add_json_flag(p)
     p.set_defaults(handler=run)
 
 
@@ -33,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.store.export import export
     from vhd.store.sqlite import open_store
+
+    if args.format == HF:
+        return _run_hf(args)
+    if args.push_to_hub:
+        from vhd.errors import ConfigError
+
+        raise ConfigError("--push-to-hub goes with --format hf (a dataset folder)")
 
     with open_store(args.store) as db:
         result = export(
@@ -44,8 +93,56 @@ def run(args: argparse.Namespace) -> int:
             kind=args.kind,
             relative_to=args.relative_to,
         )
+    split = len(result.files) > 1 and Path(args.out) not in result.files
+    if args.json:
+        print_json(
+            {
+                "written": result.written,
+                "files": result.files,
+                "split_by_kind": split,
+                "left_out": result.left_out_counts,
+            }
+        )
+        return 0
     files = ", ".join(str(f) for f in result.files) or "no file"
     print(f"wrote {result.written} annotation(s) to {files}")
+    if split:
+        print(
+            f"images and videos went to separate files, as VHD11K ships them (not {args.out}); "
+            "--kind image or --kind video writes one file with exactly that name"
+        )
     for why, count in sorted(result.left_out_counts.items()):
         print(f"left out {count}: {why}")
+    return 0
+
+
+def _run_hf(args: argparse.Namespace) -> int:
+    from vhd.hub.hf import export_hf
+    from vhd.store.sqlite import open_store
+
+    with open_store(args.store) as db:
+        config_hash = db.resolve_config_hash(args.config_hash)
+    res = export_hf(
+        args.store,
+        args.out,
+        config_hash=config_hash,
+        kind=args.kind,
+        include_unparsed=args.include_unparsed,
+        push_to_hub=args.push_to_hub,
+        public=args.public,
+    )
+    if args.json:
+        print_json(res)
+        return 0
+    splits = ", ".join(f"{name} {count}" for name, count in sorted(res.splits.items()))
+    print(
+        f"wrote {res.written} row(s) to {res.out}/ ({splits}); open it with datasets.load_from_disk({str(res.out)!r})"
+    )
+    print(f"dataset card: {res.out / 'README.md'}")
+    if res.left_out:
+        print(f"left out {len(res.left_out)} annotation(s) without a decision (--include-unparsed keeps them)")
+    for sid, why in res.media_problems[:10]:
+        print(f"written without media: {sid[:12]}: {why}")
+    if res.pushed_to:
+        print(f"pushed to the hub: {res.pushed_to} ({'public' if args.public else 'private'})")
     return 0

@@ -7,6 +7,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from vhd.cli.habits import examples
 from vhd.fileio import printable
 
 if TYPE_CHECKING:
@@ -24,9 +25,13 @@ def add_parser(sub: Any, name: str) -> None:
             "addresses), sniffing content (only images and videos are kept) and capping sizes mid-stream. "
             "Running it again fetches only what is missing; OUT/fetch-report.csv lists every failure."
         ),
-        epilog=(
-            "Exit codes: 0 every URL has a final outcome; 1 retryable failures remain (or any failure with "
-            "--strict); 2 usage error; 130 interrupted."
+        epilog=examples(
+            "vhd fetch urls.csv --out media/ --store run.db",
+            "vhd fetch urls.csv --out media/ --concurrency 8 --report fetch.csv",
+            note=(
+                "Exit codes: 0 every URL has a final outcome; 1 retryable failures remain (or any failure with "
+                "--strict); 2 usage error; 130 interrupted."
+            ),
         ),
     )
     p.add_argument("urls", metavar="URLS", help="URL list: .csv (url column), .jsonl, .json or text")

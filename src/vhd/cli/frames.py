@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from vhd.cli.habits import examples
 from vhd.fileio import printable
 
 
@@ -18,6 +19,7 @@ def add_parser(sub: Any, name: str) -> None:
             "Write N frames per video, taken at round(linspace(0, T - 1, N)) with T = min(frame count, FIRST), "
             "as <video stem>_<k:04d>.png. Resumable: videos already written are skipped."
         ),
+        epilog=examples("vhd frames clips/ --out frames/", "vhd frames clips/ --n 5 --first 4000 --out frames/ --json"),
     )
     p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_DIR", help="video files and folders (recursive)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")

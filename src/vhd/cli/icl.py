@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from vhd.cli.habits import add_json_flag, examples, print_json
 from vhd.cli.label_flags import add_label_flags, label_options
 from vhd.fileio import printable
 from vhd.registry import Registry, RegistryNames
@@ -29,6 +30,10 @@ def add_parser(sub: Any, name: str) -> None:
             "scored on the samples that are not their examples; --holdout keeps a share for a final "
             "estimate. Resumable: run the same command again."
         ),
+        epilog=examples(
+            "vhd icl --validation labels.csv --model openai:gpt-4o --out icl/",
+            "vhd icl --validation validation --store run.db --model openai:gpt-4o --out icl/ --max-cost 5",
+        ),
     )
     p.add_argument("--validation", required=True, metavar="LABELS_OR_SET", help="labels CSV or labelled set name")
     p.add_argument("--model", help="BACKEND:MODEL for every role")
@@ -45,6 +50,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--store", metavar="FILE", help="SQLite store (default: OUT/icl.db)")
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_json_flag(p)
     add_label_flags(p)
     p.set_defaults(handler=run)
 
@@ -54,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from vhd.align.icl_search import search_icl
     from vhd.progress import bar
 
-    with bar("annotating", not args.no_progress, unit="samples") as on_progress:
+    with bar("annotating", not (args.no_progress or args.json), unit="samples") as on_progress:
         result = search_icl(
             args.validation,
             out=args.out,
@@ -73,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
             on_event=lambda m: print(printable(m), file=sys.stderr),
             label_options=label_options(args),
         )
+    if args.json:
+        print_json(result)
+        return result.exit_code()
     if result.best_examples is not None:
         print(f"best: round {result.best_round} ({result.best_examples}); use it with --icl {result.best_examples}")
     print(f"report: {result.out / 'report.md'}; stopped: {result.stopped}")

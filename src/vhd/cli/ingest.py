@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from vhd.cli.habits import examples
 from vhd.cli.label_flags import add_outside_flag
 from vhd.fileio import printable
 from vhd.records import Source
@@ -20,6 +21,10 @@ def add_parser(sub: Any, name: str) -> None:
             "Register images, videos, folders and manifests as samples of a store: each file is hashed "
             "(id = sha256 of its bytes), validated as the annotator does, and upserted; invalid files are "
             "listed with their reason and skipped. Running it again only adds what is new."
+        ),
+        epilog=examples(
+            "vhd ingest crawl/ --store run.db --source real --keyword-from-folder",
+            "vhd ingest sdxl_out/ --store run.db --source synthetic --generator sdxl",
         ),
     )
     p.add_argument("inputs", nargs="+", metavar="PATH", help="image/video files, folders, manifests")

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from vhd.cli.habits import examples
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -15,6 +17,9 @@ def add_parser(sub: Any, name: str) -> None:
         description=(
             "Print the keyword taxonomy used to crawl and to write prompts: the 45 keywords of VHD11K "
             "(42 harmful, 3 unharmful near misses), or the keywords of a file you give."
+        ),
+        epilog=examples(
+            "vhd keywords", "vhd keywords --format csv --harmful", "vhd keywords --keywords my.yaml --format json"
         ),
     )
     p.add_argument("--keywords", metavar="FILE", help="use this file instead (.yaml, .json, .csv or .txt)")

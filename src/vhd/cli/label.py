@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from vhd.cli.habits import add_json_flag, examples, print_json
 from vhd.cli.label_flags import add_label_flags, label_options
 from vhd.fileio import printable
 
@@ -21,16 +22,32 @@ def add_parser(sub: Any, name: str) -> None:
             "Label Studio's JSON export back into a labelled set. Rows that cannot be used are listed with "
             "their row numbers and the rest are imported (exit 1 when any row was left out)."
         ),
+        epilog=examples(
+            "vhd label labels.csv --store run.db --set people",
+            "vhd label --store run.db --export-labelstudio tasks.json --media-root /data",
+            "vhd label --store run.db --import-labelstudio export.json --set people",
+            "vhd label --store run.db --push-labelstudio http://127.0.0.1:8080 --project vhd --media-root /data",
+        ),
     )
     p.add_argument("labels", nargs="?", metavar="LABELS", help="labels CSV or VHD11K annotation file to import")
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
     p.add_argument("--set", dest="set_name", metavar="NAME", help="labelled set (default: the file's stem)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--export-labelstudio", metavar="OUT.json", help="write Label Studio tasks + OUT.xml config")
-    mode.add_argument("--import-labelstudio", metavar="EXPORT.json", help="read a Label Studio JSON export")
+    mode.add_argument(
+        "--import-labelstudio", metavar="EXPORT.json", help="read a Label Studio export (JSON or JSON-MIN)"
+    )
+    mode.add_argument("--push-labelstudio", metavar="URL", help="send tasks to this Label Studio server (--project)")
+    mode.add_argument("--pull-labelstudio", metavar="URL", help="import --project's decisions from this server")
+    p.add_argument("--project", metavar="NAME", help="Label Studio project title for --push/--pull-labelstudio")
+    p.add_argument(
+        "--export-type", choices=("JSON", "JSON_MIN"), default="JSON", help="--pull-labelstudio: export format"
+    )
+    p.add_argument("--save-export", metavar="FILE", help="--pull-labelstudio: keep the downloaded export here")
     p.add_argument("--media-root", default="/", help="folder media URLs are relative to (Label Studio's document root)")
     p.add_argument("--url-prefix", default=None, help="media URL prefix (default /data/local-files/?d=)")
     p.add_argument("--config-hash", metavar="HASH", help="export verdicts of this configuration (default: latest)")
+    add_json_flag(p)
     add_label_flags(p)
     p.set_defaults(handler=run)
 
@@ -49,12 +66,38 @@ def run(args: argparse.Namespace) -> int:
             media_root=args.media_root,
             url_prefix=args.url_prefix or LOCAL_FILES,
         )
+        if args.json:
+            print_json(res)
+            return 0
         for f in res.files:
             print(f"wrote {f} and {f.with_suffix('.xml')}")
         print(f"{res.tasks} task(s), {res.with_predictions} with the annotator's verdict as a pre-annotation")
         return 0
-    if args.import_labelstudio:
-        got = import_labelstudio(args.import_labelstudio, store=args.store, name=args.set_name or "labelstudio")
+    if args.push_labelstudio:
+        return _push(args)
+    if args.import_labelstudio or args.pull_labelstudio:
+        if args.pull_labelstudio:
+            from vhd.align.labelstudio_api import pull_labelstudio
+
+            got = pull_labelstudio(
+                args.pull_labelstudio,
+                _project(args),
+                store=args.store,
+                name=args.set_name or "labelstudio",
+                media_root=args.media_root,
+                export_type=args.export_type,
+                save_to=args.save_export,
+            )
+        else:
+            got = import_labelstudio(
+                args.import_labelstudio,
+                store=args.store,
+                name=args.set_name or "labelstudio",
+                media_root=args.media_root,
+            )
+        if args.json:
+            print_json(got)
+            return 1 if got.skipped else 0
         for task in got.skipped[:20]:
             print(printable(f"{task.name}: {task.reason}"))
         if len(got.skipped) > 20:
@@ -69,10 +112,16 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1 if got.skipped else 0
     if not args.labels:
-        raise ConfigError("give a LABELS file, --export-labelstudio OUT.json or --import-labelstudio EXPORT.json")
+        raise ConfigError(
+            "give a LABELS file, --export-labelstudio OUT.json, --import-labelstudio EXPORT.json, "
+            "--push-labelstudio URL or --pull-labelstudio URL"
+        )
     from vhd.align.labels import import_labels
 
     imp = import_labels(args.labels, store=args.store, name=args.set_name, options=label_options(args))
+    if args.json:
+        print_json(imp)
+        return 1 if imp.skipped else 0
     listed = sorted([*imp.skipped, *imp.notes])
     for line, why in listed[:20]:
         print(printable(f"row {line}: {why}"))
@@ -84,3 +133,35 @@ def run(args: argparse.Namespace) -> int:
         f"{len(imp.skipped)} row(s) left out{merged}"
     )
     return 1 if imp.skipped else 0
+
+
+def _project(args: argparse.Namespace) -> str:
+    from vhd.errors import ConfigError
+
+    if not args.project:
+        raise ConfigError("--push-labelstudio / --pull-labelstudio need --project NAME (the project's title)")
+    return str(args.project)
+
+
+def _push(args: argparse.Namespace) -> int:
+    from vhd.align.labelstudio_api import push_labelstudio
+
+    res = push_labelstudio(
+        args.push_labelstudio,
+        _project(args),
+        store=args.store,
+        name=args.set_name,
+        config_hash=args.config_hash,
+        media_root=args.media_root,
+    )
+    if args.json:
+        print_json(res)
+        return 0
+    for title, pid in res.projects.items():
+        state = "created" if title in res.created else "existing"
+        print(printable(f"project {title!r} ({state}, id {pid}) at {args.push_labelstudio}/projects/{pid}"))
+    print(
+        f"{res.tasks} task(s) imported, {res.with_predictions} with the annotator's verdict as a pre-annotation; "
+        f"local storage {res.storage}"
+    )
+    return 0

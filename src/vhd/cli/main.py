@@ -7,8 +7,10 @@ import contextlib
 import importlib
 import os
 import sys
+import time
 from collections.abc import Sequence
 
+from vhd.cli.habits import add_habits
 from vhd.errors import BackendError, MediaError, StoreWriteError, VhdError
 from vhd.fileio import printable
 from vhd.version import version
@@ -35,6 +37,9 @@ COMMANDS: dict[str, str] = {
     "icl": "vhd.cli.icl",
     "compare": "vhd.cli.compare",
     "serve": "vhd.cli.serve",
+    "runs": "vhd.cli.runs",
+    "config": "vhd.cli.config",
+    "completion": "vhd.cli.completion",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 
@@ -60,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module in COMMANDS.items():
         importlib.import_module(module).add_parser(sub, name)
+    for command in sub.choices.values():  # the shared habits, so every command has them
+        add_habits(command)
+        command.set_defaults(root_parser=parser)  # for `vhd completion`, which reads the whole tree
     return parser
 
 
@@ -90,9 +98,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``| head``): quietly, like Unix tools.
     """
     args = build_parser().parse_args(argv)
+    import logging
+
+    from vhd.cli.logs import configure_logging
+
+    configure_logging(getattr(args, "verbose", 0), getattr(args, "quiet", 0), getattr(args, "log_format", "text"))
+    log = logging.getLogger("vhd.cli")
+    started = time.perf_counter()
     try:
         code: int = args.handler(args)
         sys.stdout.flush()
+        log.info("%s finished in %.2f s (exit %d)", args.command, time.perf_counter() - started, code)
     except BrokenPipeError:
         return _stdout_gone()
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from vhd.cli.habits import examples
 from vhd.fileio import printable
 
 
@@ -17,6 +18,10 @@ def add_parser(sub: Any, name: str) -> None:
         description=(
             "Remove samples from a store: they leave exports, dedup, split and later ingests, and the removal "
             "is logged. The media files are deleted only with --delete-files."
+        ),
+        epilog=examples(
+            "vhd remove 3fa9c2e1 --store run.db --reason takedown",
+            "vhd remove photos/bad.jpg --store run.db --delete-files",
         ),
     )
     p.add_argument("refs", nargs="+", metavar="ID_OR_PATH", help="sample id, id prefix (6+ characters) or file path")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from vhd.cli.habits import add_json_flag, examples, print_json
 from vhd.fileio import printable
 
 
@@ -17,6 +18,11 @@ def add_parser(sub: Any, name: str) -> None:
             "List samples whose judge score is near 0.5, whose reply was unreadable, on which another "
             "configuration in the store decided otherwise, or on which a detector of a `vhd bench` report "
             "disagrees; ordered by the score's distance from 0.5, then by disagreement."
+        ),
+        epilog=examples(
+            "vhd review-queue --store run.db --top 50 --out queue.csv",
+            "vhd review-queue --store run.db --export-labelstudio queue.json --media-root /data",
+            "vhd review-queue --store run.db --json",
         ),
     )
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
@@ -34,6 +40,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--export-labelstudio", metavar="JSON", help="write the queue as Label Studio tasks (+ .xml config)")
     p.add_argument("--media-root", default="/", metavar="DIR", help="Label Studio's local-files root (default /)")
     p.add_argument("--url-prefix", metavar="URL", help="media URL prefix (default /data/local-files/?d=)")
+    add_json_flag(p)
     p.set_defaults(handler=run)
 
 
@@ -48,6 +55,28 @@ def run(args: argparse.Namespace) -> int:
         margin=args.margin,
         top=args.top,
     )
+    written: list[str] = []
+    if args.out:
+        written.append(str(queue.write_csv(args.out)))
+    if args.export_labelstudio:
+        path = export_review_labelstudio(
+            queue, args.export_labelstudio, media_root=args.media_root, url_prefix=args.url_prefix
+        )
+        written += [str(path), str(path.with_suffix(".xml"))]
+    if args.json:
+        print_json(
+            {
+                "store": queue.store,
+                "config_hash": queue.config_hash,
+                "other_configs": queue.other_configs,
+                "detectors": queue.detectors,
+                "candidates": queue.candidates,
+                "total": queue.total,
+                "items": [item.row(rank) for rank, item in enumerate(queue.items, start=1)],
+                "files": written,
+            }
+        )
+        return 0
     sources = ", ".join(queue.other_configs + queue.detectors) or "none"
     print(
         f"{queue.total} of {queue.candidates} sample(s) under configuration {queue.config_hash[:12]} need review; "
@@ -60,10 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if len(queue.items) > 20:
         print(f"... {len(queue.items) - 20} more" + (" in the CSV" if args.out else " (write them with --out)"))
     if args.out:
-        print(f"wrote {queue.write_csv(args.out)}")
+        print(f"wrote {written[0]}")
     if args.export_labelstudio:
-        path = export_review_labelstudio(
-            queue, args.export_labelstudio, media_root=args.media_root, url_prefix=args.url_prefix
-        )
-        print(f"wrote {path} and {path.with_suffix('.xml')} (import the tasks into Label Studio with that config)")
+        print(f"wrote {written[-2]} and {written[-1]} (import the tasks into Label Studio with that config)")
     return 0

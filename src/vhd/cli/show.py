@@ -5,15 +5,21 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import re
 from typing import Any
 
+from vhd.cli.habits import examples
 from vhd.errors import ConfigError
 from vhd.fileio import printable
 
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
-    p = sub.add_parser(name, help="show one sample's verdict and full debate")
+    p = sub.add_parser(
+        name,
+        help="show one sample's verdict and full debate",
+        epilog=examples("vhd show demo.db examples/coffee.jpg", "vhd show demo.db 3f2a9c --json"),
+    )
     p.add_argument("store", help="the SQLite store")
     p.add_argument("sample", metavar="SAMPLE", help="sample id (or a unique prefix of 6+ characters) or file path")
     p.add_argument("--config-hash", help="the configuration to show (default: the latest annotation)")
@@ -41,10 +47,19 @@ def run(args: argparse.Namespace) -> int:
 
     with open_store(args.store) as db:
         samples = db.find_samples(args.sample)
+        key = args.sample.strip().lower()
+        if not samples and len(key) < 6 and re.fullmatch(r"[0-9a-f]+", key):
+            raise ConfigError(
+                f"an id prefix needs at least 6 characters and {args.sample!r} has {len(key)}: "
+                "give 6 or more (see the ids with `vhd export` or `vhd show STORE PATH`)"
+            )
         if not samples:
             raise ConfigError(f"no sample matching {args.sample!r} in {args.store}")
         if len(samples) > 1:
-            raise ConfigError(f"{args.sample!r} matches {len(samples)} samples; give more of the id")
+            need = 1 + max(_shared(a.id, b.id) for a in samples for b in samples if a is not b)
+            raise ConfigError(
+                f"{args.sample!r} matches {len(samples)} samples: give at least {need} characters of the id"
+            )
         sample = samples[0]
         ann = db.get_annotation(sample.id, db.resolve_config_hash(args.config_hash))
     if ann is None:
@@ -96,3 +111,11 @@ def run(args: argparse.Namespace) -> int:
     if ann.error:
         console.print(Text.assemble(("error:", "red"), f" {printable(ann.error)}"))
     return 0
+
+
+def _shared(a: str, b: str) -> int:
+    """How many leading characters two ids share."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n

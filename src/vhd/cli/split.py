@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from vhd.cli.habits import examples
 from vhd.cli.label_flags import add_label_flags, label_options
 from vhd.fileio import printable
 
@@ -20,6 +21,10 @@ def add_parser(sub: Any, name: str) -> None:
             "(harmful/unharmful x real/synthetic), keeping each duplicate cluster (vhd dedup --apply) on one "
             "side. Deterministic for a seed. --out writes id,path,split,harmful, which reads back with vhd label. "
             "Exit 1 when rows of --labels were left out (each is listed)."
+        ),
+        epilog=examples(
+            "vhd split --store run.db --test 0.2 --seed 13 --out splits.csv",
+            "vhd split --store run.db --dry-run --json",
         ),
     )
     p.add_argument("--store", required=True, help="the SQLite store")

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vhd.cli.habits import examples
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -17,6 +19,9 @@ def add_parser(sub: Any, name: str) -> None:
             "Write the harmful samples per category (real vs synthetic, images and videos) as a PNG chart and "
             "CSV/Markdown tables, with the harmful share per keyword and per source, the most frequent reasons, "
             "and refusal, unparsed and error counts."
+        ),
+        epilog=examples(
+            "vhd stats --store run.db --out stats/", "vhd stats --store run.db --out stats/ --no-plot --json"
         ),
     )
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")

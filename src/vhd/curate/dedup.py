@@ -39,6 +39,7 @@ from typing import IO, Any
 from vhd.curate.clusters import DEFAULT_THRESHOLD, Member, cluster
 from vhd.curate.fingerprint import Fingerprint, Job, fingerprint_many
 from vhd.errors import ConfigError
+from vhd.execution import Executor, ExecutorOptions
 from vhd.fileio import atomic_write, display_path, escape_cell, open_regular
 from vhd.progress import ProgressFn
 from vhd.store.sqlite import Store
@@ -186,6 +187,8 @@ def find_duplicates(
     max_pixels: int = 64_000_000,
     on_progress: ProgressFn | None = None,
     allow_outside_paths: bool = False,
+    executor: str | Executor = "local",
+    executor_options: ExecutorOptions | None = None,
 ) -> DedupResult:
     """Find duplicate clusters among files, folders and manifests, or among a store's samples.
 
@@ -206,6 +209,9 @@ def find_duplicates(
             are ``hash`` and ``link``.
         allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
             (rows naming a sample of ``store`` are always accepted).
+        executor: Where files are hashed: ``local`` (``jobs`` processes here) or ``ray`` (Ray
+            actors reading the files by path: a filesystem shared with the driver).
+        executor_options: Workers, Ray address, CPUs per worker.
 
     Returns:
         The clusters, unreadable files, and clusters leaking across splits.
@@ -234,7 +240,10 @@ def find_duplicates(
         if on_progress is not None:
             on_progress(done, total, stage="hash")
 
-    fps = fingerprint_many(job_list, workers, hashed)
+    from vhd.execution import executor as find_executor
+
+    runner = find_executor(executor, executor_options)
+    fps = fingerprint_many(job_list, workers, hashed, executor=None if runner.in_process else runner)
     result.unreadable.extend((fp.path, fp.error) for fp in fps if fp.error is not None)
     if store is not None:
         _attach_store(result, store, fps)

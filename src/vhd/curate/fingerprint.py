@@ -15,12 +15,14 @@ the size of the files.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.errors import MediaError, MissingDependencyError
+from vhd.execution import Executor, Work
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -220,13 +222,31 @@ def fingerprint(job: Job) -> Fingerprint:
         return Fingerprint(order=job.order, path=job.path, kind=job.kind, error=f"cannot read file ({exc.strerror})")
 
 
-def fingerprint_many(jobs: list[Job], workers: int, on_done: Any = None) -> list[Fingerprint]:
+class FingerprintWork(Work[Job, Fingerprint]):
+    """`fingerprint` as executor work (``vhd dedup --executor ray``): files travel by path."""
+
+    async def setup(self) -> None:
+        """Fail on a worker without imagehash before any file."""
+        from vhd.errors import require
+
+        require("imagehash", "dedup")
+
+    async def run(self, item: Job) -> Fingerprint:
+        """Fingerprint one file (in a thread: decoding and hashing block)."""
+        return await asyncio.to_thread(fingerprint, item)
+
+
+def fingerprint_many(
+    jobs: list[Job], workers: int, on_done: Any = None, *, executor: Executor | None = None
+) -> list[Fingerprint]:
     """Fingerprint files in ``workers`` processes (in this process when 1), in input order.
 
     Args:
         jobs: The files.
         workers: Worker processes.
         on_done: Called with the number of files done so far, now and then.
+        executor: Fingerprint on this executor's workers instead (``workers`` is then how many
+            files are in flight per executor worker).
 
     Returns:
         One fingerprint per job, in order.
@@ -237,6 +257,8 @@ def fingerprint_many(jobs: list[Job], workers: int, on_done: Any = None) -> list
     if any(job.kind == "video" for job in jobs):
         require("av", "video")
     results: list[Fingerprint] = []
+    if executor is not None and not executor.in_process:
+        return _on_executor(executor, jobs, workers, on_done)
     if workers <= 1 or len(jobs) < 2 * workers:
         for job in jobs:
             results.append(fingerprint(job))
@@ -254,3 +276,22 @@ def fingerprint_many(jobs: list[Job], workers: int, on_done: Any = None) -> list
     if on_done is not None:
         on_done(len(results))
     return results
+
+
+def _on_executor(executor: Executor, jobs: list[Job], workers: int, on_done: Any) -> list[Fingerprint]:
+    """`fingerprint_many` on an executor: results stream back in any order and are put in input order."""
+    from vhd.execution import map_unordered
+
+    found: dict[int, Fingerprint] = {}
+    in_flight = max(2, workers) * max(1, executor.options.workers)
+    for job, result in map_unordered(executor, FingerprintWork(), jobs, in_flight=in_flight):
+        if isinstance(result, MissingDependencyError):
+            raise result
+        if isinstance(result, BaseException):  # a worker lost for good, or a bug: reported per file
+            result = Fingerprint(order=job.order, path=job.path, kind=job.kind, error=str(result).splitlines()[0])
+        found[job.order] = result
+        if on_done is not None and len(found) % 64 == 0:
+            on_done(len(found))
+    if on_done is not None:
+        on_done(len(found))
+    return [found[job.order] for job in jobs]

@@ -4,8 +4,10 @@ Inputs may be media files, folders (searched recursively, in sorted order, hidde
 ignored) or manifests (``.csv``, ``.jsonl`` or a ``.json`` list) that list media with optional
 metadata. Anything that cannot become a sample is reported in `Discovery.skipped` with a
 reason instead of stopping the run; only a missing top-level input (or an unreadable
-manifest) is an error. Manifests are read only when given as inputs: a ``.csv`` met while
-scanning a folder is skipped like any other non-media file. Symbolic links that lead outside
+manifest) is an error. Manifests are read when given as inputs, and a folder's own
+``manifest.csv`` (`FOLDER_MANIFEST`, as ``vhd examples`` writes) is read when that folder is an
+input, before its files (so its metadata wins); any other ``.csv`` met while scanning a folder is
+skipped like any other non-media file. Symbolic links that lead outside
 a scanned folder, file names that are not valid UTF-8 (shown with their bytes escaped, see
 `vhd.fileio.display_path`), and anything that is not a regular file (a FIFO, socket or device
 named ``*.jpg`` would block or stream forever) are skipped with a reason.
@@ -36,6 +38,9 @@ VIDEO_EXTENSIONS = frozenset({".mp4", ".webm", ".mov", ".mkv", ".avi", ".m4v"})
 
 MANIFEST_EXTENSIONS = frozenset({".csv", ".jsonl", ".json"})
 """File extensions read as manifests when given as an input."""
+
+FOLDER_MANIFEST = "manifest.csv"
+"""A folder's own manifest: read as one when the folder is an input (``vhd examples`` writes it)."""
 
 _FRAME_NAME = re.compile(r"^(?P<stem>.+)_(?P<k>\d{4,})\.(?:png|jpe?g|webp)$", re.IGNORECASE)
 
@@ -154,6 +159,12 @@ class _Collector:
             if self.frame_folders and frame_folder_frames(path) is not None:
                 self.add(MediaItem(path=path, kind=Kind.VIDEO, is_frame_folder=True))
             else:
+                own = path / FOLDER_MANIFEST
+                if own.is_file() and not own.is_symlink():
+                    try:
+                        self.add_manifest(own)
+                    except ConfigError as exc:
+                        self.skip(own, f"folder manifest not read: {exc}")
                 self.scan(path, path)
             return
         problem = regular_file_problem(path)
@@ -175,8 +186,8 @@ class _Collector:
             return
         real_root = os.path.realpath(root)
         for entry in entries:
-            if entry.name.startswith("."):
-                continue
+            if entry.name.startswith(".") or (folder == root and entry.name == FOLDER_MANIFEST):
+                continue  # hidden, or the folder's own manifest (read before the scan)
             path = folder / entry.name
             if entry.is_symlink():
                 target = os.path.realpath(path)

@@ -1,0 +1,175 @@
+"""Annotation as executor work: one debate per item, on whichever worker an executor picks.
+
+`vhd.annotate.loop` plans (claims leases) and commits on the driver either way; with an
+executor other than ``local`` it sends each claimed sample to a `vhd.execution.Pool` running
+`DebateWork` instead of debating it in its own loop. The work carries the configuration as the
+driver resolved it (every role's model spelled out, prompt files read, in-context examples
+encoded), so workers need neither the config file nor ``$VHD_MODEL``; API keys stay in the
+environment variables the backends name (`DebateWork.env_vars`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from vhd.config import AnnotateConfig
+from vhd.errors import MediaError, WorkerLostError
+from vhd.execution import Executor, Pool, Work, named_env
+from vhd.records import MediaItem, Role, Sample
+
+if TYPE_CHECKING:
+    from vhd.debate.engine import Debate, DebateResult
+    from vhd.debate.icl import ICLExample
+    from vhd.debate.prompts import Prompts
+    from vhd.media.load import LoadedSample, MediaSettings
+
+
+@dataclass
+class DebateItem:
+    """One claimed sample for a worker: by path, or (``ship_media``) already loaded and encoded.
+
+    Attributes:
+        sample_id: The id the driver claimed.
+        item: The media to load on the worker (shared filesystem).
+        loaded: The sample and its encoded images, loaded on the driver.
+    """
+
+    sample_id: str
+    item: MediaItem | None = None
+    loaded: LoadedSample | None = None
+
+
+@dataclass
+class DebateOutcome:
+    """What a worker sends back for one item.
+
+    Attributes:
+        sample: The sample record (None when the media could not be loaded).
+        result: The debate (None when the media could not be loaded).
+        started: When the debate started (epoch seconds).
+        media_error: Why the media could not be loaded, if it could not.
+        lost: Why the sample was not debated: the workers running it kept dying (run again).
+    """
+
+    sample: Sample | None
+    result: DebateResult | None
+    started: float = 0.0
+    media_error: str | None = None
+    lost: str | None = None
+
+
+class DebateWork(Work[DebateItem, DebateOutcome]):
+    """Debates samples with the driver's resolved configuration; set up once per worker.
+
+    Args:
+        config: The run's configuration, resolved on the driver.
+        prompts: The templates (files already read).
+        examples: The judge's in-context examples (already encoded).
+        settings: How media are loaded and encoded.
+        env: Names of the environment variables the backends read (keys, endpoints).
+    """
+
+    def __init__(
+        self,
+        config: AnnotateConfig,
+        prompts: Prompts,
+        examples: Sequence[ICLExample],
+        settings: MediaSettings,
+        env: Sequence[str] = (),
+    ) -> None:
+        roles = {role.value: config.role_model(role.value) for role in Role}
+        self.config = config.with_overrides(**roles)  # no $VHD_MODEL lookup on the workers
+        self.prompts = prompts
+        self.examples = list(examples)
+        self.settings = settings
+        self.env = list(env)
+        self.debate: Debate | None = None
+
+    def env_vars(self) -> list[str]:
+        """The variables the backends read (API keys by name, endpoint defaults)."""
+        return self.env
+
+    async def setup(self) -> None:
+        """Build and check this worker's backends (an ``hf`` model loads here, on the worker's GPU)."""
+        from vhd.backends.registry import build_backends
+        from vhd.debate.engine import Debate
+
+        backends = build_backends(self.config)
+        for backend in {id(b): b for b in backends.values()}.values():
+            await backend.check()
+        self.debate = Debate(backends, self.config, self.prompts, self.examples)
+
+    async def run(self, item: DebateItem) -> DebateOutcome:
+        """Load (unless shipped) and debate one sample; a media error comes back as its reason."""
+        from vhd.media.load import load_sample
+
+        assert self.debate is not None, "setup() first"
+        loaded = item.loaded
+        if loaded is None:
+            assert item.item is not None
+            try:
+                loaded = await asyncio.to_thread(load_sample, item.item, self.settings)
+            except MediaError as exc:
+                return DebateOutcome(None, None, media_error=str(exc))
+        started = time.time()
+        result = await self.debate.run(loaded.sample.kind, loaded.images)
+        return DebateOutcome(loaded.sample, result, started)
+
+    async def aclose(self) -> None:
+        """Close the backends."""
+        if self.debate is not None:
+            for backend in {id(b): b for b in self.debate.backends.values()}.values():
+                with suppress(Exception):
+                    await backend.aclose()
+
+
+@asynccontextmanager
+async def remote_pool(
+    executor: Executor | None,
+    config: AnnotateConfig,
+    prompts: Prompts,
+    examples: Sequence[ICLExample],
+    settings: MediaSettings,
+) -> AsyncIterator[Pool[DebateItem, DebateOutcome] | None]:
+    """A pool of `DebateWork` on ``executor`` (None for in-process annotation: yields None).
+
+    ``concurrency`` is shared among the workers: each runs ``ceil(concurrency / workers)``
+    samples at once unless the executor's options say otherwise.
+    """
+    if executor is None or executor.in_process:
+        yield None
+        return
+    if executor.options.in_flight is None:
+        share = math.ceil(config.concurrency / max(1, executor.options.workers))
+        executor.options = replace(executor.options, in_flight=share)
+    work = DebateWork(config, prompts, examples, settings, named_env(config.backends))
+    async with executor.pool(work) as pool:
+        yield pool
+
+
+async def debate_on(
+    pool: Pool[DebateItem, DebateOutcome], item: MediaItem, sample_id: str, settings: MediaSettings, *, ship: bool
+) -> DebateOutcome:
+    """Debate one claimed sample on the pool: by path, or loaded here and shipped as bytes.
+
+    Never raises for the sample's sake: unreadable media and a sample whose workers kept dying
+    come back as an outcome without a result (``media_error``, ``lost``).
+    """
+    from vhd.media.load import load_sample
+
+    try:
+        if not ship:
+            return await pool.run(DebateItem(sample_id, item=item))
+        try:
+            loaded = await asyncio.to_thread(load_sample, item, settings)
+        except MediaError as exc:
+            return DebateOutcome(None, None, media_error=str(exc))
+        return await pool.run(DebateItem(sample_id, loaded=loaded))
+    except WorkerLostError as exc:
+        return DebateOutcome(None, None, lost=str(exc))

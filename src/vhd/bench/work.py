@@ -1,0 +1,131 @@
+"""Judging one labelled sample by the detectors that still need it: here, or on an executor's workers.
+
+`predict_item` loads a sample's media once (original bytes for detectors that want them,
+prepared images for the others) and asks each detector; one detector failing on one sample
+gives an error prediction, never an exception. `DetectWork` wraps it as `vhd.execution.Work`
+for ``vhd bench --executor ray``: each worker checks (loads) its own copy of the detectors once,
+reads the media by path (a filesystem shared with the driver), and sends the predictions back
+to the driver, which alone writes the prediction cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine, Sequence
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+from vhd.bench.original import load_original, wants_original
+from vhd.detectors.base import Detector, Prediction
+from vhd.errors import VhdError
+from vhd.execution import Work
+from vhd.records import Kind, MediaItem
+
+if TYPE_CHECKING:
+    from vhd.bench.data import BenchItem
+    from vhd.media.load import MediaSettings
+
+Outcome = tuple[int, Prediction, float, float]
+"""``(detector index, prediction, start, end)``: one detector's answer on one sample (perf_counter times)."""
+
+Entry = tuple["BenchItem", list[int]]
+"""One sample and the indices of the detectors that still need it."""
+
+
+def load_media(item: BenchItem, original: bool, settings: MediaSettings | None) -> list[Any]:
+    """The sample's original bytes (``original``) or its prepared images."""
+    from vhd.media.load import MediaSettings, load_sample
+
+    if original:
+        return [load_original(item.path, (settings or MediaSettings()).limits)]
+    media = MediaItem(path=item.path, kind=item.kind, is_frame_folder=item.path.is_dir())
+    return load_sample(media, settings).images
+
+
+async def judge(detector: Detector, index: int, kind: Kind, images: Sequence[Any], slots: asyncio.Semaphore) -> Outcome:
+    """One detector's prediction; its failure is the prediction's error."""
+    async with slots:
+        start = time.perf_counter()
+        try:
+            pred = await detector.predict(kind, images)
+        except (VhdError, Exception) as exc:  # one sample's failure never stops the run
+            pred = Prediction(None, error=f"{type(exc).__name__}: {exc}")
+        end = time.perf_counter()
+    if pred.harmful is None and pred.error is None:
+        pred.error = "no decision"
+    return index, pred, start, end
+
+
+async def predict_item(
+    detectors: Sequence[Detector],
+    settings: MediaSettings | None,
+    item: BenchItem,
+    todo: Sequence[int],
+    slots: asyncio.Semaphore,
+) -> list[Outcome]:
+    """Every detector in ``todo`` on one sample, its media loaded once per form (original or prepared)."""
+    plain_file = item.kind is Kind.IMAGE and not item.path.is_dir()
+    groups: dict[bool, list[int]] = {}
+    for index in todo:
+        groups.setdefault(plain_file and wants_original(detectors[index]), []).append(index)
+    out: list[Outcome] = []
+    jobs: list[Coroutine[Any, Any, Outcome]] = []
+    try:
+        for original, indices in groups.items():
+            try:
+                # Original bytes are a file read and a header parse (well under a millisecond): done
+                # inline, since a thread hand-off per sample costs more on a busy machine than that.
+                if original:
+                    images = load_media(item, True, settings)
+                else:
+                    images = await asyncio.to_thread(load_media, item, False, settings)
+            except VhdError as exc:
+                now = time.perf_counter()
+                out.extend((index, Prediction(None, error=f"media: {exc}"), now, now) for index in indices)
+            else:
+                jobs.extend(judge(detectors[index], index, item.kind, images, slots) for index in indices)
+    except BaseException:  # cancelled (Ctrl-C) between loads: drop the calls not yet started
+        for job in jobs:
+            job.close()
+        raise
+    out.extend(await asyncio.gather(*jobs))
+    return out
+
+
+class DetectWork(Work[Entry, list[Outcome]]):
+    """`predict_item` on an executor's worker: the detectors are checked (models loaded) once there.
+
+    Args:
+        detectors: Every detector of the run (built on the driver, not yet checked).
+        needed: Indices of the detectors with work left (only these are checked).
+        settings: How media is prepared.
+        concurrency: Detector calls in flight at once on one worker.
+    """
+
+    def __init__(
+        self, detectors: Sequence[Detector], needed: Sequence[int], settings: MediaSettings | None, concurrency: int
+    ) -> None:
+        self.detectors = list(detectors)
+        self.needed = list(needed)
+        self.settings = settings
+        self.concurrency = concurrency
+        self.slots: asyncio.Semaphore | None = None
+
+    async def setup(self) -> None:
+        """Check (load) the detectors with work left."""
+        self.slots = asyncio.Semaphore(self.concurrency)
+        for index in self.needed:
+            await self.detectors[index].check()
+
+    async def run(self, item: Entry) -> list[Outcome]:
+        """Predictions of the detectors that still need this sample."""
+        assert self.slots is not None, "setup() first"
+        sample, todo = item
+        return await predict_item(self.detectors, self.settings, sample, todo, self.slots)
+
+    async def aclose(self) -> None:
+        """Release the detectors."""
+        for index in self.needed:
+            with suppress(Exception):
+                await self.detectors[index].aclose()
