@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "label": "vhd.cli.label",
     "icl": "vhd.cli.icl",
     "compare": "vhd.cli.compare",
+    "prompts": "vhd.cli.prompts",
+    "generate": "vhd.cli.generate",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 
