@@ -246,6 +246,10 @@ def build_sparsectrl(out: Path) -> Path:
         attention_head_dim=4,
         use_simplified_condition_embedding=False,
     )
+    with torch.no_grad():  # a ControlNet starts with zero output convolutions: give them weights
+        for param in controlnet.parameters():
+            if param.dim() > 1 and not param.any():
+                param.normal_(0.0, 0.3)
     pipe = AnimateDiffSparseControlNetPipeline(
         vae=_vae(),
         text_encoder=_text_encoder(16),

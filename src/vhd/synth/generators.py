@@ -60,7 +60,8 @@ def apply_template(template: str, prompt: str) -> str:
     """Put a prompt into a template; a leading capital is lowered and a final period dropped after a prefix."""
     text = prompt.strip()
     if not template.startswith("{prompt}"):
-        if len(text) > 1 and text[0].isupper() and text[1].islower():
+        first = text.split()[0] if text.split() else ""
+        if first[:1].isupper() and (len(first) == 1 or first[1:].islower()) and first != "I":
             text = text[0].lower() + text[1:]
         text = text.rstrip(".")
     return template.replace("{prompt}", text)

@@ -190,4 +190,4 @@ def _mp4_comment(path: str | os.PathLike[str]) -> str | None:
             value = container.metadata.get("comment")
     except (OSError, ValueError):
         return None
-    return value if isinstance(value, str) and PNG_KEY in value else None
+    return value if isinstance(value, str) and value.startswith("{") else None
