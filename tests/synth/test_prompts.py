@@ -25,7 +25,8 @@ KNIFE = [
     "3. I cannot describe that scene.",
 ]
 TOY = [
-    "1. A toy robot on a shelf.\n2. A plush bear sits on a bed.\n3. A toy car races across a rug.\n4. A doll in a red dress."
+    "1. A toy robot on a shelf.\n2. A plush bear sits on a bed.\n"
+    "3. A toy car races across a rug.\n4. A doll in a red dress."
 ]
 
 

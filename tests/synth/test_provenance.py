@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from vhd.errors import ConfigError
 from vhd.synth.generators import PAPER_PHOTO_TEMPLATE, apply_template, resolve_template
 from vhd.synth.provenance import Provenance, derive_seed, prompt_id, read_embedded
 from vhd.synth.rows import read_prompt_csv
-from vhd.errors import ConfigError
 
 
 def test_prompt_id_and_seed_are_stable_and_order_free() -> None:
