@@ -3,10 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.optional import need_module
 
 
+@pytest.mark.slow
 def test_watermark_is_the_sdxl_message_and_recorded(tiny_pipes: dict[str, Path], tmp_path: Path) -> None:
     need_module("imwatermark", "pip install 'vhd[watermark]' (or pip install --no-deps invisible-watermark PyWavelets)")
     from imwatermark import WatermarkDecoder
