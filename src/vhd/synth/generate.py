@@ -35,7 +35,7 @@ from vhd.store.sqlite import Store
 from vhd.synth.floor import floor_reason
 from vhd.synth.generators import GenerateSettings, Generator, Job, apply_template, create_generator
 from vhd.synth.provenance import Provenance, derive_seed, folder_fingerprint, versions
-from vhd.synth.rows import FirstFrames, PromptRow, file_sha256, generated_files, read_prompt_csv
+from vhd.synth.rows import FirstFrames, PromptRow, generated_files, read_prompt_csv
 
 
 @dataclass
@@ -288,19 +288,6 @@ def finish_batch_on_interrupt(stop: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _first_frame(finder: FirstFrames, row: PromptRow, seed: int) -> tuple[Any, str] | str:
-    from PIL import Image
-
-    path = finder.find(row.id, seed)
-    if path is None:
-        return (
-            f"no first frame for prompt {row.id} (seed {seed}): generate its image first with the same --seed "
-            "(e.g. --generator sdxl), into the same --store or under --first-frames DIR"
-        )
-    with Image.open(path) as im:
-        return im.convert("RGB"), file_sha256(path)
-
-
 def generate(
     prompts: str | os.PathLike[str],
     generator: str | Generator,
@@ -391,7 +378,7 @@ def generate(
                     _commit(result, item, out_dir, gen, store, keep_frames, block_list, run_id, found[0])
                     continue
                 if finder is not None:
-                    got = _first_frame(finder, row, row_seed(row, seed))
+                    got = finder.load(row.id, row_seed(row, seed))
                     if isinstance(got, str):
                         result.failed.append((row.id, got))
                         continue

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vhd.errors import ConfigError
 from vhd.fileio import open_regular, unescape_cell
@@ -138,3 +139,16 @@ class FirstFrames:
                 if Path(row.path).is_file():
                     return Path(row.path)
         return self._folder_index().get((pid, int(seed)))
+
+    def load(self, pid: str, seed: int) -> tuple[Any, str] | str:
+        """``(RGB image, sha256 of its file)``, or a reason naming the prompt id when there is none."""
+        from PIL import Image
+
+        path = self.find(pid, seed)
+        if path is None:
+            return (
+                f"no first frame for prompt {pid} (seed {seed}): generate its image first with the same --seed "
+                "(e.g. --generator sdxl), into the same --store or under --first-frames DIR"
+            )
+        with Image.open(path) as im:
+            return im.convert("RGB"), file_sha256(path)
