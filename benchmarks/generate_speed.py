@@ -37,6 +37,9 @@ def child(args: argparse.Namespace) -> dict[str, object]:
     from vhd.synth.generate import generate
     from vhd.synth.generators import GenerateSettings
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
     width, height = (int(v) for v in args.size.split("x"))
     settings = GenerateSettings(
         device=args.device, size=(width, height), steps=args.steps, num_frames=args.frames,
@@ -120,6 +123,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--frames", type=int, default=8)
     parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH_OR_ID")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--out")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -139,7 +143,7 @@ def main() -> None:
             for batch in (1, 8):
                 cmd = [sys.executable, __file__, "--child", "--spec", f"{name}:{path}", "--batch", str(batch)]
                 cmd += ["--prompts", str(args.prompts), "--device", args.device, "--size", args.size]
-                cmd += ["--steps", str(args.steps), "--frames", str(args.frames)]
+                cmd += ["--steps", str(args.steps), "--frames", str(args.frames), "--threads", str(args.threads)]
                 done = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ})
                 rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
                 print(rows[-1], file=sys.stderr)
