@@ -56,3 +56,39 @@ def test_prompt_csv_rows_and_per_row_reasons(tmp_path: Path) -> None:
     (tmp_path / "bad.csv").write_text("text\nhello\n")
     with pytest.raises(ConfigError, match="no 'prompt' column"):
         read_prompt_csv(tmp_path / "bad.csv")
+
+
+def test_first_frame_found_by_png_provenance_in_a_folder(tmp_path: Path) -> None:
+    import numpy as np
+
+    from vhd.synth.outputs import encode_png, write_output
+    from vhd.synth.rows import FirstFrames, file_sha256
+
+    prov = Provenance(
+        generator="sdxl", model="m", model_revision="main", prompt="a cat", full_prompt="a cat", template="{prompt}",
+        prompt_id="p1", keyword=None, negative_prompt=None, seed=42, steps=2, guidance=5.0, width=8, height=8,
+        frames=None, fps=None, scheduler="DDIMScheduler", device="cpu", dtype="float32", batch_size=1,
+        torch_threads=1, safety_checker="none", watermark="off",
+    )  # fmt: skip
+    path = write_output(
+        tmp_path / "imgs" / "sub", encode_png(np.full((8, 8, 3), 9, dtype=np.uint8), prov.to_json()), ".png"
+    )
+    (tmp_path / "imgs" / "notes.png").write_bytes(b"junk")
+    finder = FirstFrames(None, tmp_path / "imgs")
+    assert finder.find("p1", 42) == path and finder.find("p1", 43) is None
+    image, digest = finder.load("p1", 42)  # type: ignore[misc]
+    assert image.size == (8, 8) and digest == file_sha256(path) == path.stem
+    missing = finder.load("p2", 1)
+    assert isinstance(missing, str) and "p2" in missing
+
+
+def test_size_and_component_flags() -> None:
+    from vhd.cli.generate import parse_components, parse_size
+
+    assert parse_size("512x768") == (512, 768) and parse_size(None) is None
+    for bad in ("512", "510x512", "0x0"):
+        with pytest.raises(ConfigError, match="multiples of 8"):
+            parse_size(bad)
+    assert parse_components(["motion_adapter=/m"]) == {"motion_adapter": "/m"}
+    with pytest.raises(ConfigError, match="NAME=ID_OR_PATH"):
+        parse_components(["oops"])
