@@ -174,7 +174,7 @@ def build_sdxl(out: Path) -> Path:
     return out
 
 
-def _motion_adapter(channels: tuple[int, ...], *, mid: bool = True) -> Any:
+def motion_adapter(channels: tuple[int, ...], *, mid: bool = True) -> Any:
     from diffusers import MotionAdapter
 
     return MotionAdapter(
@@ -197,7 +197,7 @@ def build_animatediff(out: Path) -> Path:
         text_encoder=_text_encoder(16),
         tokenizer=clip_tokenizer(),
         unet=_sd_unet(16),
-        motion_adapter=_motion_adapter((8, 8)),
+        motion_adapter=motion_adapter((8, 8)),
         scheduler=_scheduler(),
         feature_extractor=None,
         image_encoder=None,
@@ -219,7 +219,7 @@ def build_animatediff_sdxl(out: Path) -> Path:
         tokenizer=clip_tokenizer(),
         tokenizer_2=clip_tokenizer(),
         unet=_sdxl_unet((8, 16)),
-        motion_adapter=_motion_adapter((8, 16), mid=False),
+        motion_adapter=motion_adapter((8, 16), mid=False),
         scheduler=_scheduler(),
         feature_extractor=None,
         image_encoder=None,
@@ -255,7 +255,7 @@ def build_sparsectrl(out: Path) -> Path:
         text_encoder=_text_encoder(16),
         tokenizer=clip_tokenizer(),
         unet=_sd_unet(16),
-        motion_adapter=_motion_adapter((8, 8)),
+        motion_adapter=motion_adapter((8, 8)),
         controlnet=controlnet,
         scheduler=_scheduler(),
         feature_extractor=None,

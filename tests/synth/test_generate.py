@@ -237,3 +237,37 @@ def test_one_line_errors(tiny_pipes: dict[str, Path], prompts_csv: Path, tmp_pat
     assert run_cli(str(prompts_csv), "--generator", "nope", "--out", str(tmp_path / "o"), *TINY) == 2
     assert "valid generators: animatediff" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_base_model_with_a_component(
+    tiny_pipes: dict[str, Path],
+    prompts_csv: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the default adapter is a hub id: never reach the network
+    from tests.tiny_pipelines import motion_adapter
+
+    adapter = tmp_path / "adapter"
+    motion_adapter((8, 8)).save_pretrained(adapter)
+    spec = f"animatediff:{tiny_pipes['sd']}"  # an SD folder: the motion adapter comes from --component
+    args = [
+        str(prompts_csv),
+        "--generator",
+        spec,
+        "--out",
+        str(tmp_path / "o"),
+        "--limit",
+        "1",
+        *TINY,
+        "--num-frames",
+        "2",
+    ]
+    assert run_cli(*args, "--component", f"motion_adapter={adapter}", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["written"] == 1
+    prov = read_embedded(files(tmp_path / "o", ".mp4")[0])
+    assert prov is not None and prov.components["motion_adapter"].startswith(f"{adapter}@sha256:")
+    # without it, the default adapter is a hub id: offline, one line naming it
+    assert run_cli(*[a if a != str(tmp_path / "o") else str(tmp_path / "o2") for a in args]) == 2
+    assert "guoyww/animatediff-motion-adapter-v1-5-3" in capsys.readouterr().err

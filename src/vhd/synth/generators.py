@@ -269,7 +269,7 @@ class Generator:
                 ident = wanted.pop(name, default)
                 part = getattr(diffusers, part_class)
                 kwargs[name] = self._fail_to(
-                    lambda p=part, i=ident: p.from_pretrained(i, dtype=torch_dtype, **common), ident
+                    lambda p=part, i=ident: p.from_pretrained(i, dtype=torch_dtype, **self._where(i)), ident
                 )
                 self.loaded_components[name] = ident
         for name, ident in wanted.items():
@@ -279,7 +279,7 @@ class Generator:
                 raise ConfigError(f"--component {name}: {self.name} has no such part; valid parts: {', '.join(valid)}")
             library = __import__(entry[0], fromlist=[entry[1]])
             part = getattr(library, entry[1])
-            kwargs[name] = self._fail_to(lambda p=part, i=ident: p.from_pretrained(i, **common), ident)
+            kwargs[name] = self._fail_to(lambda p=part, i=ident: p.from_pretrained(i, **self._where(i)), ident)
             self.loaded_components[name] = ident
         if self.has_safety_checker and not self.settings.safety_checker:
             kwargs.update(safety_checker=None, requires_safety_checker=False)
@@ -297,6 +297,12 @@ class Generator:
             denoiser = "unet" if hasattr(pipe, "unet") else "transformer"
             setattr(pipe, denoiser, torch.compile(getattr(pipe, denoiser)))
         return pipe
+
+    def _where(self, ident: str) -> dict[str, Any]:
+        """``local_files_only`` for one part: a local folder needs no hub; a hub id is probed once."""
+        from vhd.backends.hub import local_only
+
+        return {"local_files_only": local_only(ident, self.settings.local_files_only)}
 
     def _fail_to(self, load: Any, ident: str) -> Any:
         from vhd.backends.hub import brief, hub_failure
