@@ -271,3 +271,30 @@ def test_base_model_with_a_component(
     # without it, the default adapter is a hub id: offline, one line naming it
     assert run_cli(*[a if a != str(tmp_path / "o") else str(tmp_path / "o2") for a in args]) == 2
     assert "guoyww/animatediff-motion-adapter-v1-5-3" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sigint_finishes_the_batch_in_flight(tiny_pipes: dict[str, Path], tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    csv_path = tmp_path / "p.csv"
+    csv_path.write_text("prompt\n" + "".join(f"a quiet street number {i}\n" for i in range(40)))
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "vhd", "generate", str(csv_path), "--generator", f"sd:{tiny_pipes['sd']}"]
+    cmd += ["--out", str(out), "--store", str(tmp_path / "run.db"), "--batch-size", "2", *TINY]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not list(out.glob("*.png")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=240)
+    written = list(out.glob("*.png"))
+    assert proc.returncode == 130 and "run the same command again" in err
+    assert 0 < len(written) < 40 and len(written) % 2 == 0  # whole batches only
+    with Store(tmp_path / "run.db") as store:
+        assert all(store.get_sample(p.stem) is not None for p in written)
