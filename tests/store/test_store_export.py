@@ -115,7 +115,7 @@ def test_jsonl_records(filled: Store, tmp_path: Path) -> None:
     }
     first = recs[0]
     assert set(first) == {
-        "sample", "verdict", "usage", "config_hash", "run_id", "error",
+        "sample", "source", "generator", "prompt", "seed", "verdict", "usage", "config_hash", "run_id", "error",
         "started_at", "finished_at", "turns",
     }  # fmt: skip
     assert first["sample"]["path"] == "/data/img/a.png" and first["sample"]["kind"] == "image"
@@ -146,7 +146,7 @@ def test_parquet_reads_back(filled: Store, build: Builder, run_id: str, tmp_path
     table = pq.read_table(out)
     assert table.num_rows == res.written == 7
     assert table.column_names == [
-        "sample", "verdict", "usage", "config_hash", "run_id", "error",
+        "sample", "source", "generator", "prompt", "seed", "verdict", "usage", "config_hash", "run_id", "error",
         "started_at", "finished_at", "turns",
     ]  # fmt: skip
     rows = table.to_pylist()

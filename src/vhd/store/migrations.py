@@ -211,6 +211,27 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        "0008_provenance",
+        """
+        CREATE TABLE provenance (
+            prompt_id TEXT NOT NULL,
+            generator TEXT NOT NULL,
+            seed INTEGER NOT NULL,
+            sample_id TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            keyword TEXT,
+            model TEXT NOT NULL,
+            path TEXT NOT NULL,
+            data_json TEXT NOT NULL,
+            run_id TEXT,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (prompt_id, generator, seed)
+        );
+        CREATE INDEX provenance_sample ON provenance (sample_id);
+        CREATE INDEX provenance_prompt_seed ON provenance (prompt_id, seed);
+        """,
+    ),
+    (
         "0010_reviews",
         """
         CREATE TABLE reviews (
