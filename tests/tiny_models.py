@@ -340,3 +340,19 @@ def build_tiny_shieldgemma2(path: Path, *, seed: int = 0) -> Path:
     model.save_pretrained(path)
     processor.save_pretrained(path)
     return path
+
+
+def build_tiny_text_llm(path: Path, *, seed: int = 0) -> Path:
+    """A tiny text-only Llama chat model (tokenizer with a chat template, no processor): `vhd prompts`' hf path."""
+    import torch
+
+    torch.manual_seed(seed)
+    tokenizer = _tokenizer([])
+    tokenizer.chat_template = chat_template()
+    model = _transformers().LlamaForCausalLM(_text_config(tokenizer))
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

@@ -115,7 +115,7 @@ def test_jsonl_records(filled: Store, tmp_path: Path) -> None:
     }
     first = recs[0]
     assert set(first) == {
-        "sample", "verdict", "usage", "config_hash", "run_id", "error",
+        "sample", "source", "generator", "prompt", "seed", "verdict", "usage", "config_hash", "run_id", "error",
         "started_at", "finished_at", "decided_by", "turns",
     }  # fmt: skip
     assert first["decided_by"] is None  # annotated without a cascade
@@ -147,7 +147,7 @@ def test_parquet_reads_back(filled: Store, build: Builder, run_id: str, tmp_path
     table = pq.read_table(out)
     assert table.num_rows == res.written == 7
     assert table.column_names == [
-        "sample", "verdict", "usage", "config_hash", "run_id", "error",
+        "sample", "source", "generator", "prompt", "seed", "verdict", "usage", "config_hash", "run_id", "error",
         "started_at", "finished_at", "decided_by", "turns",
     ]  # fmt: skip
     rows = table.to_pylist()

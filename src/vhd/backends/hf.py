@@ -188,11 +188,16 @@ class HFBackend(Backend):
         extra: dict[str, Any] = {}
         if self.opts.attn_implementation:
             extra["attn_implementation"] = self.opts.attn_implementation
+        from vhd.backends.hf_text import is_text_only, load_text_model
+
         try:
-            processor = transformers.AutoProcessor.from_pretrained(path, **common)
-            model = transformers.AutoModelForImageTextToText.from_pretrained(
-                path, dtype=dtype, device_map=device, **common, **extra
-            )
+            if is_text_only(path, common):  # a text-only chat model (e.g. for `vhd prompts`)
+                processor, model = load_text_model(path, common, dtype, device, extra)
+            else:
+                processor = transformers.AutoProcessor.from_pretrained(path, **common)
+                model = transformers.AutoModelForImageTextToText.from_pretrained(
+                    path, dtype=dtype, device_map=device, **common, **extra
+                )
         except ImportError as exc:
             name = getattr(exc, "name", None)
             if name:

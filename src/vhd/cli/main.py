@@ -40,6 +40,8 @@ COMMANDS: dict[str, str] = {
     "runs": "vhd.cli.runs",
     "config": "vhd.cli.config",
     "completion": "vhd.cli.completion",
+    "prompts": "vhd.cli.prompts",
+    "generate": "vhd.cli.generate",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 

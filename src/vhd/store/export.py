@@ -243,7 +243,8 @@ def _write_vhd11k_csv(path: Path, rows: list[tuple[Sample, Annotation]], kind: K
 def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
     """Return the JSON Lines / Parquet record of one annotation.
 
-    Keys: ``sample`` (the full sample record), ``verdict`` (harmful, reason, categories,
+    Keys: ``sample`` (the full sample record), ``source``, ``generator``, ``prompt`` and ``seed``
+    (a synthetic sample's provenance; None for real ones), ``verdict`` (harmful, reason, categories,
     score, status, refused), ``usage``, ``config_hash``, ``run_id``, ``error``,
     ``started_at``, ``finished_at``, ``decided_by`` (the cascade stage that decided, ``debate``,
     or null outside a cascade) and ``turns`` (every turn in order).
@@ -251,6 +252,7 @@ def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
     v = ann.verdict
     return {
         "sample": sample.to_dict(),
+        **synthetic_keys(sample),
         "verdict": {
             "harmful": v.harmful,
             "reason": v.reason,
@@ -272,6 +274,17 @@ def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
         "finished_at": ann.finished_at,
         "decided_by": ann.decided_by,
         "turns": [t.to_dict() for t in ann.turns],
+    }
+
+
+def synthetic_keys(sample: Sample) -> dict[str, Any]:
+    """``source``, ``generator``, ``prompt`` and ``seed`` of a sample for the export (None where unknown)."""
+    seed = sample.meta.get("seed")
+    return {
+        "source": None if sample.source is None else sample.source.value,
+        "generator": sample.generator,
+        "prompt": sample.meta.get("prompt"),
+        "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
     }
 
 
@@ -332,6 +345,10 @@ def parquet_schema() -> Any:
     return pa.schema(
         [
             ("sample", sample),
+            ("source", pa.string()),
+            ("generator", pa.string()),
+            ("prompt", pa.string()),
+            ("seed", pa.int64()),
             ("verdict", verdict),
             ("usage", usage),
             ("config_hash", pa.string()),

@@ -211,6 +211,56 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        "0008_provenance",
+        """
+        CREATE TABLE provenance (
+            prompt_id TEXT NOT NULL,
+            generator TEXT NOT NULL,
+            seed INTEGER NOT NULL,
+            sample_id TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            keyword TEXT,
+            model TEXT NOT NULL,
+            path TEXT NOT NULL,
+            data_json TEXT NOT NULL,
+            run_id TEXT,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (prompt_id, generator, seed)
+        );
+        CREATE INDEX provenance_sample ON provenance (sample_id);
+        CREATE INDEX provenance_prompt_seed ON provenance (prompt_id, seed);
+        """,
+    ),
+    (
+        "0009_cascade_batches",
+        """
+        ALTER TABLE annotations ADD COLUMN decided_by TEXT;
+        CREATE INDEX annotations_decided_by ON annotations (config_hash, decided_by);
+
+        CREATE TABLE batch_jobs (
+            batch_id TEXT PRIMARY KEY,
+            run_key TEXT NOT NULL,
+            stage TEXT NOT NULL,
+            input_file_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            output_file_id TEXT,
+            error_file_id TEXT,
+            requests INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            collected_at REAL
+        );
+        CREATE INDEX batch_jobs_run ON batch_jobs (run_key, stage);
+
+        CREATE TABLE batch_requests (
+            custom_id TEXT NOT NULL,
+            batch_id TEXT NOT NULL REFERENCES batch_jobs (batch_id) ON DELETE CASCADE,
+            PRIMARY KEY (custom_id, batch_id)
+        );
+        CREATE INDEX batch_requests_batch ON batch_requests (batch_id);
+        """,
+    ),
+    (
         "0010_reviews",
         """
         CREATE TABLE reviews (
@@ -241,35 +291,6 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX samples_keyword ON samples (keyword);
         CREATE INDEX samples_generator ON samples (generator);
         CREATE INDEX samples_split ON samples (split);
-        """,
-    ),
-    (
-        "0009_cascade_batches",
-        """
-        ALTER TABLE annotations ADD COLUMN decided_by TEXT;
-        CREATE INDEX annotations_decided_by ON annotations (config_hash, decided_by);
-
-        CREATE TABLE batch_jobs (
-            batch_id TEXT PRIMARY KEY,
-            run_key TEXT NOT NULL,
-            stage TEXT NOT NULL,
-            input_file_id TEXT NOT NULL,
-            status TEXT NOT NULL,
-            output_file_id TEXT,
-            error_file_id TEXT,
-            requests INTEGER NOT NULL DEFAULT 0,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            collected_at REAL
-        );
-        CREATE INDEX batch_jobs_run ON batch_jobs (run_key, stage);
-
-        CREATE TABLE batch_requests (
-            custom_id TEXT NOT NULL,
-            batch_id TEXT NOT NULL REFERENCES batch_jobs (batch_id) ON DELETE CASCADE,
-            PRIMARY KEY (custom_id, batch_id)
-        );
-        CREATE INDEX batch_requests_batch ON batch_requests (batch_id);
         """,
     ),
 ]

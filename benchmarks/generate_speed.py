@@ -1,0 +1,158 @@
+"""Generation speed and peak memory (`vhd generate`), and prompt-expansion speed (`vhd prompts`).
+
+Generation: the tiny random-weight pipelines of ``tests/tiny_pipelines.py`` (SD, SDXL, AnimateDiff)
+at batch 1 and batch 8 on the CPU (the mechanics: batching, encoding, provenance, commit), each
+configuration in a fresh child process so its peak RSS is its own; on a machine with CUDA pass
+``--device cuda`` (and, for real models, ``--model NAME=PATH_OR_ID``) and the peak GPU memory is
+reported too. Prompt expansion: `vhd.synth.prompts.expand` against the loopback chat server
+(``tests/servers/chat_server.py``) answering each request with a 20-item list, a quarter of
+them duplicates; distinct prompts per request and per second.
+
+    python benchmarks/generate_speed.py --prompts 32 --out generate.json
+    python benchmarks/generate_speed.py --device cuda --size 512x512 --steps 30 \
+        --model sdxl=stabilityai/stable-diffusion-xl-base-1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def child(args: argparse.Namespace) -> dict[str, object]:
+    import torch
+
+    from vhd.synth.generate import generate
+    from vhd.synth.generators import GenerateSettings
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    width, height = (int(v) for v in args.size.split("x"))
+    settings = GenerateSettings(
+        device=args.device, size=(width, height), steps=args.steps, num_frames=args.frames,
+        batch_size=args.batch, watermark=False,
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = Path(tmp) / "p.csv"
+        csv.write_text("prompt\n" + "".join(f"scene number {i} of a street at night\n" for i in range(args.prompts)))
+        warm = Path(tmp) / "warm.csv"
+        warm.write_text("prompt\nwarm up\n")
+        from vhd.synth.generators import create_generator
+
+        gen = create_generator(args.spec, settings)
+        generate(warm, gen, Path(tmp) / "warm")  # loads the pipeline and runs it once
+        if args.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        result = generate(csv, gen, Path(tmp) / "out")
+        wall = time.perf_counter() - start
+    out: dict[str, object] = {
+        "spec": args.spec.split(":")[0],
+        "batch": args.batch,
+        "outputs": len(result.written),
+        "per_s": round(len(result.written) / wall, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "torch_threads": torch.get_num_threads(),
+    }
+    if args.device.startswith("cuda"):
+        out["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20)
+        out["gpu"] = torch.cuda.get_device_name()
+    return out
+
+
+def expansion(requests: int) -> dict[str, object]:
+    from tests.servers.chat_server import ChatServer
+
+    from vhd.backends.openai import OpenAIBackend
+    from vhd.synth.prompts import NearDuplicates, expand
+
+    counter = {"n": 0}
+
+    def reply(body: dict[str, object]) -> str:
+        counter["n"] += 1
+        base = counter["n"] * 100
+        lines = [
+            f"{i + 1}. A person number {base + (i % 15)} walks through scene {base + (i % 15)}." for i in range(20)
+        ]
+        return "\n".join(lines)
+
+    with ChatServer(reply=reply, record=False) as srv, tempfile.TemporaryDirectory() as tmp:
+        backend = OpenAIBackend("bench", {"base_url": srv.base_url})
+        want = requests * 15
+        start = time.perf_counter()
+        result = asyncio.run(
+            expand(
+                backend,
+                ["street"],
+                want,
+                Path(tmp) / "p.csv",
+                batch=20,
+                near=NearDuplicates(1.0),
+                max_requests=requests,
+            )
+        )
+        wall = time.perf_counter() - start
+        report = result.keywords[0]
+    return {
+        "requests": report.requests,
+        "distinct": report.added,
+        "distinct_per_request": round(report.added / report.requests, 2),
+        "distinct_per_s": round(report.added / wall, 1),
+        "duplicates": report.exact_duplicates,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--size", default="64x64")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--frames", type=int, default=8)
+    parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH_OR_ID")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument("--out")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args)))
+        return
+    models = dict(m.split("=", 1) for m in args.model)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        from tests.tiny_pipelines import BUILDERS
+
+        for name in ("sd", "sdxl", "animatediff"):
+            path = models.get(name) or str(BUILDERS[name](Path(tmp) / name))
+            for batch in (1, 8):
+                cmd = [sys.executable, __file__, "--child", "--spec", f"{name}:{path}", "--batch", str(batch)]
+                cmd += ["--prompts", str(args.prompts), "--device", args.device, "--size", args.size]
+                cmd += ["--steps", str(args.steps), "--frames", str(args.frames), "--threads", str(args.threads)]
+                done = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ})
+                rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+                print(rows[-1], file=sys.stderr)
+    report = {"generate": rows, "expand": expansion(args.requests), "device": args.device, "size": args.size,
+              "steps": args.steps, "frames": args.frames}  # fmt: skip
+    print(json.dumps(report, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

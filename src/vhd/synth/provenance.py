@@ -1,0 +1,193 @@
+"""Provenance of generated media: prompt ids, derived seeds, and the record embedded in each file.
+
+Every generated file carries a JSON provenance record (a PNG ``tEXt`` chunk named
+``vhd:provenance``; the MP4 container's ``comment`` tag) so a file found later can be traced to
+its prompt, generator, model, seed and settings. The embedded record holds no time, run id,
+output path or store path (those live in the store), so equal inputs give equal bytes.
+
+The per-prompt seed is a hash of the base seed and the prompt id: it does not move with
+``--limit``, CSV order or sharding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PNG_KEY = "vhd:provenance"
+"""Name of the PNG text chunk (and the JSON's marker) that holds the provenance record."""
+
+SEED_BITS = 63
+"""Derived seeds fit a signed 64-bit integer (SQLite, torch generators)."""
+
+
+def prompt_id(keyword: str | None, prompt: str) -> str:
+    """The id `vhd prompts` gives a prompt: 16 hex digits of sha256(keyword, newline, prompt).
+
+    Whitespace at either end is ignored, so the id survives a spreadsheet round trip.
+    """
+    text = f"{(keyword or '').strip()}\n{prompt.strip()}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def derive_seed(base_seed: int, pid: str) -> int:
+    """The seed of one prompt: a hash of (``--seed``, prompt id), independent of order and sharding."""
+    digest = hashlib.sha256(f"{int(base_seed)}:{pid}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> (64 - SEED_BITS)
+
+
+@dataclass
+class Provenance:
+    """What made one generated file (embedded in the file and kept in the store).
+
+    Attributes:
+        generator: Generator name (``sdxl``, ``animatediff-i2v``...).
+        model: Model id or local path as given.
+        model_revision: Hub revision, or ``sha256:<hex>`` of a local folder's files.
+        prompt: The prompt as written in the prompt CSV.
+        full_prompt: The text the pipeline was given (the template applied).
+        template: The prompt template (``{prompt}`` marks the prompt).
+        prompt_id: The prompt's id.
+        keyword: The keyword the prompt came from, if known.
+        negative_prompt: The negative prompt, if any.
+        seed: The derived per-prompt seed.
+        steps: Inference steps.
+        guidance: Classifier-free guidance scale.
+        width: Width in pixels.
+        height: Height in pixels.
+        frames: Frames of a video (None for images).
+        fps: Frame rate of a video.
+        scheduler: The scheduler's class name.
+        device: Torch device the pipeline ran on.
+        dtype: Weight dtype.
+        batch_size: Prompts per pipeline call (changes bytes).
+        torch_threads: ``torch.get_num_threads()`` (changes bytes on CPU).
+        safety_checker: ``on`` (kept), ``off`` (``--no-safety-checker``) or ``none`` (the pipeline has none).
+        watermark: ``on``, ``off``, or ``skipped`` (smaller than 256 px).
+        first_frame_sha256: For image-to-video, the sha256 of the first frame's file.
+        components: Parts loaded beside the model (``motion_adapter`` -> id), with revisions.
+        versions: vhd, torch, diffusers and transformers versions.
+    """
+
+    generator: str
+    model: str
+    model_revision: str
+    prompt: str
+    full_prompt: str
+    template: str
+    prompt_id: str
+    keyword: str | None
+    negative_prompt: str | None
+    seed: int
+    steps: int
+    guidance: float
+    width: int
+    height: int
+    frames: int | None
+    fps: int | None
+    scheduler: str
+    device: str
+    dtype: str
+    batch_size: int
+    torch_threads: int
+    safety_checker: str
+    watermark: str
+    first_frame_sha256: str | None = None
+    components: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    source: str = "synthetic"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (keys sorted when dumped by `to_json`)."""
+        return asdict(self)
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, no spaces): the bytes embedded in the file."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Provenance:
+        """Rebuild from `to_dict` output (unknown keys ignored, so newer files still read)."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def versions() -> dict[str, str]:
+    """Versions of vhd and the generation libraries (recorded in provenance)."""
+    import importlib.metadata
+
+    from vhd.version import version
+
+    found = {"vhd": version()}
+    for name in ("torch", "diffusers", "transformers"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = ""
+    return found
+
+
+def folder_fingerprint(path: str | os.PathLike[str]) -> str:
+    """``sha256:<hex>`` over a local model folder: every file's relative path, size and content.
+
+    Files over 256 MiB contribute their path, size and first and last MiB (hashing many GB of
+    weights in full at every start would cost minutes).
+    """
+    root = Path(path)
+    digest = hashlib.sha256()
+    big = 256 << 20
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = file.relative_to(root).as_posix()
+        if rel.startswith(".") or "/." in rel:
+            continue
+        size = file.stat().st_size
+        digest.update(f"{rel}\0{size}\0".encode())
+        with file.open("rb") as fh:
+            if size <= big:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+            else:
+                digest.update(fh.read(1 << 20))
+                fh.seek(size - (1 << 20))
+                digest.update(fh.read(1 << 20))
+    return f"sha256:{digest.hexdigest()}"
+
+
+def read_embedded(path: str | os.PathLike[str]) -> Provenance | None:
+    """The provenance a vhd-generated PNG or MP4 carries, or None (not ours, or unreadable)."""
+    text = _png_text(path) if str(path).lower().endswith(".png") else _mp4_comment(path)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        return Provenance.from_dict(data) if isinstance(data, dict) else None
+    except (ValueError, TypeError):
+        return None
+
+
+def _png_text(path: str | os.PathLike[str]) -> str | None:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            value = getattr(im, "text", {}).get(PNG_KEY)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _mp4_comment(path: str | os.PathLike[str]) -> str | None:
+    try:
+        import av
+    except ImportError:
+        return None
+    try:
+        with av.open(os.fspath(path)) as container:
+            value = container.metadata.get("comment")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, str) and value.startswith("{") else None
