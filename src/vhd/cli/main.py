@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "label": "vhd.cli.label",
     "icl": "vhd.cli.icl",
     "compare": "vhd.cli.compare",
+    "tune": "vhd.cli.tune",
+    "table2": "vhd.cli.table2",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 

@@ -53,6 +53,14 @@ DETECTORS.add(
     summary="LlavaGuard policy assessment (llavaguard:BACKEND:MODEL)",
 )
 
+DETECTORS.add(
+    "tuned-vlm",
+    "vhd.detectors.tuned_vlm:TunedVLMDetector",
+    extra="local",
+    needs=["torch", "transformers"],
+    summary="a prompt-tuned VLM from vhd tune (tuned-vlm:CKPT_DIR), P(yes) from logits",
+)
+
 BUILTIN: BuiltinEntries = DETECTORS.builtin
 """The built-in entries by name (assigning ``"module:Class"`` registers one)."""
 

@@ -1,0 +1,211 @@
+"""Soft-prompt tuning on tiny random InstructBLIP and LLaVA models built offline (tests/tiny_models.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.optional import need_module
+from tests.tune.conftest import write_labels
+from vhd.backends.soft_prompt_ckpt import META_FILE, VECTOR_FILE, read_checkpoint
+from vhd.bench.metrics import roc_auc
+from vhd.errors import ConfigError
+from vhd.records import LabelledSample
+from vhd.tune.data import balance, split_validation
+
+Sets = tuple[list[LabelledSample], list[LabelledSample]]
+
+
+@pytest.fixture(autouse=True)
+def _needs_torch() -> None:
+    need_module("torch", "pip install 'vhd[tune]'")
+    need_module("transformers", "pip install 'vhd[tune]'")
+
+
+def config(model: Path, **kw: object):  # type: ignore[no-untyped-def]
+    from vhd.tune.train import TuneConfig
+
+    return TuneConfig(model=str(model), hf={"device": "cpu", "dtype": "float32"}, **kw)  # type: ignore[arg-type]
+
+
+def tuned_scores(ckpt: Path, items: list[LabelledSample]) -> list[float]:
+    import asyncio
+
+    from vhd.detectors.registry import create_detector
+    from vhd.media.load import MediaSettings, load_sample
+    from vhd.records import MediaItem
+
+    det = create_detector(f"t=tuned-vlm:{ckpt}", {"device": "cpu", "dtype": "float32"})
+
+    async def go() -> list[float]:
+        out = []
+        for i in items:
+            images = load_sample(MediaItem(path=i.path, kind=i.kind), MediaSettings(fmt="png")).images
+            pred = await det.predict(i.kind, images)
+            assert pred.score is not None, pred.error
+            out.append(pred.score)
+        return out
+
+    return asyncio.run(go())
+
+
+# ----------------------------------------------------------------------------- data rules, no model
+
+
+def test_balance_and_validation_split_are_stratified_and_seeded(bright_dark: Sets) -> None:
+    train, _ = bright_dark
+    skewed = train + [i for i in train if i.harmful][:4]  # more harmful than unharmful
+    kept, _ = balance(skewed, "undersample", seed=3)
+    counts: dict[tuple[bool, object], int] = {}
+    for i in kept:
+        counts[(i.harmful, i.source)] = counts.get((i.harmful, i.source), 0) + 1
+    assert len(set(counts.values())) == 1 and len(counts) == 4
+    assert kept == balance(skewed, "undersample", seed=3)[0]
+    _, w = balance(skewed, "weight", seed=0)
+    assert len(w) == len(skewed) and abs(sum(w) / len(w) - 1) < 1e-9 and len(set(w)) > 1
+    assert balance(train[:1], "undersample", 0)[0] == train[:1]  # a tiny set is never refused
+    tr, val = split_validation(train, 0.25, seed=0)
+    assert len(val) == 4 and not {i.id for i in tr} & {i.id for i in val}
+    assert sum(i.harmful for i in val) == 2
+    with pytest.raises(ConfigError):
+        split_validation(train, 1.5, 0)
+
+
+def test_cache_vision_needs_center_crops(tiny_instructblip_dir: Path, bright_dark: Sets, tmp_path: Path) -> None:
+    from vhd.tune.train import train
+
+    with pytest.raises(ConfigError, match="train-crop center"):
+        train(config(tiny_instructblip_dir, cache_vision=True), bright_dark[0], tmp_path)
+
+
+# ----------------------------------------------------------------------------- InstructBLIP
+
+
+def test_only_the_s_star_row_changes_and_the_checkpoint_is_tiny(
+    tiny_instructblip_dir: Path, bright_dark: Sets, tmp_path: Path
+) -> None:
+    from vhd.tune.train import load_tuning_model, train
+
+    cfg = config(tiny_instructblip_dir, epochs=2, lr=1e-2, weight_decay=0.05)
+    soft = load_tuning_model(cfg)
+    before = {k: v.detach().clone() for k, v in soft.loaded.model.state_dict().items()}
+    start = soft.vector.detach().clone()
+    train(cfg, bright_dark[0][:8], tmp_path / "ckpt", soft=soft)
+    soft.bake()
+    after = soft.loaded.model.state_dict()
+    table = soft.loaded.model.get_input_embeddings().weight
+    emb_key = next(k for k, v in after.items() if v.data_ptr() == table.data_ptr())
+    changed = [k for k in before if not bool((before[k] == after[k]).all())]
+    assert changed == [emb_key]
+    rows = (before[emb_key] != after[emb_key]).any(dim=1).nonzero().flatten().tolist()
+    assert rows == [soft.token_id]  # weight decay moved S* only
+    assert not bool((soft.vector.detach() == start).all())
+    files = sorted(str(p.relative_to(tmp_path / "ckpt")) for p in (tmp_path / "ckpt").rglob("*") if p.is_file())
+    assert files == [META_FILE, VECTOR_FILE, "state/trainer.pt"]
+    assert sum((tmp_path / "ckpt" / f).stat().st_size for f in files) < 1_000_000
+    vector, meta = read_checkpoint(tmp_path / "ckpt")
+    assert meta.base_model == str(tiny_instructblip_dir.resolve()) and meta.token == "<S*>" and meta.side == 32
+    assert meta.prompts["image"] == "Is the given image harmful {token}?" and meta.epoch == 2
+    assert bool((vector == soft.vector.detach().cpu()).all())
+
+
+@pytest.mark.slow
+def test_loss_falls_and_tuned_beats_base_on_held_out_images(
+    tiny_instructblip_dir: Path, bright_dark: Sets, tmp_path: Path
+) -> None:
+    from vhd.backends.soft_prompt_ckpt import write_checkpoint
+    from vhd.tune.train import load_tuning_model, train
+
+    train_set, test_set = bright_dark
+    truth = [int(i.harmful) for i in test_set]
+    cfg = config(tiny_instructblip_dir, epochs=50, max_steps=120, lr=1e-2, seed=0)
+    result = train(cfg, train_set, tmp_path / "tuned")
+    assert result.losses[-1] < 0.5 * result.losses[0]
+    # the untuned S* (its initial vector) as a checkpoint of its own: the same detector, before training
+    _, meta = read_checkpoint(tmp_path / "tuned")
+    write_checkpoint(tmp_path / "base", load_tuning_model(cfg).vector, meta)
+    base_auc = roc_auc(truth, tuned_scores(tmp_path / "base", test_set))
+    tuned = tuned_scores(tmp_path / "tuned", test_set)
+    tuned_auc = roc_auc(truth, tuned)
+    assert base_auc is not None and tuned_auc is not None
+    assert tuned_auc > base_auc and tuned_auc >= 0.9
+    assert tuned_scores(tmp_path / "tuned", test_set) == tuned  # a reloaded checkpoint scores the same
+
+
+@pytest.mark.slow
+def test_resume_after_a_kill_continues_from_the_last_epoch(
+    tiny_instructblip_dir: Path, bright_dark: Sets, tmp_path: Path
+) -> None:
+    import torch
+
+    from vhd.tune.train import train
+
+    items = bright_dark[0][:8]
+    labels = write_labels(tmp_path / "train.csv", items)
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from vhd.tune.data import load_items
+        from vhd.tune.train import TuneConfig, train
+        def die(step, total, **kw):
+            if step == 3:  # epoch 1 (2 steps) is checkpointed; kill in the middle of epoch 2
+                os.kill(os.getpid(), signal.SIGKILL)
+        hf = {{"device": "cpu", "dtype": "float32"}}
+        cfg = TuneConfig(model={str(tiny_instructblip_dir)!r}, epochs=3, lr=1e-2, hf=hf)
+        train(cfg, load_items({str(labels)!r}), {str(tmp_path / "ckpt")!r}, on_progress=die)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=240)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    meta = json.loads((tmp_path / "ckpt" / META_FILE).read_text())
+    assert meta["epoch"] == 1
+    from vhd.tune.data import load_items
+
+    cfg = config(tiny_instructblip_dir, epochs=3, lr=1e-2)
+    resumed = train(cfg, load_items(labels), tmp_path / "ckpt")
+    assert resumed.resumed_from == 1 and resumed.epochs == 3 and resumed.steps == 4
+    straight = train(cfg, load_items(labels), tmp_path / "straight")
+    a, _ = read_checkpoint(tmp_path / "ckpt")
+    b, _ = read_checkpoint(tmp_path / "straight")
+    assert torch.allclose(a, b, atol=1e-6)
+    assert straight.epochs == 3
+    again = train(cfg, load_items(labels), tmp_path / "ckpt")  # finished: nothing more to do
+    assert again.steps == 0
+    with pytest.raises(ConfigError, match="other settings"):
+        train(config(tiny_instructblip_dir, epochs=3, lr=5e-2), load_items(labels), tmp_path / "ckpt")
+
+
+# ----------------------------------------------------------------------------- LLaVA, the CLI and vhd bench
+
+
+@pytest.mark.slow
+def test_llava_tunes_through_the_cli_and_scores_through_vhd_bench(
+    tiny_llava_tunable_dir: Path, bright_dark: Sets, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vhd.cli.main import main
+
+    train_csv = write_labels(tmp_path / "train.csv", bright_dark[0])
+    test_csv = write_labels(tmp_path / "test.csv", bright_dark[1])
+    args = ["tune", "--train", str(train_csv), "--model", f"hf:{tiny_llava_tunable_dir}", "--out", str(tmp_path / "ck")]
+    args += ["--epochs", "8", "--lr", "1e-2", "--device", "cpu", "--train-crop", "center", "--cache-vision"]
+    assert main([*args, "--no-progress", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["epochs"] == 8 and summary["losses"][-1] < summary["losses"][0]
+    bench = ["bench", "--labels", str(test_csv), "--detector", f"tuned=tuned-vlm:{tmp_path / 'ck'}"]
+    bench += ["--set", "tuned.device=cpu", "--out", str(tmp_path / "report"), "--no-plots", "--no-progress"]
+    assert main(bench) == 0
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert "tuned" in json.dumps(results)
+    table = ["table2", "--test", f"Images={test_csv}", "--detector", f"tuned=tuned-vlm:{tmp_path / 'ck'}"]
+    table += ["--set", "tuned.device=cpu", "--out", str(tmp_path / "t2"), "--bootstrap", "50"]
+    assert main(table) == 0
+    md = (tmp_path / "t2" / "table2.md").read_text()
+    assert "Images Avg." in md and "Images Bal." in md and "| tuned |" in md
