@@ -29,8 +29,11 @@ def draw_set(folder: Path, n: int, seed: int) -> list[LabelledSample]:
     return items
 
 
-def write_labels(path: Path, items: list[LabelledSample]) -> Path:
-    lines = ["path,harmful"] + [f"{i.path},{'yes' if i.harmful else 'no'}" for i in items]
+def write_labels(name: str, items: list[LabelledSample]) -> Path:
+    """A labels CSV named ``name`` beside the images (their folder), paths relative to it."""
+    folder = items[0].path.parent
+    lines = ["path,harmful"] + [f"{i.path.name},{'yes' if i.harmful else 'no'}" for i in items]
+    path = folder / name
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -226,6 +226,10 @@ def splice(loaded: LoadedModel, token: str = DEFAULT_TOKEN, init: str | Any = "m
     soft = SoftPrompt(loaded, token, token_id, vector, yes, no)
     with torch.no_grad():
         emb.weight[token_id] = vector.detach().to(emb.weight.dtype)
+        head = model.get_output_embeddings()
+        weight = getattr(head, "weight", None)
+        if weight is not None and weight.data_ptr() != emb.weight.data_ptr() and weight.shape[0] > token_id:
+            weight[token_id] = weight[:token_id].mean(dim=0)  # not random: a reload scores the same
     soft.handle = emb.register_forward_hook(hook)
     return soft
 
@@ -294,7 +298,7 @@ def yes_probability(soft: SoftPrompt, logits: Any, prompt_len: int) -> Any:
     """P(yes) per row from the logits predicting the first answer token (a float32 tensor)."""
     import torch
 
-    first = torch.log_softmax(logits[:, prompt_len - 1].float(), dim=-1)
+    first = logits[:, prompt_len - 1].float()  # the softmax's normaliser cancels: yes vs no only
     yes = torch.logsumexp(first[:, soft.yes_ids], dim=-1)
     no = torch.logsumexp(first[:, soft.no_ids], dim=-1)
     return torch.sigmoid(yes - no)
