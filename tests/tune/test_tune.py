@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -131,7 +132,7 @@ def test_loss_falls_and_tuned_beats_base_on_held_out_images(
 
     train_set, test_set = flipped(bright_dark[0]), flipped(bright_dark[1])
     truth = [int(i.harmful) for i in test_set]
-    cfg = config(tiny_llava_tunable_dir, epochs=100, max_steps=150, lr=5e-2, seed=0)
+    cfg = config(tiny_llava_tunable_dir, epochs=100, max_steps=100, lr=5e-2, train_crop="center", cache_vision=True)
     result = train(cfg, train_set, tmp_path / "tuned")
     assert result.losses[-1] < 0.6 * result.losses[0]
     # the untuned S* (its initial vector) as a checkpoint of its own: the same detector, before training
@@ -224,3 +225,55 @@ def test_llava_tunes_through_the_cli_and_scores_through_vhd_bench(
     assert main(table) == 0
     md = (tmp_path / "t2" / "table2.md").read_text()
     assert "Images Avg." in md and "Images Bal." in md and "| tuned |" in md
+
+
+@pytest.mark.slow
+def test_llava_trains_on_videos_as_numbered_frames(tiny_llava_tunable_dir: Path, tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from vhd.tune.data import load_items
+    from vhd.tune.train import train
+
+    rng = np.random.default_rng(0)
+    lines = ["path,harmful"]
+    for k in range(4):
+        folder = tmp_path / "videos" / f"clip{k}"
+        folder.mkdir(parents=True)
+        for f in range(3):
+            arr = np.clip(rng.normal(200 if k % 2 else 50, 25, (40, 48, 3)), 0, 255).astype("uint8")
+            Image.fromarray(arr).save(folder / f"clip{k}_{f:04d}.png")
+        lines.append(f"clip{k},{'yes' if k % 2 else 'no'}")
+    (tmp_path / "videos" / "labels.csv").write_text("\n".join(lines) + "\n")
+    items = load_items(tmp_path / "videos" / "labels.csv")
+    assert {i.kind.value for i in items} == {"video"}
+    result = train(config(tiny_llava_tunable_dir, epochs=2, lr=1e-2, frames=3), items, tmp_path / "ck")
+    assert result.epochs == 2
+    _, meta = read_checkpoint(tmp_path / "ck")
+    assert meta.modality == "video" and meta.question("video") == "Is this video harmful <S*>?"
+    scores = tuned_scores(tmp_path / "ck", items[:2])
+    assert all(0 <= s <= 1 for s in scores)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_on_a_gpu(
+    tiny_instructblip_dir: Path, bright_dark: Sets, tmp_path: Path, precision: str
+) -> None:
+    import torch
+
+    from vhd.tune.train import TuneConfig, train
+
+    if not torch.cuda.is_available():
+        pytest.fail("the gpu marker needs a CUDA device", pytrace=False)
+    cfg = TuneConfig(
+        model=str(tiny_instructblip_dir),
+        epochs=3,
+        lr=1e-2,
+        precision=precision,
+        grad_accum=2,  # type: ignore[arg-type]
+        hf={"device": "cuda", "dtype": "float32"},
+    )
+    result = train(cfg, bright_dark[0][:8], tmp_path / "ck")
+    assert result.epochs == 3 and all(math.isfinite(x) for x in result.losses)
+    assert result.losses[-1] < result.losses[0]
