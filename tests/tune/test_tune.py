@@ -277,3 +277,32 @@ def test_mixed_precision_on_a_gpu(
     result = train(cfg, bright_dark[0][:8], tmp_path / "ck")
     assert result.epochs == 3 and all(math.isfinite(x) for x in result.losses)
     assert result.losses[-1] < result.losses[0]
+
+
+@pytest.mark.slow
+def test_validation_selects_an_epoch_and_is_recorded(
+    tiny_instructblip_dir: Path, bright_dark: Sets, tmp_path: Path
+) -> None:
+    from vhd.tune.api import tune
+
+    labels = write_labels("val_fraction.csv", bright_dark[0])
+    cfg = config(tiny_instructblip_dir, epochs=3, lr=1e-2, patience=1)
+    run = tune(cfg, tmp_path / "ck", train_source=labels, val_fraction=0.25, balance_mode="none")
+    assert run.val_n == 4 and run.train_n == 12
+    assert 1 <= len(run.result.val_losses) <= 3
+    best = min(range(len(run.result.val_losses)), key=run.result.val_losses.__getitem__) + 1
+    _, meta = read_checkpoint(tmp_path / "ck")
+    assert meta.epoch == best == run.result.kept_epoch
+    assert meta.config["data_rules"] == {"balance": "none", "val_fraction": 0.25, "split": None, "kind": None}
+    assert meta.data["val_n"] == 4 and [m["epoch"] for m in meta.metrics] == list(range(1, run.result.epochs + 1))
+
+
+def test_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vhd.cli.main import main
+
+    assert main(["tune", "--model", "openai:gpt-4o", "--train", "x.csv", "--out", str(tmp_path)]) == 2
+    assert main(["tune", "--model", "hf:/nowhere", "--out", str(tmp_path)]) == 2
+    assert main(["tune", "--model", "hf:/nowhere", "--train", "labels.csv", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "hf:HUB_ID" in err[0] and "--train" in err[1] and "not found" in err[2]
+    assert main(["table2", "--test", "nolabels", "--detector", "nudenet"]) == 2

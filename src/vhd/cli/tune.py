@@ -75,32 +75,16 @@ def run(args: argparse.Namespace) -> int:
     from vhd.backends.soft_prompt import PAPER_PROMPTS
     from vhd.errors import ConfigError
     from vhd.progress import bar
-    from vhd.tune.data import balance, load_items, split_validation
-    from vhd.tune.train import TuneConfig, train
+    from vhd.tune.api import tune
+    from vhd.tune.train import TuneConfig
 
     backend, colon, model = args.model.partition(":")
     if backend != "hf" or not colon or not model:
         raise ConfigError(f"--model {args.model}: vhd tune trains local models, give hf:HUB_ID or hf:/path/to/model")
-    if args.val and args.val_fraction is not None:
-        raise ConfigError("give --val or --val-fraction, not both")
 
     def note(line: str) -> None:
         print(f"skipped: {line}")
 
-    items = load_items(
-        args.train,
-        store=args.store,
-        from_annotations=args.from_annotations,
-        split=args.split,
-        media=args.media,
-        on_problem=note,
-    )
-    if args.kind:
-        items = [i for i in items if i.kind.value == args.kind]
-    val = load_items(args.val, store=args.store, media=args.media, on_problem=note) if args.val else []
-    if args.val_fraction is not None:
-        items, val = split_validation(items, args.val_fraction, args.seed)
-    kept, weights = balance(items, args.balance, args.seed)
     hf: dict[str, Any] = {"device": args.device, "dtype": args.dtype}
     if args.revision:
         hf["revision"] = args.revision
@@ -126,11 +110,26 @@ def run(args: argparse.Namespace) -> int:
         hf=hf,
     )
     with bar("tuning", not args.no_progress, unit="steps") as on_progress:
-        result = train(config, kept, args.out, weights=weights, val=val, on_progress=on_progress)
+        run = tune(
+            config,
+            args.out,
+            train_source=args.train,
+            store=args.store,
+            from_annotations=args.from_annotations,
+            split=args.split,
+            kind=args.kind,
+            media=args.media,
+            val_source=args.val,
+            val_fraction=args.val_fraction,
+            balance_mode=args.balance,
+            on_problem=note,
+            on_progress=on_progress,
+        )
+    result, n_train, n_val = run.result, run.train_n, run.val_n
     summary = {
         "out": str(result.out),
-        "train_samples": len(kept),
-        "val_samples": len(val),
+        "train_samples": n_train,
+        "val_samples": n_val,
         "epochs": result.epochs,
         "steps": result.steps,
         "resumed_from_epoch": result.resumed_from,
@@ -144,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         last = f"{result.losses[-1]:.4f}" if result.losses else "n/a"
         print(
-            f"S* saved to {result.out} (epoch {result.kept_epoch} of {result.epochs}; {len(kept)} training samples, "
-            f"{len(val)} validation; last loss {last}; {result.samples_per_s:.1f} samples/s)"
+            f"S* saved to {result.out} (epoch {result.kept_epoch} of {result.epochs}; {n_train} training samples, "
+            f"{n_val} validation; last loss {last}; {result.samples_per_s:.1f} samples/s)"
         )
     return 0

@@ -61,6 +61,7 @@ class TuneConfig:
         precision: ``no``, ``fp16`` or ``bf16`` autocast (CUDA).
         frames: Frames per video.
         hf: ``[backends.hf]`` options for loading (device, dtype, revision...).
+        data_rules: How the data was chosen (balance, validation fraction, split), for the record.
     """
 
     model: str
@@ -82,6 +83,7 @@ class TuneConfig:
     precision: Literal["no", "fp16", "bf16"] = "no"
     frames: int = 5
     hf: dict[str, Any] = field(default_factory=dict)
+    data_rules: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> None:
         """Reject settings that cannot work, in one line each.
