@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -234,7 +235,7 @@ def _meta(
 def train(
     config: TuneConfig,
     items: Sequence[LabelledSample],
-    out: str | Path,
+    out: str | os.PathLike[str],
     *,
     weights: Sequence[float] | None = None,
     val: Sequence[LabelledSample] = (),
