@@ -306,3 +306,17 @@ def test_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.Captur
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "hf:HUB_ID" in err[0] and "--train" in err[1] and "not found" in err[2]
     assert main(["table2", "--test", "nolabels", "--detector", "nudenet"]) == 2
+
+
+def test_an_unreadable_image_is_skipped_and_training_goes_on(
+    tiny_instructblip_dir: Path, bright_dark: Sets, tmp_path: Path
+) -> None:
+    from vhd.tune.train import train
+
+    items = bright_dark[0][:4]
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(items[0].path.read_bytes()[:60])  # a PNG cut short
+    bad = dataclasses.replace(items[0], id="0" * 64, path=broken)
+    result = train(config(tiny_instructblip_dir, epochs=1, lr=1e-2), [*items, bad], tmp_path / "ck")
+    assert list(result.skipped) == ["0" * 64] and "broken.png" in result.skipped["0" * 64]
+    assert result.epochs == 1 and math.isfinite(result.losses[0])

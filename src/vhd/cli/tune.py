@@ -137,7 +137,10 @@ def run(args: argparse.Namespace) -> int:
         "losses": result.losses,
         "val_losses": result.val_losses,
         "samples_per_s": result.samples_per_s,
+        "skipped": result.skipped,
     }
+    for reason in result.skipped.values():
+        print(f"skipped: {reason}")
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

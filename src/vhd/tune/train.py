@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 import os
 import random
@@ -34,6 +35,8 @@ from vhd.fileio import atomic_write
 from vhd.progress import ProgressFn, no_progress
 from vhd.records import LabelledSample
 from vhd.tune.data import data_hash, modality
+
+log = logging.getLogger(__name__)
 
 STATE_FILE = "state/trainer.pt"
 
@@ -118,6 +121,7 @@ class TuneResult:
         kept_epoch: The epoch whose S* the checkpoint holds.
         resumed_from: The epoch a resumed run started after (0: fresh).
         samples_per_s: Training throughput of this call.
+        skipped: Samples whose media could not be read (id -> reason); training went on without them.
     """
 
     out: Path
@@ -128,6 +132,7 @@ class TuneResult:
     kept_epoch: int
     resumed_from: int
     samples_per_s: float
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def load_tuning_model(config: TuneConfig, vector: Any = None) -> SoftPrompt:
@@ -147,6 +152,31 @@ def _images(item: LabelledSample, frames: int, side: int, crop: str, rng: random
     settings = MediaSettings(max_side=max(64, 2 * side), fmt="png", n_frames=frames)
     loaded = load_sample(MediaItem(path=item.path, kind=item.kind, is_frame_folder=item.path.is_dir()), settings)
     return [prepare_image(im.to_pil(), side, crop, rng) for im in loaded.images]  # type: ignore[arg-type]
+
+
+def readable(
+    chunk: Sequence[LabelledSample],
+    config: TuneConfig,
+    side: int,
+    crop: str,
+    rng: random.Random,
+    skipped: dict[str, str],
+) -> tuple[list[LabelledSample], list[list[Any]]]:
+    """The samples of a batch whose media loads, with their images; the others go to ``skipped`` (id -> reason)."""
+    from vhd.errors import MediaError
+
+    kept: list[LabelledSample] = []
+    images: list[list[Any]] = []
+    for item in chunk:
+        try:
+            images.append(_images(item, config.frames, side, crop, rng))
+        except (MediaError, OSError) as exc:
+            if item.id not in skipped:
+                log.warning("tune: skipping %s: %s", item.path, exc)
+            skipped[item.id] = f"{item.path}: {exc}"
+            continue
+        kept.append(item)
+    return kept, images
 
 
 class _VisionCache:
@@ -195,8 +225,9 @@ def evaluate(
     probs: list[float] = []
     rng = random.Random(config.seed)
     for start in range(0, len(items), config.batch_size):
-        chunk = items[start : start + config.batch_size]
-        images = [_images(i, config.frames, side, "center", rng) for i in chunk]
+        chunk, images = readable(items[start : start + config.batch_size], config, side, "center", rng, {})
+        if not chunk:
+            continue
         prompts = [_prompt(soft, config, i, len(ims)) for i, ims in zip(chunk, images, strict=True)]
         batch = encode(soft, prompts, images, [ANSWERS[0] if i.harmful else ANSWERS[1] for i in chunk])
         with torch.inference_mode():
@@ -292,6 +323,7 @@ def train(
         epoch, step, losses, val_losses = state["epoch"], state["step"], state["losses"], state["val_losses"]
         best = state["best"]
     resumed_from, steps_before, started, seen = epoch, step, time.perf_counter(), 0
+    skipped: dict[str, str] = {}
     cache = _VisionCache(soft) if config.cache_vision else None
     device_type = str(soft.loaded.device).split(":")[0]
     amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(config.precision)
@@ -304,8 +336,11 @@ def train(
         epoch_losses: list[float] = []
         batches = [order[k : k + config.batch_size] for k in range(0, len(order), config.batch_size)]
         for b, idx in enumerate(batches):
-            chunk = [items[k] for k in idx]
-            images = [_images(i, config.frames, side, config.train_crop, rng) for i in chunk]
+            chunk, images = readable([items[k] for k in idx], config, side, config.train_crop, rng, skipped)
+            if not chunk:
+                continue
+            alive = {id(i) for i in chunk}
+            idx = [k for k in idx if id(items[k]) in alive]
             prompts = [_prompt(soft, config, i, len(ims)) for i, ims in zip(chunk, images, strict=True)]
             batch = encode(soft, prompts, images, [ANSWERS[0] if i.harmful else ANSWERS[1] for i in chunk])
             feats = cache.features([i.id for i in chunk], batch) if cache is not None else None
@@ -329,7 +364,7 @@ def train(
                 if step >= total:
                     break
         epoch += 1
-        losses.append(sum(epoch_losses) / len(epoch_losses))
+        losses.append(sum(epoch_losses) / len(epoch_losses) if epoch_losses else math.nan)
         if val:
             val_loss, _ = evaluate(soft, val, config, side)
             val_losses.append(val_loss)
@@ -372,4 +407,5 @@ def train(
         kept_epoch=meta.epoch,
         resumed_from=resumed_from,
         samples_per_s=seen / elapsed if elapsed > 0 else 0.0,
+        skipped=skipped,
     )
