@@ -349,9 +349,11 @@ def build_tiny_instructblip(path: Path, *, seed: int = 0, text_init: float = 0.2
     """Build and save a tiny InstructBLIP (BLIP vision tower, Q-Former, Llama text model).
 
     InstructBLIP's processor has no chat template (the ``hf`` backend writes a plain prompt for
-    it). The vision tower's initializer range is raised from its 1e-10 default to 0.02 so the
-    random model does not ignore the image, and ``text_init`` (the text model's initializer
-    range, 0.2 by default) makes a tiny model's loss move visibly in training tests.
+    it). The vision tower's initializer range is raised from its 1e-10 default to 0.02, the
+    Q-Former's query tokens (zeros by default) are drawn from N(0, 1) and the language
+    projection from N(0, ``text_init``), so the random model does not ignore the image; the text
+    model's initializer range ``text_init`` (0.2 by default) makes its loss move visibly in
+    training tests.
 
     Args:
         path: Directory to write (created if missing).
@@ -403,4 +405,7 @@ def build_tiny_instructblip(path: Path, *, seed: int = 0, text_init: float = 0.2
     )
     torch.manual_seed(seed)
     model = tf.InstructBlipForConditionalGeneration(config).eval()
+    with torch.no_grad():  # zero query tokens (the default) and a faint projection hide the image
+        model.query_tokens.normal_(0.0, 1.0)
+        model.language_projection.weight.normal_(0.0, text_init)
     return _save(model, processor, tokenizer, path)
