@@ -328,3 +328,19 @@ def test_an_unreadable_image_is_skipped_and_training_goes_on(
     result = train(config(tiny_instructblip_dir, epochs=1, lr=1e-2), [*items, bad], tmp_path / "ck")
     assert list(result.skipped) == ["0" * 64] and "broken.png" in result.skipped["0" * 64]
     assert result.epochs == 1 and math.isfinite(result.losses[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["instructblip", "llava", "idefics3"])
+def test_cached_vision_features_train_exactly_like_computed_ones(
+    family: str, request: pytest.FixtureRequest, bright_dark: Sets, tmp_path: Path
+) -> None:
+    from vhd.tune.train import train
+
+    model_dir = request.getfixturevalue(f"tiny_{family}_dir")
+    runs = []
+    for cached in (False, True):
+        cfg = config(model_dir, epochs=2, lr=1e-2, train_crop="center", cache_vision=cached)
+        runs.append(train(cfg, bright_dark[0][:8], tmp_path / str(cached)).losses)
+    assert runs[0] == pytest.approx(runs[1], rel=1e-5)
+    assert runs[0][1] < runs[0][0]
