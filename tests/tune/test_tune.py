@@ -158,7 +158,9 @@ def test_loss_falls_and_tuned_beats_base_on_held_out_images(
 def test_instructblip_loss_falls(tiny_instructblip_dir: Path, bright_dark: Sets, tmp_path: Path) -> None:
     from vhd.tune.train import train
 
-    result = train(config(tiny_instructblip_dir, epochs=4, lr=1e-2), bright_dark[0][:8], tmp_path / "ck")
+    cfg = config(tiny_instructblip_dir, epochs=8, lr=1e-2, grad_accum=2)
+    result = train(cfg, bright_dark[0][:8], tmp_path / "ck")
+    assert result.steps == 8  # 8 samples, batch 4, 2 batches per step: one step an epoch
     assert result.losses[-1] < 0.7 * result.losses[0]
     assert tuned_scores(tmp_path / "ck", bright_dark[1][:2])  # tuned-vlm scores InstructBLIP
 
