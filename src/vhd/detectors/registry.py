@@ -56,7 +56,7 @@ DETECTORS.add(
 DETECTORS.add(
     "tuned-vlm",
     "vhd.detectors.tuned_vlm:TunedVLMDetector",
-    extra="local",
+    extra="tune",
     needs=["torch", "transformers"],
     summary="a prompt-tuned VLM from vhd tune (tuned-vlm:CKPT_DIR), P(yes) from logits",
 )
