@@ -346,3 +346,46 @@ def test_cached_vision_features_train_exactly_like_computed_ones(
         runs.append(train(cfg, bright_dark[0][:8], tmp_path / str(cached)).losses)
     assert runs[0] == pytest.approx(runs[1], rel=1e-5)
     assert runs[0][1] < runs[0][0]
+
+
+@pytest.mark.slow
+def test_two_processes_train_like_one_with_the_global_batch(
+    tiny_instructblip_dir: Path, bright_dark: Sets, tmp_path: Path
+) -> None:
+    """``torchrun --nproc_per_node 2`` (Gloo on CPU, as NCCL on GPUs): S* ends where one process's does."""
+    import socket
+
+    import torch
+
+    from vhd.tune.data import load_items
+    from vhd.tune.train import train
+
+    labels = write_labels("ddp.csv", bright_dark[0][:8])
+    script = tmp_path / "ddp.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            from vhd.tune.data import load_items
+            from vhd.tune.train import TuneConfig, train
+            hf = {{"device": "cpu", "dtype": "float32"}}
+            cfg = TuneConfig(model={str(tiny_instructblip_dir)!r}, epochs=2, lr=1e-2, batch_size=2,
+                             train_crop="center", hf=hf)
+            train(cfg, load_items({str(labels)!r}), {str(tmp_path / "ddp")!r})
+            """
+        )
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "MASTER_ADDR": "127.0.0.1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1"]
+    cmd += ["--master_port", str(port), str(script)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    cfg = config(tiny_instructblip_dir, epochs=2, lr=1e-2, batch_size=4, train_crop="center")
+    one = train(cfg, load_items(labels), tmp_path / "one")
+    assert one.steps == 4
+    a, meta = read_checkpoint(tmp_path / "ddp")
+    b, _ = read_checkpoint(tmp_path / "one")
+    assert meta.epoch == 2 and meta.config["batch_size"] == 2
+    assert torch.allclose(a, b, atol=1e-5)

@@ -11,7 +11,9 @@ Each epoch writes the checkpoint folder (`vhd.backends.soft_prompt_ckpt`) and, u
 ``state/``, the optimizer, scheduler and vector needed to resume: a killed run started again
 with the same arguments continues after its last finished epoch. The vision tower's features
 may be cached per sample with ``cache_vision`` (only with center crops: a random crop changes
-them every epoch); the cache lives in memory and grows with the training set.
+them every epoch); the cache lives in memory and grows with the training set. Under a launcher
+(``torchrun``, ``accelerate launch``) each process trains on its share of every global batch
+(`vhd.tune.distributed`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from vhd.fileio import atomic_write
 from vhd.progress import ProgressFn, no_progress
 from vhd.records import LabelledSample
 from vhd.tune.data import data_hash, modality
+from vhd.tune.distributed import barrier, setup, sum_across, world
 
 log = logging.getLogger(__name__)
 
@@ -135,12 +138,15 @@ class TuneResult:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def load_tuning_model(config: TuneConfig, vector: Any = None) -> SoftPrompt:
-    """Load the base model through the ``hf`` backend's loader and splice S* in (``vector`` or the init)."""
+def load_tuning_model(config: TuneConfig, vector: Any = None, hf: dict[str, Any] | None = None) -> SoftPrompt:
+    """Load the base model through the ``hf`` backend's loader and splice S* in (``vector`` or the init).
+
+    ``hf`` overrides ``config.hf`` (a distributed run gives each process its own device).
+    """
     from vhd.backends.hf import load_model
     from vhd.backends.soft_prompt import splice
 
-    loaded = load_model(config.model, config.hf)
+    loaded = load_model(config.model, config.hf if hf is None else hf)
     return splice(loaded, config.token, config.init if vector is None else vector)
 
 
@@ -304,14 +310,17 @@ def train(
         if state["config"] != json.loads(json.dumps(asdict(config))) or state["data"] != data:
             raise ConfigError(f"{folder} holds a run with other settings or data: pick a new --out (or delete it)")
 
+    w = world()
+    hf = setup(w, dict(config.hf))
     if soft is None:
-        soft = load_tuning_model(config, None if state is None else state["vector"])
+        soft = load_tuning_model(config, None if state is None else state["vector"], hf)
     elif state is not None:
         with torch.no_grad():
             soft.vector.copy_(state["vector"].to(soft.vector.device))
     side = config.image_size or input_side(soft.loaded.processor)
     weights = list(weights) if weights is not None else [1.0] * len(items)
-    per_epoch = math.ceil(len(items) / (config.batch_size * config.grad_accum))
+    global_batch = config.batch_size * w.size
+    per_epoch = math.ceil(len(items) / (global_batch * config.grad_accum))
     total = min(config.epochs * per_epoch, config.max_steps or 10**12)
     optim = torch.optim.AdamW([soft.vector], lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
@@ -334,33 +343,46 @@ def train(
         order = list(range(len(items)))
         rng.shuffle(order)
         epoch_losses: list[float] = []
-        batches = [order[k : k + config.batch_size] for k in range(0, len(order), config.batch_size)]
-        for b, idx in enumerate(batches):
+        batches = [order[k : k + global_batch] for k in range(0, len(order), global_batch)]
+        window = 0.0  # total loss weight of the batches since the last optimizer step
+        for b, shared in enumerate(batches):
+            idx = shared[w.rank * config.batch_size : (w.rank + 1) * config.batch_size]  # this process's share
             chunk, images = readable([items[k] for k in idx], config, side, config.train_crop, rng, skipped)
-            if not chunk:
-                continue
-            alive = {id(i) for i in chunk}
-            idx = [k for k in idx if id(items[k]) in alive]
-            prompts = [_prompt(soft, config, i, len(ims)) for i, ims in zip(chunk, images, strict=True)]
-            batch = encode(soft, prompts, images, [ANSWERS[0] if i.harmful else ANSWERS[1] for i in chunk])
-            feats = cache.features([i.id for i in chunk], batch) if cache is not None else None
-            with torch.autocast(device_type, dtype=amp or torch.float32, enabled=amp is not None):
-                per_sample = answer_loss(forward(soft, batch, feats), batch["labels"])
-            w = torch.tensor([weights[k] for k in idx], device=per_sample.device)
-            loss = (per_sample * w).sum() / w.sum()
-            scaler.scale(loss / config.grad_accum).backward()
-            epoch_losses.append(float(loss.detach()))
-            seen += len(chunk)
+            if chunk:
+                alive = {id(i) for i in chunk}
+                idx = [k for k in idx if id(items[k]) in alive]
+                prompts = [_prompt(soft, config, i, len(ims)) for i, ims in zip(chunk, images, strict=True)]
+                batch = encode(soft, prompts, images, [ANSWERS[0] if i.harmful else ANSWERS[1] for i in chunk])
+                feats = cache.features([i.id for i in chunk], batch) if cache is not None else None
+                with torch.autocast(device_type, dtype=amp or torch.float32, enabled=amp is not None):
+                    per_sample = answer_loss(forward(soft, batch, feats), batch["labels"])
+                wt = torch.tensor([weights[k] for k in idx], device=per_sample.device)
+                weighted = (per_sample * wt).sum()
+                scaler.scale(weighted).backward()
+                window += float(wt.sum())
+                epoch_losses.append(float(weighted.detach()) / float(wt.sum()))
+                seen += len(chunk)
             if (b + 1) % config.grad_accum == 0 or b + 1 == len(batches):
+                if soft.vector.grad is None:
+                    soft.vector.grad = torch.zeros_like(soft.vector)
+                total_weight = sum_across(w, torch.tensor([window], device=soft.vector.device))
+                sum_across(w, soft.vector.grad)
+                window = 0.0
+                if float(total_weight) <= 0:  # every sample of the window was unreadable
+                    optim.zero_grad(set_to_none=True)
+                    continue
+                soft.vector.grad /= total_weight  # the weighted mean over the whole (global) window
                 scaler.step(optim)
                 scaler.update()
                 optim.zero_grad(set_to_none=True)
                 sched.step()
                 step += 1
-                rate = seen / max(time.perf_counter() - started, 1e-9)
-                lr = sched.get_last_lr()[0]
-                info = f"epoch {epoch + 1} loss {epoch_losses[-1]:.4f} lr {lr:.2e} {rate:.1f} samples/s"
-                on_progress(step, total, stage="tune", info=info)
+                if w.main:
+                    rate = seen * w.size / max(time.perf_counter() - started, 1e-9)
+                    lr = sched.get_last_lr()[0]
+                    last = f"{epoch_losses[-1]:.4f}" if epoch_losses else "n/a"
+                    info = f"epoch {epoch + 1} loss {last} lr {lr:.2e} {rate:.1f} samples/s"
+                    on_progress(step, total, stage="tune", info=info)
                 if step >= total:
                     break
         epoch += 1
@@ -389,11 +411,13 @@ def train(
             "val_losses": val_losses,
             "best": best,
         }
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        (folder / "state").mkdir(parents=True, exist_ok=True)
-        atomic_write(state_path, buf.getvalue(), binary=True)
-        write_checkpoint(folder, kept_vector, _meta(config, side, mod, kept_epoch, data, metrics))
+        if w.main:
+            buf = io.BytesIO()
+            torch.save(state, buf)
+            (folder / "state").mkdir(parents=True, exist_ok=True)
+            atomic_write(state_path, buf.getvalue(), binary=True)
+            write_checkpoint(folder, kept_vector, _meta(config, side, mod, kept_epoch, data, metrics))
+        barrier(w)
     if not (folder / "checkpoint.json").is_file():
         raise ConfigError(f"nothing was trained into {folder}")
     _, meta = read_checkpoint(folder)
