@@ -27,6 +27,22 @@ def tiny_llava_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_instructblip_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight InstructBLIP (no chat template; text initializer range 0.2 for training tests)."""
+    from tests.tiny_models import build_tiny_instructblip
+
+    return build_tiny_instructblip(tmp_path_factory.mktemp("tiny_instructblip"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llava_tunable_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny LLaVA whose text model has initializer range 0.2 (its loss moves visibly in training tests)."""
+    from tests.tiny_models import build_tiny_llava
+
+    return build_tiny_llava(tmp_path_factory.mktemp("tiny_llava_tunable"), text_init=0.2)
+
+
+@pytest.fixture(scope="session")
 def tiny_idefics3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight Idefics3 saved with ``save_pretrained``."""
     from tests.tiny_models import build_tiny_idefics3

@@ -107,13 +107,14 @@ def _save(model: Any, processor: Any, tokenizer: Any, path: Path) -> Path:
     return path
 
 
-def build_tiny_llava(path: Path, *, seed: int = 0, system_role: bool = True) -> Path:
+def build_tiny_llava(path: Path, *, seed: int = 0, system_role: bool = True, text_init: float = 0.02) -> Path:
     """Build and save a tiny LLaVA (CLIP vision tower, Llama text model).
 
     Args:
         path: Directory to write (created if missing).
         seed: Seed for the random weights.
         system_role: Whether the chat template accepts a system message.
+        text_init: The text config's ``initializer_range`` (0.2 makes training tests move visibly).
 
     Returns:
         ``path``, loadable with ``AutoModelForImageTextToText.from_pretrained``.
@@ -145,9 +146,11 @@ def build_tiny_llava(path: Path, *, seed: int = 0, system_role: bool = True) -> 
         patch_size=8,
         projection_dim=64,
     )
+    text = _text_config(tokenizer)
+    text.initializer_range = text_init
     config = LlavaConfig(
         vision_config=vision,
-        text_config=_text_config(tokenizer),
+        text_config=text,
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
@@ -356,3 +359,69 @@ def build_tiny_text_llm(path: Path, *, seed: int = 0) -> Path:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def build_tiny_instructblip(path: Path, *, seed: int = 0, text_init: float = 0.2) -> Path:
+    """Build and save a tiny InstructBLIP (BLIP vision tower, Q-Former, Llama text model).
+
+    InstructBLIP's processor has no chat template (the ``hf`` backend writes a plain prompt for
+    it). The vision tower's initializer range is raised from its 1e-10 default to 0.02, the
+    Q-Former's query tokens (zeros by default) are drawn from N(0, 1) and the language
+    projection from N(0, ``text_init``), so the random model does not ignore the image; the text
+    model's initializer range ``text_init`` (0.2 by default) makes its loss move visibly in
+    training tests.
+
+    Args:
+        path: Directory to write (created if missing).
+        seed: Seed for the random weights.
+        text_init: The text config's ``initializer_range``.
+
+    Returns:
+        ``path``, loadable with ``AutoProcessor`` + ``AutoModelForImageTextToText``.
+    """
+    import torch
+
+    tf = _transformers()
+    tokenizer = _tokenizer([])
+    image_processor = tf.models.blip.BlipImageProcessorPil(size={"height": SIDE, "width": SIDE})
+    query_tokens = 4
+    processor = tf.InstructBlipProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        qformer_tokenizer=_tokenizer([]),
+        num_query_tokens=query_tokens,
+    )
+    vision = tf.InstructBlipVisionConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        image_size=SIDE,
+        patch_size=8,
+        initializer_range=0.02,
+    )
+    qformer = tf.InstructBlipQFormerConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        encoder_hidden_size=64,
+        cross_attention_frequency=1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    text = _text_config(tokenizer)
+    text.initializer_range = text_init
+    config = tf.InstructBlipConfig(
+        vision_config=vision.to_dict(),
+        qformer_config=qformer.to_dict(),
+        text_config=text.to_dict(),
+        num_query_tokens=query_tokens,
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+    )
+    torch.manual_seed(seed)
+    model = tf.InstructBlipForConditionalGeneration(config).eval()
+    with torch.no_grad():  # zero query tokens (the default) and a faint projection hide the image
+        model.query_tokens.normal_(0.0, 1.0)
+        model.language_projection.weight.normal_(0.0, text_init)
+    return _save(model, processor, tokenizer, path)

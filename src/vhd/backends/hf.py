@@ -14,6 +14,9 @@ batches (see `vhd.backends.hf_worker`). Options (``[backends.hf]`` in the config
     local_files_only = true  # default: true when HF_HUB_OFFLINE=1
     attn_implementation = "sdpa"
     generate_kwargs = { repetition_penalty = 1.1 }   # passed to model.generate
+
+A processor without a chat template is refused, except InstructBLIP-family processors (no
+template by design): their prompt is the conversation's text as it is, one image per prompt.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from vhd.backends.base import Backend, GenerateConfig, Message, Output
-from vhd.backends.hf_batch import LoadedModel
+from vhd.backends.hf_batch import PLAIN_TEMPLATE, LoadedModel, single_image
 from vhd.backends.hf_worker import BatchWorker
 from vhd.backends.hub import brief, hub_failure, local_only, looks_local, offline_env
 from vhd.backends.hub import hub_reachable as hub_reachable  # re-exported: its home was here
@@ -141,6 +144,23 @@ def unavailable_message(model: str, exc: BaseException, *, offline: bool) -> str
     )
 
 
+def load_model(model: str, options: Mapping[str, Any] | None = None) -> LoadedModel:
+    """Load a vision-language model and its processor exactly as the ``hf`` backend does.
+
+    The one loading path of the project: ``vhd tune`` and the ``tuned-vlm`` detector use it too.
+
+    Args:
+        model: Hub id or local directory.
+        options: ``[backends.hf]`` options (`HFOptions`): device, dtype, revision...
+
+    Raises:
+        BackendUnavailableError: The model cannot be found or loaded (one line with the fix).
+        MissingDependencyError: torch/transformers are not installed.
+        ConfigError: Bad options.
+    """
+    return HFBackend(model, options)._load()
+
+
 class HFBackend(Backend):
     """A local transformers vision-language model with batched generation.
 
@@ -209,6 +229,8 @@ class HFBackend(Backend):
         tokenizer: Any = getattr(processor, "tokenizer", None)
         if not getattr(processor, "chat_template", None) and getattr(tokenizer, "chat_template", None):
             processor.chat_template = tokenizer.chat_template  # some processors drop it (InstructBLIP)
+        if not getattr(processor, "chat_template", None) and single_image(processor):
+            processor.chat_template = PLAIN_TEMPLATE  # InstructBLIP-family: the prompt is the question itself
         if tokenizer is None or not getattr(processor, "chat_template", None):
             raise BackendUnavailableError(
                 f"hf model {self.model!r} has no processor chat template; pick an instruction-tuned "

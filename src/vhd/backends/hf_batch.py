@@ -92,6 +92,23 @@ def render_prompt(processor: Any, messages: Sequence[Message]) -> str:
         raise BackendError(f"hf chat template failed: {exc}") from exc
 
 
+PLAIN_TEMPLATE = (
+    "{% for m in messages %}{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}"
+)
+"""The prompt format of InstructBLIP-family models, which ship no chat template: the turns' text,
+one per line, no role names (the processor puts the image's query tokens in front itself)."""
+
+SINGLE_IMAGE_PROCESSORS = ("InstructBlipProcessor", "Blip2Processor")
+"""Processor classes that take exactly one image per prompt and have no chat template."""
+
+
+def single_image(processor: Any) -> bool:
+    """Whether the processor belongs to a family that takes one image per prompt (InstructBLIP, BLIP-2)."""
+    return type(processor).__name__ in SINGLE_IMAGE_PROCESSORS
+
+
 def group_key(config: GenerateConfig) -> tuple[Any, ...]:
     """Decoding settings that must be equal for two calls to share one ``generate``."""
     return (
@@ -130,6 +147,12 @@ def prepare(processor: Any, messages: Sequence[Message]) -> Prepared:
         BackendError: The template cannot render it or an image cannot be decoded.
     """
     prompt = render_prompt(processor, messages)
+    count = sum(len(m.images) for m in messages)
+    if count != 1 and single_image(processor):
+        raise BackendError(
+            f"hf: {type(processor).__name__} models take exactly one image per prompt, this conversation has "
+            f"{count}; judge video frames one by one (or use a multi-image model)"
+        )
     try:
         images = [im.to_pil() for m in messages for im in m.images]
     except Exception as exc:
@@ -149,7 +172,9 @@ def generate_group(loaded: LoadedModel, items: Sequence[Prepared], config: Gener
     tokenizer = processor.tokenizer
     prompts = [item.prompt for item in items]
     kwargs: dict[str, Any] = {"text": prompts, "padding": True, "return_tensors": "pt"}
-    if any(item.images for item in items):
+    if single_image(processor):
+        kwargs["images"] = [item.images[0] for item in items]  # one each (`prepare` checked)
+    elif any(item.images for item in items):
         kwargs["images"] = [item.images for item in items]
     bos = tokenizer.bos_token
     if bos and all(p.startswith(bos) for p in prompts):

@@ -42,6 +42,8 @@ COMMANDS: dict[str, str] = {
     "completion": "vhd.cli.completion",
     "prompts": "vhd.cli.prompts",
     "generate": "vhd.cli.generate",
+    "tune": "vhd.cli.tune",
+    "table2": "vhd.cli.table2",
 }
 """Command name to the module holding its ``add_parser`` and ``run``."""
 

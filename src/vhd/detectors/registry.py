@@ -66,6 +66,14 @@ DETECTORS.add(
     summary="Meta's Llama Guard 4, S1-S14 hazards (llamaguard:BACKEND:MODEL)",
 )
 
+DETECTORS.add(
+    "tuned-vlm",
+    "vhd.detectors.tuned_vlm:TunedVLMDetector",
+    extra="tune",
+    needs=["torch", "transformers"],
+    summary="a prompt-tuned VLM from vhd tune (tuned-vlm:CKPT_DIR), P(yes) from logits",
+)
+
 BUILTIN: BuiltinEntries = DETECTORS.builtin
 """The built-in entries by name (assigning ``"module:Class"`` registers one)."""
 
