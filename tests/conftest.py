@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from tests.serve import Served
+    from tests.servers.transformers_serve import Served
 
 # A developer's own settings never reach the tests: no user config file, no VHD_* defaults.
 os.environ["VHD_NO_USER_CONFIG"] = "1"
@@ -69,7 +69,7 @@ def tiny_shieldgemma2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def served_llava(tiny_llava_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One ``transformers serve`` process serving the tiny LLaVA for the whole session."""
-    from tests.serve import serve
+    from tests.servers.transformers_serve import serve
 
     with serve(tiny_llava_dir, tmp_path_factory.mktemp("hf_home")) as served:
         yield served

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 import vhd
-from tests.serve import Served
+from tests.servers.transformers_serve import Served
 from vhd.records import Status
 from vhd.store import Store
 

@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from tests.backends.test_hf import ask, picture
-from tests.serve import Served
+from tests.servers.transformers_serve import Served
 from vhd.backends import Backend, GenerateConfig, Output, create_backend
 
 GREEDY = GenerateConfig(temperature=0, max_tokens=8)
