@@ -1,18 +1,21 @@
 """Gallery queries of the review app (`vhd serve`) on a large store: keyset pages stay fast.
 
-Data (built once, cached at ``--cache``, default /tmp/vhd-bench-serve-<N>.db): ``--samples``
+Data (built once, cached at ``--cache``, default /tmp/vhd-bench-serve-v2-<N>.db): ``--samples``
 samples (default 1,000,000; 90% real, 10% synthetic from two generators; 1,000 keywords; three
 splits) each with one annotation under one configuration (score uniform in [0, 1], harmful when
 above 0.8, 2% unparsed, 1% error, categories on harmful ones), a second configuration on 5%
 that disagrees with the first on a fifth of those, and 2,000 reviews in the labelled set
-``review``. The rows are written with bulk ``executemany`` through the store's connection
-(a fixture, not how vhd writes: one annotation at a time would take hours here).
+``review``. The first configuration is a cascade's: 69.9% of its verdicts decided by stage
+``cheap``, 0.1% by stage ``rare``, 30% by ``debate``. The rows are written with bulk
+``executemany`` through the store's connection (a fixture, not how vhd writes: one annotation
+at a time would take hours here).
 
 Measured: median and worst wall time of `Store.gallery_page` (48 rows) for the first page and a
 page 900,000 samples deep, under each filter and order the app offers, plus the progress count
 and one full ``GET /`` through the ASGI test client.
 
 Usage: python benchmarks/serve_gallery.py [--samples 1000000] [--cache FILE] [--repeat 5]
+(a cache built before the ``decided_by`` column was filled is rebuilt: the default name changed).
 """
 
 from __future__ import annotations
@@ -66,10 +69,11 @@ def build(path: Path, n: int) -> None:
                 status = "unparsed" if i % 50 == 1 else ("error" if i % 100 == 2 else "ok")
                 harmful = None if status != "ok" else int(score > 0.8)
                 cats = json.dumps([CATS[i % 3]] if harmful else [])
-                anns.append((sid, run_a, "a" * 64, status, harmful, cats, score if status == "ok" else None))
+                stage = "rare" if i % 1000 == 5 else ("debate" if i % 10 >= 7 else "cheap")
+                anns.append((sid, run_a, "a" * 64, status, harmful, cats, score if status == "ok" else None, stage))
                 if i % 20 == 3:
                     flip = harmful if i % 100 != 3 or harmful is None else 1 - harmful
-                    anns.append((sid, run_b, "b" * 64, "ok", flip if flip is not None else 0, "[]", score))
+                    anns.append((sid, run_b, "b" * 64, "ok", flip if flip is not None else 0, "[]", score, None))
             conn.execute("BEGIN")
             conn.executemany(
                 "INSERT INTO samples (id, kind, path, source, keyword, generator, split) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -77,7 +81,7 @@ def build(path: Path, n: int) -> None:
             )
             conn.executemany(
                 "INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, categories_json, score, "
-                "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
+                "decided_by, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
                 anns,
             )
             conn.execute("COMMIT")
@@ -102,7 +106,7 @@ def main() -> None:
     ap.add_argument("--cache", type=Path)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    path = args.cache or Path(f"/tmp/vhd-bench-serve-{args.samples}.db")
+    path = args.cache or Path(f"/tmp/vhd-bench-serve-v2-{args.samples}.db")
     if not path.exists():
         t = time.perf_counter()
         build(path, args.samples)
@@ -118,6 +122,9 @@ def main() -> None:
         ("decision=harmful", {"decision": "harmful"}, "ingest"),
         ("status=error", {"status": "error"}, "ingest"),
         ("category", {"category": CATS[1]}, "ingest"),
+        ("decided_by=debate (30%)", {"decided_by": "debate"}, "ingest"),
+        ("decided_by=rare (0.1%)", {"decided_by": "rare"}, "ingest"),
+        ("decided_by=none (no match)", {"decided_by": "none"}, "ingest"),
         ("score 0.45-0.55", {"score_min": 0.45, "score_max": 0.55}, "ingest"),
         ("disagreement=configs", {"disagreement": "configs"}, "ingest"),
         ("review=unreviewed", {"review": "unreviewed"}, "ingest"),
@@ -140,6 +147,7 @@ def main() -> None:
             )
             rows.append((name, first[0], first[1], len(first[2]), deep_t[0], deep_t[1], len(deep_t[2])))
         progress = timed(lambda: store.review_progress("review"), args.repeat)
+        stages = timed(lambda: store.gallery_stages("a" * 64), args.repeat)
     from starlette.testclient import TestClient
 
     from vhd.serve import ServeSettings, create_app
@@ -153,6 +161,7 @@ def main() -> None:
     for name, m1, w1, n1, m2, w2, n2 in rows:
         print(f"| {name} | {m1:.1f} / {w1:.1f} ms | {n1} | {m2:.1f} / {w2:.1f} ms | {n2} |")
     print(f"\nprogress count: {progress[0]:.0f} ms median; GET / (whole page): {page[0]:.0f} ms median")
+    print(f"decided-by choices {stages[2]}: {stages[0]:.1f} ms median")
 
 
 if __name__ == "__main__":

@@ -112,6 +112,13 @@ class StageDecision:
         return f"decided by cascade stage {self.label} ({self.model}), score {self.score:.4f}"
 
 
+def stage_model(reason: str, label: str) -> str | None:
+    """The detector spec a stage's verdict reason names (`StageDecision.reason`), or None for another reason."""
+    head = f"decided by cascade stage {label} ("
+    end = reason.rfind("), score ")
+    return reason[len(head) : end] if reason.startswith(head) and end >= len(head) else None
+
+
 @dataclass
 class CascadeOutcome:
     """What the stages did with one sample.

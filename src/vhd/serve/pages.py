@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
+from vhd.annotate.cascade import DEBATE, stage_model
 from vhd.errors import VhdError
 from vhd.fileio import escape_cell
 from vhd.records import Sample
@@ -30,6 +32,7 @@ from vhd.serve.web import (
 from vhd.store.curation import removed_at
 from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
 from vhd.store.labels import CATEGORIES
+from vhd.store.provenance import sample_provenance
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -49,6 +52,41 @@ def live_sample(request: Request, sample_id: str) -> Sample | None:
     if not SHA256.fullmatch(sample_id) or removed_at(store, sample_id) is not None:
         return None
     return store.get_sample(sample_id)
+
+
+PROVENANCE_FIELDS = (
+    "prompt",
+    "full_prompt",
+    "negative_prompt",
+    "prompt_id",
+    "keyword",
+    "generator",
+    "model",
+    "model_revision",
+    "seed",
+    "steps",
+    "guidance",
+    "width",
+    "height",
+    "frames",
+    "fps",
+    "scheduler",
+)
+"""Provenance fields shown first on a synthetic sample's page, in this order; the others follow by name."""
+
+
+def provenance_items(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """A generated sample's provenance record as ``(field, text)`` pairs to show (nested values as JSON)."""
+    order = {name: k for k, name in enumerate(PROVENANCE_FIELDS)}
+    keys = sorted(data, key=lambda name: (order.get(name, len(order)), name))
+    out = []
+    for key in keys:
+        value = data[key]
+        if value is None or value == "":
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+        out.append((str(key), text))
+    return out
 
 
 def _frames(kind: str, used: int = 0) -> int:
@@ -83,6 +121,7 @@ async def gallery(request: Request) -> Response:
         notes=notes,
         next_url=next_url,
         choices=st.store.gallery_choices(),
+        stages=st.store.gallery_stages(flt.config_hash),
         configs=st.store.gallery_configs(),
         categories=[name for _, name in CATEGORIES],
         options={
@@ -120,6 +159,11 @@ async def sample_page(request: Request) -> Response:
     votes = {r.harmful for r in current.values()}
     query = filter_query(flt, sort, request.query_params.get("config"))
     following = next_sample(request, flt, sort, sample_id)
+    stage = None  # (label, model) of the cascade stage that decided, when not the debate
+    if annotation is not None and annotation.decided_by not in (None, DEBATE):
+        label = str(annotation.decided_by)
+        stage = (label, stage_model(annotation.verdict.reason, label))
+    provenance = sample_provenance(st.store, sample_id)  # what `vhd generate` recorded, if it made the file
     return render(
         request,
         "sample.html",
@@ -131,6 +175,9 @@ async def sample_page(request: Request) -> Response:
         reveal=reveal,
         annotation=annotation,
         run=runs.get(annotation.run_id) if annotation else None,
+        stage=stage,
+        provenance=provenance_items(provenance.data) if provenance else [],
+        provenance_row=provenance,
         others=st.store.sample_annotations(sample_id),
         reviews=reviews,
         disputed=len(votes) > 1 and not any(r.adjudication for r in reviews),

@@ -45,6 +45,7 @@ FILTER_KEYS = (
     "keyword",
     "generator",
     "split",
+    "decided_by",
     "score_min",
     "score_max",
     "disagreement",

@@ -47,6 +47,7 @@ class GalleryFilter:
         keyword: The search keyword or prompt keyword.
         generator: The generator that made a synthetic sample.
         split: The dataset split.
+        decided_by: The cascade stage that decided the verdict, or ``debate`` (`vhd annotate --cascade`).
         score_min: Lowest P(harmful) shown.
         score_max: Highest P(harmful) shown.
         disagreement: ``configs`` (another configuration decided otherwise), ``human`` (a human
@@ -67,6 +68,7 @@ class GalleryFilter:
     keyword: str | None = None
     generator: str | None = None
     split: str | None = None
+    decided_by: str | None = None
     score_min: float | None = None
     score_max: float | None = None
     disagreement: str | None = None
@@ -100,6 +102,7 @@ class GalleryRow:
         harmful_votes: Of those, harmful.
         rank: Review-queue rank, when loaded.
         frames: For a video, how many frames annotation used (0: not recorded).
+        decided_by: The cascade stage that decided the verdict, ``debate``, or None outside a cascade.
     """
 
     sample_id: str
@@ -118,6 +121,7 @@ class GalleryRow:
     harmful_votes: int = 0
     rank: int | None = None
     frames: int = 0
+    decided_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,7 @@ class QueueEntry:
 _SELECT = (
     "SELECT s.id, s.kind, s.path, s.source, s.keyword, s.generator, s.split, a.status, a.harmful, a.score, "
     "a.categories_json, l.harmful AS label, COALESCE(rs.reviews, 0), COALESCE(rs.harmful_votes, 0), {rank}, "
-    "json_array_length(s.frames_json) "
+    "json_array_length(s.frames_json), a.decided_by "
     "FROM samples s {queue_join} "
     "LEFT JOIN annotations a ON a.sample_id = s.id AND a.config_hash = ? "
     "LEFT JOIN labelled_sets l ON l.name = ? AND l.sample_id = s.id "
@@ -147,10 +151,14 @@ _ORDER = {
 
 
 RARE = 2000
-"""A status with fewer annotations than this is listed from its index rather than by scanning the store."""
+"""A status or deciding stage with fewer annotations than this is listed from its index rather than by
+scanning the store."""
+
+_RARE_COLUMNS = ("status", "decided_by")
+"""Annotation columns filtered through the ``(config_hash, column)`` index when their value is rare."""
 
 
-def _conditions(f: GalleryFilter, rare_status: bool = False) -> tuple[list[str], list[Any]]:
+def _conditions(f: GalleryFilter, rare: frozenset[str] = frozenset()) -> tuple[list[str], list[Any]]:
     conds: list[str] = ["s.removed_at IS NULL"]
     params: list[Any] = []
 
@@ -172,15 +180,19 @@ def _conditions(f: GalleryFilter, rare_status: bool = False) -> tuple[list[str],
         add("a.harmful IS NULL")
     if f.status == "missing":
         add("a.id IS NULL")
-    elif f.status and not rare_status:
-        add("IFNULL(a.status, '') = ?", f.status)
-    elif f.status:  # a rare status: visit only its samples, through the (config_hash, status) index
-        add(
-            "s.rowid IN (SELECT s2.rowid FROM annotations a2 JOIN samples s2 ON s2.id = a2.sample_id "
-            "WHERE a2.config_hash = ? AND a2.status = ?)",
-            f.config_hash,
-            f.status,
-        )
+    for column in _RARE_COLUMNS:
+        value = getattr(f, column)
+        if not value or (column == "status" and value == "missing"):
+            continue
+        if column not in rare:
+            add(f"IFNULL(a.{column}, '') = ?", value)
+        else:  # a rare value: visit only its samples, through the (config_hash, column) index
+            add(
+                "s.rowid IN (SELECT s2.rowid FROM annotations a2 JOIN samples s2 ON s2.id = a2.sample_id "
+                f"WHERE a2.config_hash = ? AND a2.{column} = ?)",
+                f.config_hash,
+                value,
+            )
     if f.category:
         add("EXISTS (SELECT 1 FROM json_each(IFNULL(a.categories_json, '[]')) WHERE value = ?)", f.category)
     if f.score_min is not None:
@@ -252,6 +264,7 @@ def _row(r: Sequence[Any]) -> GalleryRow:
         harmful_votes=int(r[13]),
         rank=None if r[14] is None else int(r[14]),
         frames=int(r[15] or 0),
+        decided_by=r[16],
     )
 
 
@@ -308,14 +321,17 @@ class Gallery(abc.ABC):
             rank="q.rank" if has_queue else "NULL",
             queue_join="JOIN temp.review_queue q ON q.sample_id = s.id" if has_queue else "",
         )
-        rare = False
-        if flt.status and flt.status != "missing":
-            count = self._query(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM annotations WHERE config_hash = ? AND status = ? LIMIT ?)",
-                (flt.config_hash, flt.status, RARE),
-            )
-            rare = int(count[0][0]) < RARE
-        conds, params = _conditions(flt, rare)
+        rare: set[str] = set()
+        for column in _RARE_COLUMNS:
+            value = getattr(flt, column)
+            if value and not (column == "status" and value == "missing"):
+                count = self._query(
+                    f"SELECT COUNT(*) FROM (SELECT 1 FROM annotations WHERE config_hash = ? AND {column} = ? LIMIT ?)",
+                    (flt.config_hash, value, RARE),
+                )
+                if int(count[0][0]) < RARE:
+                    rare.add(column)
+        conds, params = _conditions(flt, frozenset(rare))
         if queue and not has_queue:
             conds.append("0")  # asked for the queue's samples and there is no queue
         if after is not None:
@@ -341,6 +357,22 @@ class Gallery(abc.ABC):
             )
             out[column] = [str(r[0]) for r in rows]
         return out
+
+    def gallery_stages(self, config_hash: str | None, limit: int = 50) -> list[str]:
+        """The ``decided_by`` values of a configuration's annotations: its cascade stages and ``debate``.
+
+        Found by hopping along the ``(config_hash, decided_by)`` index, one seek per value (empty outside
+        a cascade).
+        """
+        if config_hash is None:
+            return []
+        rows = self._query(
+            "WITH RECURSIVE v(x) AS (SELECT MIN(decided_by) FROM annotations WHERE config_hash = ?1 UNION ALL "
+            "SELECT (SELECT MIN(decided_by) FROM annotations WHERE config_hash = ?1 AND decided_by > v.x) "
+            "FROM v WHERE v.x IS NOT NULL) SELECT x FROM v WHERE x IS NOT NULL LIMIT ?2",
+            (config_hash, limit),
+        )
+        return [str(r[0]) for r in rows]
 
     def gallery_configs(self) -> list[str]:
         """Configuration hashes of the store's runs, newest run first (cheap: the runs table only)."""
