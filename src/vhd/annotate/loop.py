@@ -1,13 +1,24 @@
-"""The asynchronous annotation loop behind `vhd.annotate`.
+r"""The asynchronous annotation loop behind `vhd.annotate`.
 
-A feeder hashes the inputs a batch at a time and claims the samples in the store: what is
-already final is skipped, what another live run holds a lease on is left to it, the rest is
-leased to this run (`vhd.store.leases`) and queued. ``concurrency`` workers load and encode (in
-threads), debate, and commit each sample to the store, which releases its lease. Every answered
-model call goes to the run's ledger at once (`vhd.annotate.ledger`), written to the store in the
-background and used for the budget. Ctrl-C once stops taking new samples and lets those in
-flight finish; twice abandons them. Nothing finished is ever lost; a store that cannot be
-written (full disk) stops the run with one line.
+Discovery streams (`vhd.media.discover.iter_discover`): a feeder takes the inputs a batch at a
+time as they are found, hashes them through the store's stat index (`vhd.media.ids`: a file whose
+``stat`` is unchanged since it was last hashed is not read again; ``rehash`` reads every file) and
+claims the samples in the store: what is already final is skipped, what another live run holds a
+lease on is left to it, the rest is leased to this run (`vhd.store.leases`) and queued.
+``concurrency`` workers load and encode (in threads), debate, and commit each sample to the store,
+which releases its lease. Every answered model call goes to the run's ledger at once
+(`vhd.annotate.ledger`), written to the store in the background and used for the budget. Ctrl-C
+once stops taking new samples and lets those in flight finish; twice abandons them. Nothing
+finished is ever lost; a store that cannot be written (full disk) stops the run with one line.
+
+Memory stays flat however many inputs there are: the queue is bounded by the claim batch, the
+paths and sample ids already met live in on-disk sets (`vhd.store.statindex.ScratchSet`), skipped
+files go to the store (the summary keeps counts and the first `SKIP_REASONS_KEPT` reasons), and
+the store's write-ahead log is checkpointed every `CHECKPOINT_EVERY` samples.
+
+This module is long (about 470 lines) on purpose: the run's set-up and tear-down, the feeder and
+the workers share one state object (`_Job`), and splitting them would put private names across
+modules.
 """
 
 from __future__ import annotations
@@ -15,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +36,7 @@ from vhd.backends.registry import build_backends
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError
 from vhd.fileio import display_path
+from vhd.media.discover import Skipped
 from vhd.progress import ProgressFn, bar, no_progress
 from vhd.records import Annotation, MediaItem, Status, Usage
 from vhd.redaction import redact
@@ -34,9 +46,16 @@ if TYPE_CHECKING:
     from vhd.debate.engine import Debate
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
+    from vhd.store.statindex import ScratchSet
 
 NON_RETRYABLE_LIMIT = 8
 """Consecutive samples failing with non-retryable errors after which the run stops."""
+
+SKIP_REASONS_KEPT = 1000
+"""Skipped inputs whose reasons the summary keeps (all of them are in the store)."""
+
+CHECKPOINT_EVERY = 5000
+"""Samples saved between two checkpoints of the store's write-ahead log."""
 
 CLAIM_BATCH = 64
 """Most samples claimed in one store transaction (fewer with low concurrency: twice its value,
@@ -57,14 +76,16 @@ async def run(
     command: str,
     on_event: Callable[[str], None],
     allow_outside_paths: bool = False,
+    rehash: bool = False,
 ) -> RunSummary:
     """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate`."""
     from vhd.debate.engine import Debate
     from vhd.debate.icl import load_examples
     from vhd.debate.identity import config_identity, digest
     from vhd.debate.prompts import Prompts
-    from vhd.media.discover import discover
+    from vhd.media.discover import check_inputs, discover, iter_discover
     from vhd.media.load import media_settings
+    from vhd.store.statindex import ScratchSet
 
     base = Path(config.base_dir) if config.base_dir else None
     prompts = Prompts(config.prompts, base)
@@ -72,10 +93,8 @@ async def run(
     from vhd.store.label_rules import store_lookup
 
     known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
-    found = discover(list(inputs), frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known)
+    check_inputs(list(inputs))
     summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run)
-    summary.skip_reasons = [(display_path(s.path), s.reason) for s in found.skipped[:1000]]
-    summary.skipped = len(found.skipped)
     backends = build_backends(config)
     examples = load_examples(config.resolve_path(config.icl), settings) if config.icl else []
     identity = config_identity(config, backends, prompts, examples)
@@ -88,6 +107,11 @@ async def run(
     if dry_run:
         from vhd.annotate.estimate import estimate
 
+        found = discover(
+            list(inputs), frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known
+        )
+        summary.skip_reasons = [(display_path(s.path), s.reason) for s in found.skipped[:SKIP_REASONS_KEPT]]
+        summary.skipped = len(found.skipped)
         summary.estimate = await estimate(found.items, config, prompts, examples, store, config_hash)
         summary.found = summary.estimate["samples"]
         summary.already_done = summary.estimate["already_done"]
@@ -97,6 +121,7 @@ async def run(
     for backend in unique:
         await backend.check()
     db = Store(store)
+    paths_seen, ids_seen = ScratchSet(), ScratchSet()
     try:
         try:
             run_id = db.start_run(
@@ -113,9 +138,15 @@ async def run(
         job = _Job(db, settings, summary, config_hash, run_id, max_cost, on_event)
         job.retry_unparsed = retry_unparsed
         job.lease_seconds = config.lease_seconds
+        job.rehash, job.seen = rehash, ids_seen
+        streamed = iter_discover(
+            list(inputs),
+            frame_folders=frame_folders,
+            allow_outside_paths=allow_outside_paths,
+            known=known,
+            first_seen=paths_seen.add,
+        )
         try:
-            for skip in found.skipped:
-                db.record_skip(run_id, display_path(skip.path), skip.reason)
             job.excluded = excluded_samples(db, duplicates=not include_duplicates)
             with Ledger(db, run_id, lease_seconds=config.lease_seconds) as ledger:
                 job.ledger = ledger
@@ -123,7 +154,7 @@ async def run(
                 drawn = nullcontext(progress) if callable(progress) else bar("annotating", progress, unit="samples")
                 with drawn as on_progress:
                     job.on_progress = on_progress
-                    await job.run(found.items, config.concurrency)
+                    await job.run(streamed, config.concurrency)
             if ledger.error is not None:  # the last write of the counters failed
                 job.fail_store(ledger.error)
             job.finish()
@@ -138,6 +169,10 @@ async def run(
         if job.store_error is not None:
             summary.store_error = store_message(job.store_error, summary)
     finally:
+        paths_seen.close()
+        ids_seen.close()
+        with suppress(StoreWriteError):
+            db.checkpoint(truncate=True)
         db.close()
         for backend in unique:
             with suppress(Exception):
@@ -189,7 +224,9 @@ class _Job:
         self.retry_unparsed = False
         self.lease_seconds = 60.0
         self.excluded: dict[str, str] = {}
-        self.seen: set[str] = set()
+        self.seen: ScratchSet | None = None  # sample ids met so far (set by `run`)
+        self.rehash = False
+        self.saved = 0
         self.leased_ids: list[str] = []
         self.stopping = False
         self.store_error: StoreWriteError | None = None
@@ -238,9 +275,10 @@ class _Job:
             unfinished = self.db.unfinished(self.config_hash, self.leased_ids, retry_unparsed=self.retry_unparsed)
             self.summary.leased_unfinished = len(unfinished)
 
-    async def run(self, items: Sequence[MediaItem], concurrency: int) -> None:
-        self.total = len(items)
-        n_workers = min(concurrency, max(len(items), 1))
+    async def run(self, found: Iterable[MediaItem | Skipped], concurrency: int) -> None:
+        """Annotate what discovery yields, ``concurrency`` samples at a time."""
+        items = iter(found)
+        n_workers = max(1, concurrency)
         batch = max(8, min(CLAIM_BATCH, 2 * concurrency))
         queue: asyncio.Queue[tuple[MediaItem, str] | None] = asyncio.Queue()
         feeder = asyncio.create_task(self.feed(items, queue, batch, n_workers))
@@ -271,29 +309,49 @@ class _Job:
         queued = 0
         while not queue.empty():
             queued += queue.get_nowait() is not None
-        self.summary.remaining += (len(items) - self.consumed) + queued + self.in_flight
+        # inputs not reached (stopped early) are counted, not hashed
+        self.summary.remaining += sum(1 for f in items if not isinstance(f, Skipped)) + queued + self.in_flight
         failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)]
         if failures:  # a bug, not a sample's error: finished samples are stored; surface it
             raise failures[0]
         if self.summary.interrupted:
             self.on_event("run the same command again to resume; finished samples are kept")
 
+    def next_chunk(self, items: Iterator[MediaItem | Skipped], batch: int) -> list[MediaItem]:
+        """The next ``batch`` samples discovery yields; skipped inputs on the way go to the store."""
+        chunk: list[MediaItem] = []
+        for found in items:
+            if isinstance(found, Skipped):
+                self.skip(found.path, found.reason)
+                continue
+            chunk.append(found)
+            if len(chunk) >= batch:
+                break
+        self.total += len(chunk)
+        return chunk
+
     async def feed(
-        self, items: Sequence[MediaItem], queue: asyncio.Queue[tuple[MediaItem, str] | None], batch: int, workers: int
+        self,
+        items: Iterator[MediaItem | Skipped],
+        queue: asyncio.Queue[tuple[MediaItem, str] | None],
+        batch: int,
+        workers: int,
     ) -> None:
         """Hash, de-duplicate and claim the inputs a batch at a time; then tell the workers to end."""
         try:
-            for start in range(0, len(items), batch):
+            while True:
                 while queue.qsize() >= batch and not self.stopping:
                     self.room.clear()
                     await self.room.wait()
                 if self.stopping:
                     return
-                chunk = items[start : start + batch]
+                chunk = self.next_chunk(items, batch)
+                if not chunk:
+                    return
                 ready = await self.claim(chunk)
                 for entry in ready:
                     queue.put_nowait(entry)
-                self.consumed = start + len(chunk)
+                self.consumed += len(chunk)
                 self.report()
         except StoreWriteError as exc:
             self.fail_store(exc)
@@ -303,27 +361,23 @@ class _Job:
 
     async def claim(self, chunk: Sequence[MediaItem]) -> list[tuple[MediaItem, str]]:
         """The samples of a batch to debate, leased in one transaction; counts the others."""
-        from vhd.media.load import sample_id
+        from vhd.media.ids import resolve_id, stat_items
 
-        def hashed(item: MediaItem) -> str | MediaError:
-            try:
-                return sample_id(item)
-            except MediaError as exc:
-                return exc
-
-        ids = await asyncio.gather(*(asyncio.to_thread(hashed, item) for item in chunk))
+        planned = stat_items(chunk, self.db, rehash=self.rehash)  # stat calls and one lookup: quick
+        reads = [p for p in planned if p.needs_read]  # only files whose stat changed are read, in threads
+        read_ids = iter(await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads)))
+        ids = [next(read_ids) if p.needs_read else resolve_id(p) for p in planned]
+        self.db.remember_hashes([entry for p in reads for entry in p.new])
         fresh: list[tuple[MediaItem, str]] = []
         for item, sid in zip(chunk, ids, strict=True):
             if isinstance(sid, MediaError):
-                self.skip(item, str(sid))
-            elif sid in self.seen:
+                self.skip(item.path, str(sid))
+            elif self.seen is not None and not self.seen.add(sid):
                 self.summary.duplicates += 1
             elif sid in self.excluded:
-                self.seen.add(sid)
                 self.summary.excluded += 1
-                self.summary.skip_reasons.append((display_path(item.path), self.excluded[sid]))
+                self.keep_reason(display_path(item.path), self.excluded[sid])
             else:
-                self.seen.add(sid)
                 fresh.append((item, sid))
         if not fresh:
             return []
@@ -348,10 +402,16 @@ class _Job:
                 ready.append((item, sid))
         return ready
 
-    def skip(self, item: MediaItem, reason: str) -> None:
+    def keep_reason(self, path: str, reason: str) -> None:
+        """Keep a skip reason in the summary, up to `SKIP_REASONS_KEPT` (the store has them all)."""
+        if len(self.summary.skip_reasons) < SKIP_REASONS_KEPT:
+            self.summary.skip_reasons.append((path, reason))
+
+    def skip(self, item_path: Path, reason: str) -> None:
+        """An input that cannot be used: counted, its reason in the store."""
         self.summary.skipped += 1
-        path, reason = display_path(item.path), display_path(reason)
-        self.summary.skip_reasons.append((path, reason))
+        path, reason = display_path(item_path), display_path(reason)
+        self.keep_reason(path, reason)
         self.db.record_skip(self.run_id, path, reason)
 
     async def worker(self, queue: asyncio.Queue[tuple[MediaItem, str] | None], batch: int) -> None:
@@ -376,7 +436,7 @@ class _Job:
             try:
                 loaded = await asyncio.to_thread(load_sample, item, self.settings)
             except MediaError as exc:
-                self.skip(item, str(exc))
+                self.skip(item.path, str(exc))
                 self.db.release_leases(self.run_id, [sid])
                 return
             self.summary.found += 1
@@ -402,6 +462,9 @@ class _Job:
             finished_at=time.time(),
         )
         self.db.save_annotation(ann, sample)
+        self.saved += 1
+        if self.saved % CHECKPOINT_EVERY == 0:  # readers may hold the log back; keep it from growing
+            self.db.checkpoint()
         count_status(self.summary, result.verdict.status, result.verdict.harmful)
         self.report()
         if result.verdict.status is Status.ERROR and not result.retryable:

@@ -47,6 +47,7 @@ from vhd.store.rows import (
     sample_from_row,
     write_error,
 )
+from vhd.store.statindex import StatIndex
 from vhd.version import version
 
 _SAMPLE_COLS = "s.id, " + SAMPLE_FIELDS
@@ -83,7 +84,7 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path
             time.sleep(0.02)
 
 
-class Store(AnnotationReads, LabelledSets, Leases):
+class Store(AnnotationReads, LabelledSets, Leases, StatIndex):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
@@ -173,6 +174,20 @@ class Store(AnnotationReads, LabelledSets, Leases):
                 if isinstance(exc, sqlite3.OperationalError):
                     raise write_error(self.path, exc) from exc
                 raise
+
+    def checkpoint(self, *, truncate: bool = False) -> None:
+        """Copy the write-ahead log into the database so the log does not grow through a long run.
+
+        Passive by default (never waits for readers); ``truncate`` also empties the log file,
+        waiting up to the busy timeout for readers to finish. A checkpoint that cannot complete
+        (a reader holds an old snapshot) is harmless: the next one catches up.
+        """
+        with self._lock:
+            try:
+                self.conn.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if truncate else 'PASSIVE'})").fetchall()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise write_error(self.path, exc) from exc
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
