@@ -7,8 +7,9 @@ upserted. Files that fail are listed with their reason and skipped; files on the
 logged in the store's quarantine table (and moved away when asked) without ever being decoded
 for a model or registered.
 
-Re-running is cheap and safe: a file whose sample is already stored under the same path is not
-decoded again, each sample is written in its own transaction, and samples removed on request
+Re-running is cheap and safe: a file whose ``stat`` is unchanged since it was last hashed is not
+read again (the store's stat index; ``rehash`` reads every file), a file whose sample is already
+stored under the same path is not decoded again, each sample is written in its own transaction, and samples removed on request
 (`vhd remove`) are never brought back.
 
 Example:
@@ -122,12 +123,20 @@ class IngestResult:
         }
 
 
-def _content_id(item: MediaItem, blocks: Any) -> tuple[str, str | None]:
-    """Return the item's sample id and, when a block list is given, why it is blocked."""
+def _content_id(item: MediaItem, blocks: Any, store: Store, rehash: bool) -> tuple[str, str | None]:
+    """Return the item's sample id and, when a block list is given, why it is blocked.
+
+    Without a block list the id comes through the store's stat index (an unchanged file is not
+    read); a block list needs every file's digests, so each file is read.
+    """
+    from vhd.media.ids import sample_ids
     from vhd.media.load import sample_id
 
     if blocks is None:
-        return sample_id(item), None
+        ident = sample_ids([item], store, rehash=rehash)[0]
+        if isinstance(ident, MediaError):
+            raise ident
+        return ident, None
     from vhd.collect.blocklist import file_digests
 
     path = Path(item.path)
@@ -213,6 +222,7 @@ def ingest(
     jobs: int = 2,
     on_progress: ProgressFn | None = None,
     allow_outside_paths: bool = False,
+    rehash: bool = False,
 ) -> IngestResult:
     """Register files, folders and manifests as samples of a store.
 
@@ -230,6 +240,7 @@ def ingest(
         on_progress: Called with (files done, files in total) after each file.
         allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
             (rows naming a sample the store holds are always accepted).
+        rehash: Read and hash every file again instead of trusting the store's stat index.
 
     Returns:
         What was added, updated, skipped and blocked.
@@ -266,7 +277,7 @@ def ingest(
         from vhd.media.load import load_sample
 
         try:
-            ident, blocked = _content_id(item, block_list)
+            ident, blocked = _content_id(item, block_list, store, rehash)
         except MediaError as exc:
             return _Checked(item, "", "invalid", str(exc))
         if blocked is not None:

@@ -223,6 +223,7 @@ MIGRATIONS: list[tuple[str, str]] = [
             hashed_at_ns INTEGER NOT NULL
         ) WITHOUT ROWID;
         CREATE INDEX samples_path_id ON samples (path, id);
+        CREATE INDEX annotations_sample_run ON annotations (sample_id, run_id);
         """,
     ),
 ]

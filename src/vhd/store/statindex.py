@@ -68,7 +68,7 @@ class StatIndex(abc.ABC):
                 now = by_path[path]
                 if (size, mtime_ns, ctime_ns, inode) != (now.size, now.mtime_ns, now.ctime_ns, now.inode):
                     continue
-                if mtime_ns >= hashed_at_ns - RACY_NS or ctime_ns >= hashed_at_ns - RACY_NS:
+                if mtime_ns >= hashed_at_ns - RACY_NS:
                     continue
                 out[path] = str(sha256)
         return out
