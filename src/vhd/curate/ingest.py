@@ -9,8 +9,8 @@ for a model or registered.
 
 Re-running is cheap and safe: a file whose ``stat`` is unchanged since it was last hashed is not
 read again (the store's stat index; ``rehash`` reads every file), a file whose sample is already
-stored under the same path is not decoded again, each sample is written in its own transaction, and samples removed on request
-(`vhd remove`) are never brought back.
+stored under the same path is not decoded again, each sample is written in its own transaction,
+and samples removed on request (`vhd remove`) are never brought back.
 
 Example:
     >>> with Store("run.db") as store:  # doctest: +SKIP
