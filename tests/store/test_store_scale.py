@@ -150,11 +150,18 @@ def test_hot_queries_search_indexes_never_scan(varied: Store, run_id: str, tmp_p
     varied.final_ids("cfgA")
     varied.counts("cfgA")
     varied.get_annotation(ids[0], "cfgA")
+    varied.get_annotation(ids[0])
+    assert [x.id for x in varied.find_samples(ids[0][:8])] == [ids[0]]  # `vhd show STORE PREFIX`
+    varied.find_samples("/data/img/1.png")
     varied.conn.set_trace_callback(None)
     selects = {s for s in statements if s.lstrip().upper().startswith("SELECT")}
     assert len(selects) >= 8
     full = {s[:90]: _scans(varied, s) for s in selects if _scans(varied, s)}
     assert full == {}
+    (claim,) = [s for s in selects if "+status" in s]  # a resume's claim: by sample id, however many are done
+    assert any(
+        "(sample_id=? AND config_hash=?)" in str(r[3]) for r in varied.conn.execute("EXPLAIN QUERY PLAN " + claim)
+    )
     pages = [s for s in selects if "CROSS JOIN annotations a" in s]
     assert len(pages) == 3
     for sql in pages:  # each page walks samples by key and finds a sample's annotations by its id

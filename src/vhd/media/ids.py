@@ -102,7 +102,7 @@ def stat_items(items: Sequence[MediaItem], index: HashIndex | None, *, rehash: b
                 p.files = item_files(item)
                 p.stats = [file_stat(f) for f in p.files]
             else:
-                p.files = [Path(item.path)]
+                p.files = [item.path if isinstance(item.path, Path) else Path(item.path)]
                 p.stats = [FileStat(display_path(item.path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)]
         except MediaError as exc:
             p.error, p.files, p.stats = exc, [], []

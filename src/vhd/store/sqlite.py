@@ -324,9 +324,9 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex):
         found: dict[str, Sample] = {}
         key = ref.strip().lower()
         if len(key) >= 6 and re.fullmatch(r"[0-9a-f]+", key):
-            rows = self._query(
-                f"SELECT {_SAMPLE_COLS} FROM samples s WHERE substr(s.id, 1, ?) = ? ORDER BY s.rowid",
-                (len(key), key),
+            rows = self._query(  # a range on the primary key, not a scan: ids are lower-case hex
+                f"SELECT {_SAMPLE_COLS} FROM samples s WHERE s.id >= ? AND s.id < ? ORDER BY s.rowid",
+                (key, key + "g"),
             )
             found.update((r["id"], sample_from_row(r)) for r in rows)
         candidates = {ref, os.path.abspath(ref)}
