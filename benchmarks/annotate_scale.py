@@ -143,7 +143,8 @@ def main() -> None:
             print(
                 f"{n:>7}: annotate {a['samples_per_s']:.0f}/s {a['peak_rss_mb']:.0f} MB | "
                 f"resume {z['wall_s']:.2f} s ({z['pct_of_first']:.1f}%) {z['peak_rss_mb']:.0f} MB | "
-                f"csv {c['wall_s']:.1f} s {c['peak_rss_mb']:.0f} MB | parquet {p['wall_s']:.1f} s {p['peak_rss_mb']:.0f} MB",
+                f"csv {c['wall_s']:.1f} s {c['peak_rss_mb']:.0f} MB | "
+                f"parquet {p['wall_s']:.1f} s {p['peak_rss_mb']:.0f} MB",
                 flush=True,
             )
         if args.million:
