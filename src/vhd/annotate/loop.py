@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext, suppress
 from pathlib import Path
@@ -56,6 +57,10 @@ SKIP_REASONS_KEPT = 1000
 
 CHECKPOINT_EVERY = 5000
 """Samples saved between two checkpoints of the store's write-ahead log."""
+
+LOOKUP_BATCH = 512
+"""Inputs stat-ed, looked up in the stat index and checked for a final verdict at once (a resumed
+run's cost is mostly these lookups: big batches make it cheap)."""
 
 CLAIM_BATCH = 64
 """Most samples claimed in one store transaction (fewer with low concurrency: twice its value,
@@ -337,21 +342,32 @@ class _Job:
         batch: int,
         workers: int,
     ) -> None:
-        """Hash, de-duplicate and claim the inputs a batch at a time; then tell the workers to end."""
+        """Sort the inputs out `LOOKUP_BATCH` at a time, lease the rest a claim batch at a time; then end the workers.
+
+        Hashing (through the stat index) and the check for a final verdict take big batches, so a
+        resumed run costs a few queries per 512 inputs; leases are taken a claim batch at a time as
+        the queue drains, so a run holds leases on at most two claim batches plus those in flight.
+        """
+        pending: deque[tuple[MediaItem, str]] = deque()  # not done, not yet leased: at most one lookup batch
         try:
             while True:
                 while queue.qsize() >= batch and not self.stopping:
                     self.room.clear()
                     await self.room.wait()
                 if self.stopping:
+                    self.summary.remaining += len(pending)
                     return
-                chunk = self.next_chunk(items, batch)
-                if not chunk:
-                    return
-                ready = await self.claim(chunk)
-                for entry in ready:
+                if not pending:
+                    chunk = self.next_chunk(items, max(batch, LOOKUP_BATCH))
+                    if not chunk:
+                        return
+                    pending.extend(await self.prepare(chunk))
+                    self.consumed += len(chunk)
+                    self.report()
+                    continue
+                sub = [pending.popleft() for _ in range(min(batch, len(pending)))]
+                for entry in self.lease(sub):
                     queue.put_nowait(entry)
-                self.consumed += len(chunk)
                 self.report()
         except StoreWriteError as exc:
             self.fail_store(exc)
@@ -359,8 +375,11 @@ class _Job:
             for _ in range(workers):
                 queue.put_nowait(None)
 
-    async def claim(self, chunk: Sequence[MediaItem]) -> list[tuple[MediaItem, str]]:
-        """The samples of a batch to debate, leased in one transaction; counts the others."""
+    async def prepare(self, chunk: Sequence[MediaItem]) -> list[tuple[MediaItem, str]]:
+        """Ids of a lookup batch (through the stat index), counted out when repeated, excluded or done.
+
+        Returns the samples that still need a verdict, in order (not leased yet).
+        """
         from vhd.media.ids import resolve_id, stat_items
 
         planned = stat_items(chunk, self.db, rehash=self.rehash)  # stat calls and one lookup: quick
@@ -379,8 +398,13 @@ class _Job:
                 self.keep_reason(display_path(item.path), self.excluded[sid])
             else:
                 fresh.append((item, sid))
-        if not fresh:
-            return []
+        done = self.db.done_ids(self.config_hash, [sid for _, sid in fresh], retry_unparsed=self.retry_unparsed)
+        self.summary.found += len(done)
+        self.summary.already_done += len(done)
+        return [(item, sid) for item, sid in fresh if sid not in done]
+
+    def lease(self, fresh: Sequence[tuple[MediaItem, str]]) -> list[tuple[MediaItem, str]]:
+        """Lease a claim batch in one transaction: the samples to debate; counts the others."""
         claim = self.db.claim(
             self.owner,
             self.config_hash,
@@ -391,7 +415,7 @@ class _Job:
         done, leased = set(claim.done), set(claim.leased)
         ready = []
         for item, sid in fresh:
-            if sid in done:
+            if sid in done:  # finished by another run since `prepare` looked
                 self.summary.found += 1
                 self.summary.already_done += 1
             elif sid in leased:

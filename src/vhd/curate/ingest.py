@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -249,7 +249,7 @@ def ingest(
         ConfigError: An input does not exist, a manifest or the block list cannot be read.
         MissingDependencyError: A video needs PyAV and it is missing.
     """
-    from vhd.media.discover import discover
+    from vhd.media.discover import Skipped, check_inputs, iter_discover
     from vhd.media.load import MediaSettings
 
     start = time.perf_counter()
@@ -263,14 +263,24 @@ def ingest(
     paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     from vhd.store.label_rules import known_sample
 
-    found = discover(
-        [os.fspath(p) for p in paths],
-        frame_folders=frame_folders,
-        allow_outside_paths=allow_outside_paths,
-        known=lambda sample_id, path: known_sample(store, sample_id, path),
-    )
-    result = IngestResult(invalid=[(display_path(s.path), s.reason) for s in found.skipped])
-    items = [defaults.apply(item) for item in found.items]
+    check_inputs([os.fspath(p) for p in paths])
+    result = IngestResult()
+    discovered = 0
+
+    def items() -> Iterator[MediaItem]:
+        """Discovery, streamed: files are checked while the folders are still being walked."""
+        nonlocal discovered
+        for found in iter_discover(
+            [os.fspath(p) for p in paths],
+            frame_folders=frame_folders,
+            allow_outside_paths=allow_outside_paths,
+            known=lambda sample_id, path: known_sample(store, sample_id, path),
+        ):
+            if isinstance(found, Skipped):
+                result.invalid.append((display_path(found.path), found.reason))
+                continue
+            discovered += 1
+            yield defaults.apply(found)
 
     def check(item: MediaItem) -> _Checked:
         """Hash, block-check and validate one item (runs in a worker thread)."""
@@ -290,9 +300,9 @@ def ingest(
         except MediaError as exc:
             return _Checked(item, ident, "invalid", str(exc))
 
-    for done, checked in enumerate(thread_map(check, items, jobs), start=1):
+    for done, checked in enumerate(thread_map(check, items(), jobs), start=1):
         _record(store, checked, result, folder)
         if on_progress is not None:
-            on_progress(done, len(items))
+            on_progress(done, max(done, discovered))  # the total grows while folders are walked
     result.elapsed_s = time.perf_counter() - start
     return result

@@ -17,6 +17,7 @@ from vhd.store.rows import VerdictRow, annotation_from_row, sample_from_row
 
 _FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value)
 _CHUNK = 256
+_LOOKUP = 500
 SAMPLE_FIELDS = "s.kind, s.path, s.source, s.keyword, s.generator, s.split, s.label, s.frames_json, s.meta_json"
 _ANN_COLS = (
     "a.id, a.sample_id, a.run_id, a.config_hash, a.status, a.harmful, a.reason, "
@@ -56,6 +57,25 @@ class AnnotationReads(abc.ABC):
             [config_hash, *statuses],
         )
         return {str(r[0]) for r in rows}
+
+    def done_ids(self, config_hash: str, sample_ids: Sequence[str], *, retry_unparsed: bool = False) -> set[str]:
+        """Of these samples, those whose annotation under this config needs no new attempt.
+
+        Looks each sample up by id (500 to a query), so its cost follows the number asked, not the
+        number of annotations stored.
+        """
+        statuses = final_statuses(retry_unparsed)
+        marks = ",".join("?" * len(statuses))
+        out: set[str] = set()
+        for start in range(0, len(sample_ids), _LOOKUP):
+            chunk = list(sample_ids[start : start + _LOOKUP])
+            rows = self._query(  # "+status": search by (sample_id, config_hash), never walk a configuration
+                f"SELECT sample_id FROM annotations WHERE config_hash = ? AND +status IN ({marks}) "
+                f"AND sample_id IN ({','.join('?' * len(chunk))})",
+                [config_hash, *statuses, *chunk],
+            )
+            out.update(str(r[0]) for r in rows)
+        return out
 
     def config_hashes(self, prefix: str = "") -> list[str]:
         """The configuration hashes that have annotations, newest first, optionally by prefix."""
