@@ -135,7 +135,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         work = Path(tmp)
-        for n in (int(x) for x in args.scales.split(",")):
+        for n in (int(x) for x in args.scales.split(",") if x):
             r = one_scale(work, n)
             results["scales"].append(r)
             a, z = r["annotate"], r["resume"]
