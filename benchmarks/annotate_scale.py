@@ -88,7 +88,7 @@ def one_scale(work: Path, n: int) -> dict[str, Any]:
 
 def million_store(db: Path, n: int = 1_000_000) -> None:
     """A store of ``n`` samples, each with one 2-round annotation (5 turns), written by SQL."""
-    timed(["export", "--help"])  # nothing: warms bytecode
+    sys.path.insert(0, str(ROOT / "src"))  # this checkout's vhd (its migrations), not an installed one
     from vhd.store.sqlite import Store
 
     Store(db).close()  # the schema, by vhd's migrations
