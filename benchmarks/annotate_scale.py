@@ -101,7 +101,10 @@ def million_store(db: Path, n: int = 1_000_000) -> None:
         VALUES ('run1', '{{}}', 'cfg1', '{{}}', 'p', 'bench', 'vhd annotate', 0, 1, '{{}}');
         WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < {n})
         INSERT INTO samples (id, kind, path, frames_json, meta_json)
-        SELECT printf('%064x', i * 2654435761 % 18446744073709551557), 'image',
+        SELECT printf('%08x%08x%08x%08x%08x%08x%08x%08x', (i + 1) * 2654435761 % 4294967291,
+                      (i + 7) * 2246822519 % 4294967291, (i + 3) * 3266489917 % 4294967291,
+                      (i + 5) * 668265263 % 4294967291, (i + 11) * 374761393 % 4294967291,
+                      (i + 13) * 1103515245 % 4294967291, (i + 17) * 1664525 % 4294967291, i), 'image',
                printf('/data/%04d/img_%07d.png', i / 1000, i), '[]', '{{}}' FROM k;
         INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, reason, categories_json, score,
                                  refused, prompt_tokens, completion_tokens, calls, cost, started_at, finished_at)

@@ -52,6 +52,9 @@ from vhd.version import version
 
 _SAMPLE_COLS = "s.id, " + SAMPLE_FIELDS
 
+PREFIX_MATCHES = 100
+"""Most samples `Store.find_samples` returns for an id prefix."""
+
 
 def open_store(path: str | os.PathLike[str]) -> Store:
     """Open an existing store, or fail in one line (a command reading a store never creates one).
@@ -319,14 +322,15 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex):
             ref: An id, an id prefix or a path.
 
         Returns:
-            Matching samples (removed ones included), id matches first.
+            Matching samples (removed ones included), id matches first (at most `PREFIX_MATCHES`
+            of them: a short prefix of a large store is ambiguous either way).
         """
         found: dict[str, Sample] = {}
         key = ref.strip().lower()
         if len(key) >= 6 and re.fullmatch(r"[0-9a-f]+", key):
             rows = self._query(  # a range on the primary key, not a scan: ids are lower-case hex
-                f"SELECT {_SAMPLE_COLS} FROM samples s WHERE s.id >= ? AND s.id < ? ORDER BY s.rowid",
-                (key, key + "g"),
+                f"SELECT {_SAMPLE_COLS} FROM samples s WHERE s.id >= ? AND s.id < ? ORDER BY s.id LIMIT ?",
+                (key, key + "g", PREFIX_MATCHES),
             )
             found.update((r["id"], sample_from_row(r)) for r in rows)
         candidates = {ref, os.path.abspath(ref)}
