@@ -185,18 +185,24 @@ class _Collector:
         """Walk ``folder`` (inside ``root``) in sorted order."""
         try:
             with os.scandir(folder) as listing:
-                names = sorted((e.name for e in listing), key=os.fsencode)
+                entries = sorted(listing, key=lambda e: os.fsencode(e.name))
         except OSError as exc:
             yield Skipped(folder, f"cannot list folder ({type(exc).__name__}: {exc.strerror})")
             return
         real_root = os.path.realpath(root)
         real_folder = os.path.realpath(folder)  # resolved once: a plain entry's is this joined with its name
-        for name in names:  # names only: a folder of a million files holds no DirEntry objects
+        for entry in entries:
+            name = entry.name
             if name.startswith("."):
                 continue
             path = folder / name
-            try:
-                mode = os.lstat(path).st_mode
+            try:  # the listing's file type: no system call for plain files and folders on most filesystems
+                if entry.is_file(follow_symlinks=False):
+                    mode = stat.S_IFREG
+                elif entry.is_dir(follow_symlinks=False):
+                    mode = stat.S_IFDIR
+                else:
+                    mode = os.lstat(path).st_mode
             except OSError:
                 continue  # gone since the listing
             real = os.path.join(real_folder, name)
