@@ -21,6 +21,7 @@ import stat
 import tempfile
 import unicodedata
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
@@ -220,3 +221,35 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """What a file's ``stat`` says about it: the key of the store's stat index (like git's index).
+
+    A file whose path, size, modification and change times and inode are all unchanged is taken to
+    hold the same bytes as when it was last hashed, so a resumed run need not read it again.
+
+    Attributes:
+        path: The path as given (absolute, symbolic links not resolved), as `display_path` shows it.
+        size: Size in bytes.
+        mtime_ns: Modification time, nanoseconds since the epoch.
+        ctime_ns: Inode change time, nanoseconds (changed by ``touch -d``, renames, ``chmod``...).
+        inode: Inode number.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+
+def file_stat(path: str | os.PathLike[str]) -> FileStat:
+    """Return a file's `FileStat` (following symbolic links).
+
+    Raises:
+        OSError: The file cannot be reached.
+    """
+    st = os.stat(path)
+    return FileStat(display_path(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)

@@ -68,6 +68,7 @@ def annotate(
     icl: str | Path | None = None,
     rounds: int | None = None,
     retry_unparsed: bool = False,
+    rehash: bool = False,
     frame_folders: bool = False,
     include_duplicates: bool = False,
     allow_outside_paths: bool = False,
@@ -99,6 +100,9 @@ def annotate(
         icl: In-context examples file or folder for the judge.
         rounds: Debate rounds (default 2).
         retry_unparsed: Ask again for samples whose judge reply could not be read.
+        rehash: Read and hash every input file again instead of trusting the store's stat index
+            (by default a file whose size, times and inode are unchanged since it was last hashed
+            is not read again).
         frame_folders: Treat folders of numbered frames (``<stem>_0000.png`` ...) as videos.
         include_duplicates: Annotate samples that ``vhd dedup --apply`` marked as duplicates of a
             kept sample (removed and quarantined samples are never annotated).
@@ -164,6 +168,7 @@ def annotate(
             cfg,
             store=Path(store),
             retry_unparsed=retry_unparsed,
+            rehash=rehash,
             frame_folders=frame_folders,
             include_duplicates=include_duplicates,
             allow_outside_paths=allow_outside_paths,

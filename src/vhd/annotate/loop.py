@@ -1,18 +1,25 @@
-"""The asynchronous annotation loop behind `vhd.annotate`.
+r"""The asynchronous annotation loop behind `vhd.annotate`.
 
-A feeder hashes the inputs a batch at a time and claims the samples in the store: what is
-already final is skipped, what another live run holds a lease on is left to it, the rest is
-leased to this run (`vhd.store.leases`) and queued. ``concurrency`` workers load and encode (in
-threads), debate, and commit each sample to the store, which releases its lease. Every answered
-model call goes to the run's ledger at once (`vhd.annotate.ledger`), written to the store in the
-background and used for the budget. Ctrl-C once stops taking new samples and lets those in
-flight finish; twice abandons them. Nothing finished is ever lost; a store that cannot be
-written (full disk) stops the run with one line.
+Discovery streams (`vhd.media.discover.iter_discover`): a feeder takes the inputs a batch at a
+time as they are found, hashes them through the store's stat index (`vhd.media.ids`: a file whose
+``stat`` is unchanged since it was last hashed is not read again; ``rehash`` reads every file) and
+claims the samples in the store: what is already final is skipped, what another live run holds a
+lease on is left to it, the rest is leased to this run (`vhd.store.leases`) and queued.
+``concurrency`` workers load and encode (in threads), debate, and commit each sample to the store,
+which releases its lease. Every answered model call goes to the run's ledger at once
+(`vhd.annotate.ledger`), written to the store in the background and used for the budget. Ctrl-C
+once stops taking new samples and lets those in flight finish; twice abandons them. Nothing
+finished is ever lost; a store that cannot be written (full disk) stops the run with one line.
 
-The module is long (about 500 lines): the feeder, the workers, the executor's pool branch, the
-stage-wise cohorts and the hooks of the cascade (`vhd.annotate.cascade`) and the batch API
-(`vhd.annotate.batch`) all act on one `_Job`'s state, and splitting them would give two modules
-that import each other.
+Memory stays flat however many inputs there are: the queue is bounded by the claim batch, the
+paths and sample ids already met live in on-disk sets (`vhd.store.statindex.ScratchSet`), skipped
+files go to the store (the summary keeps counts and the first `SKIP_REASONS_KEPT` reasons), and
+the store's write-ahead log is checkpointed every `CHECKPOINT_EVERY` samples.
+
+This module is long (about 600 lines) on purpose: the run's set-up and tear-down, the feeder, the
+workers, the executor's pool branch, the stage-wise cohorts and the hooks of the cascade
+(`vhd.annotate.cascade`) and the batch API (`vhd.annotate.batch`) all act on one `_Job`'s state,
+and splitting them would give modules that import each other or share private names.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AsyncExitStack, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +39,7 @@ from vhd.backends.registry import build_backends
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError
 from vhd.fileio import display_path
+from vhd.media.discover import Skipped
 from vhd.progress import ProgressFn, bar, no_progress
 from vhd.records import Annotation, MediaItem, Sample, Status, Usage
 from vhd.redaction import redact
@@ -45,9 +54,20 @@ if TYPE_CHECKING:
     from vhd.execution import Executor, Pool
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
+    from vhd.store.statindex import ScratchSet
 
 NON_RETRYABLE_LIMIT = 8
 """Consecutive samples failing with non-retryable errors after which the run stops."""
+
+SKIP_REASONS_KEPT = 1000
+"""Skipped inputs whose reasons the summary keeps (all of them are in the store)."""
+
+CHECKPOINT_EVERY = 5000
+"""Samples saved between two checkpoints of the store's write-ahead log."""
+
+LOOKUP_BATCH = 512
+"""Inputs stat-ed, looked up in the stat index and checked for a final verdict at once (a resumed
+run's cost is mostly these lookups: big batches make it cheap)."""
 
 CLAIM_BATCH = 64
 """Most samples claimed in one store transaction (fewer with low concurrency: twice its value,
@@ -74,14 +94,16 @@ async def run(
     batch_quiet_s: float = 0.5,
     stage_wise: bool = False,
     executor: Executor | None = None,
+    rehash: bool = False,
 ) -> RunSummary:
     """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate` (and `vhd.annotate.work`)."""
     from vhd.debate.engine import Debate
     from vhd.debate.icl import load_examples
     from vhd.debate.identity import config_identity, digest
     from vhd.debate.prompts import Prompts
-    from vhd.media.discover import discover
+    from vhd.media.discover import check_inputs, discover, iter_discover
     from vhd.media.load import media_settings
+    from vhd.store.statindex import ScratchSet
 
     base = Path(config.base_dir) if config.base_dir else None
     prompts = Prompts(config.prompts, base)
@@ -89,10 +111,8 @@ async def run(
     from vhd.store.label_rules import store_lookup
 
     known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
-    found = discover(list(inputs), frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known)
+    check_inputs(list(inputs))
     summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run, stage_wise=stage_wise or batch_api)
-    summary.skip_reasons = [(display_path(s.path), s.reason) for s in found.skipped[:1000]]
-    summary.skipped = len(found.skipped)
     backends = build_backends(config)
     if batch_api:
         from vhd.annotate.batch import check_batchable
@@ -111,6 +131,11 @@ async def run(
     if dry_run:
         from vhd.annotate.estimate import estimate
 
+        found = discover(
+            list(inputs), frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known
+        )
+        summary.skip_reasons = [(display_path(s.path), s.reason) for s in found.skipped[:SKIP_REASONS_KEPT]]
+        summary.skipped = len(found.skipped)
         summary.estimate = await estimate(found.items, config, prompts, examples, store, config_hash)
         summary.found = summary.estimate["samples"]
         summary.already_done = summary.estimate["already_done"]
@@ -130,6 +155,7 @@ async def run(
     except BaseException:
         await workers.aclose()  # stop the workers (and a Ray this run started)
         raise
+    paths_seen, ids_seen = ScratchSet(), ScratchSet()
     try:
         try:
             run_id = db.start_run(
@@ -150,9 +176,15 @@ async def run(
         job.pool = pool
         job.ship_media = executor is not None and executor.options.ship_media
         job.cascade = cascade
+        job.rehash, job.seen = rehash, ids_seen
+        streamed = iter_discover(
+            list(inputs),
+            frame_folders=frame_folders,
+            allow_outside_paths=allow_outside_paths,
+            known=known,
+            first_seen=paths_seen.add,
+        )
         try:
-            for skip in found.skipped:
-                db.record_skip(run_id, display_path(skip.path), skip.reason)
             job.excluded = excluded_samples(db, duplicates=not include_duplicates)
             with Ledger(db, run_id, lease_seconds=config.lease_seconds) as ledger:
                 job.ledger = ledger
@@ -171,7 +203,7 @@ async def run(
                 drawn = nullcontext(progress) if callable(progress) else bar("annotating", progress, unit="samples")
                 with drawn as on_progress:
                     job.on_progress = on_progress
-                    await job.run(found.items, config.concurrency)
+                    await job.run(streamed, config.concurrency)
             summary.endpoints = merge_stats([b.endpoint_stats() for b in unique])
             if ledger.error is not None:  # the last write of the counters failed
                 job.fail_store(ledger.error)
@@ -190,6 +222,10 @@ async def run(
         if job.store_error is not None:
             summary.store_error = store_message(job.store_error, summary)
     finally:
+        paths_seen.close()
+        ids_seen.close()
+        with suppress(StoreWriteError):
+            db.checkpoint(truncate=True)
         db.close()
         await workers.aclose()
         for backend in unique:
@@ -248,7 +284,9 @@ class _Job:
         self.retry_unparsed = False
         self.lease_seconds = 60.0
         self.excluded: dict[str, str] = {}
-        self.seen: set[str] = set()
+        self.seen: ScratchSet | None = None  # sample ids met so far (set by `run`)
+        self.rehash = False
+        self.saved = 0
         self.leased_ids: list[str] = []
         self.stopping = False
         self.store_error: StoreWriteError | None = None
@@ -297,9 +335,10 @@ class _Job:
             unfinished = self.db.unfinished(self.config_hash, self.leased_ids, retry_unparsed=self.retry_unparsed)
             self.summary.leased_unfinished = len(unfinished)
 
-    async def run(self, items: Sequence[MediaItem], concurrency: int) -> None:
-        self.total = len(items)
-        n_workers = min(concurrency, max(len(items), 1))
+    async def run(self, found: Iterable[MediaItem | Skipped], concurrency: int) -> None:
+        """Annotate what discovery yields, ``concurrency`` samples at a time."""
+        items = iter(found)
+        n_workers = max(1, concurrency)
         batch = max(8, min(CLAIM_BATCH, 2 * concurrency))
         queue: asyncio.Queue[tuple[MediaItem, str] | None] = asyncio.Queue()
         feeder = asyncio.create_task(self.feed(items, queue, batch, n_workers))
@@ -330,29 +369,60 @@ class _Job:
         queued = 0
         while not queue.empty():
             queued += queue.get_nowait() is not None
-        self.summary.remaining += (len(items) - self.consumed) + queued + self.in_flight
+        # inputs not reached (stopped early) are counted, not hashed
+        self.summary.remaining += sum(1 for f in items if not isinstance(f, Skipped)) + queued + self.in_flight
         failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)]
         if failures:  # a bug, not a sample's error: finished samples are stored; surface it
             raise failures[0]
         if self.summary.interrupted:
             self.on_event("run the same command again to resume; finished samples are kept")
 
+    def next_chunk(self, items: Iterator[MediaItem | Skipped], batch: int) -> list[MediaItem]:
+        """The next ``batch`` samples discovery yields; skipped inputs on the way go to the store."""
+        chunk: list[MediaItem] = []
+        for found in items:
+            if isinstance(found, Skipped):
+                self.skip(found.path, found.reason)
+                continue
+            chunk.append(found)
+            if len(chunk) >= batch:
+                break
+        self.total += len(chunk)
+        return chunk
+
     async def feed(
-        self, items: Sequence[MediaItem], queue: asyncio.Queue[tuple[MediaItem, str] | None], batch: int, workers: int
+        self,
+        items: Iterator[MediaItem | Skipped],
+        queue: asyncio.Queue[tuple[MediaItem, str] | None],
+        batch: int,
+        workers: int,
     ) -> None:
-        """Hash, de-duplicate and claim the inputs a batch at a time; then tell the workers to end."""
+        """Sort the inputs out `LOOKUP_BATCH` at a time, lease the rest a claim batch at a time; then end the workers.
+
+        Hashing (through the stat index) and the check for a final verdict take big batches, so a
+        resumed run costs a few queries per 512 inputs; leases are taken a claim batch at a time as
+        the queue drains, so a run holds leases on at most two claim batches plus those in flight.
+        """
+        pending: deque[tuple[MediaItem, str]] = deque()  # not done, not yet leased: at most one lookup batch
         try:
-            for start in range(0, len(items), batch):
+            while True:
                 while queue.qsize() >= batch and not self.stopping:
                     self.room.clear()
                     await self.room.wait()
                 if self.stopping:
+                    self.summary.remaining += len(pending)
                     return
-                chunk = items[start : start + batch]
-                ready = await self.claim(chunk)
-                for entry in ready:
+                if not pending:
+                    chunk = self.next_chunk(items, max(batch, LOOKUP_BATCH))
+                    if not chunk:
+                        return
+                    pending.extend(await self.prepare(chunk))
+                    self.consumed += len(chunk)
+                    self.report()
+                    continue
+                sub = [pending.popleft() for _ in range(min(batch, len(pending)))]
+                for entry in self.lease(sub):
                     queue.put_nowait(entry)
-                self.consumed = start + len(chunk)
                 self.report()
         except StoreWriteError as exc:
             self.fail_store(exc)
@@ -360,32 +430,36 @@ class _Job:
             for _ in range(workers):
                 queue.put_nowait(None)
 
-    async def claim(self, chunk: Sequence[MediaItem]) -> list[tuple[MediaItem, str]]:
-        """The samples of a batch to debate, leased in one transaction; counts the others."""
-        from vhd.media.load import sample_id
+    async def prepare(self, chunk: Sequence[MediaItem]) -> list[tuple[MediaItem, str]]:
+        """Ids of a lookup batch (through the stat index), counted out when repeated, excluded or done.
 
-        def hashed(item: MediaItem) -> str | MediaError:
-            try:
-                return sample_id(item)
-            except MediaError as exc:
-                return exc
+        Returns the samples that still need a verdict, in order (not leased yet).
+        """
+        from vhd.media.ids import resolve_id, stat_items
 
-        ids = await asyncio.gather(*(asyncio.to_thread(hashed, item) for item in chunk))
+        planned = stat_items(chunk, self.db, rehash=self.rehash)  # stat calls and one lookup: quick
+        reads = [p for p in planned if p.needs_read]  # only files whose stat changed are read, in threads
+        read_ids = iter(await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads)))
+        ids = [next(read_ids) if p.needs_read else resolve_id(p) for p in planned]
+        self.db.remember_hashes([entry for p in reads for entry in p.new])
         fresh: list[tuple[MediaItem, str]] = []
         for item, sid in zip(chunk, ids, strict=True):
             if isinstance(sid, MediaError):
-                self.skip(item, str(sid))
-            elif sid in self.seen:
+                self.skip(item.path, str(sid))
+            elif self.seen is not None and not self.seen.add(sid):
                 self.summary.duplicates += 1
             elif sid in self.excluded:
-                self.seen.add(sid)
                 self.summary.excluded += 1
-                self.summary.skip_reasons.append((display_path(item.path), self.excluded[sid]))
+                self.keep_reason(display_path(item.path), self.excluded[sid])
             else:
-                self.seen.add(sid)
                 fresh.append((item, sid))
-        if not fresh:
-            return []
+        done = self.db.done_ids(self.config_hash, [sid for _, sid in fresh], retry_unparsed=self.retry_unparsed)
+        self.summary.found += len(done)
+        self.summary.already_done += len(done)
+        return [(item, sid) for item, sid in fresh if sid not in done]
+
+    def lease(self, fresh: Sequence[tuple[MediaItem, str]]) -> list[tuple[MediaItem, str]]:
+        """Lease a claim batch in one transaction: the samples to debate; counts the others."""
         claim = self.db.claim(
             self.owner,
             self.config_hash,
@@ -396,7 +470,7 @@ class _Job:
         done, leased = set(claim.done), set(claim.leased)
         ready = []
         for item, sid in fresh:
-            if sid in done:
+            if sid in done:  # finished by another run since `prepare` looked
                 self.summary.found += 1
                 self.summary.already_done += 1
             elif sid in leased:
@@ -407,10 +481,16 @@ class _Job:
                 ready.append((item, sid))
         return ready
 
-    def skip(self, item: MediaItem, reason: str) -> None:
+    def keep_reason(self, path: str, reason: str) -> None:
+        """Keep a skip reason in the summary, up to `SKIP_REASONS_KEPT` (the store has them all)."""
+        if len(self.summary.skip_reasons) < SKIP_REASONS_KEPT:
+            self.summary.skip_reasons.append((path, reason))
+
+    def skip(self, item_path: Path, reason: str) -> None:
+        """An input that cannot be used: counted, its reason in the store."""
         self.summary.skipped += 1
-        path, reason = display_path(item.path), display_path(reason)
-        self.summary.skip_reasons.append((path, reason))
+        path, reason = display_path(item_path), display_path(reason)
+        self.keep_reason(path, reason)
         self.db.record_skip(self.run_id, path, reason)
 
     async def worker(self, queue: asyncio.Queue[tuple[MediaItem, str] | None], batch: int) -> None:
@@ -440,7 +520,7 @@ class _Job:
                     if out.lost:
                         self.on_event(out.lost)
                     else:
-                        self.skip(item, out.media_error or "unreadable")
+                        self.skip(item.path, out.media_error or "unreadable")
                     self.db.release_leases(self.run_id, [sid])
                     return
                 self.summary.found += 1
@@ -450,7 +530,7 @@ class _Job:
             try:
                 loaded = await asyncio.to_thread(load_sample, item, self.settings)
             except MediaError as exc:
-                self.skip(item, str(exc))
+                self.skip(item.path, str(exc))
                 self.db.release_leases(self.run_id, [sid])
                 return
             self.summary.found += 1
@@ -506,6 +586,9 @@ class _Job:
     def save_decided(self, ann: Annotation, sample: Sample) -> None:
         """Store a finished annotation and count it (by the stage that decided, in a cascade)."""
         self.db.save_annotation(ann, sample)
+        self.saved += 1
+        if self.saved % CHECKPOINT_EVERY == 0:  # readers may hold the log back; keep it from growing
+            self.db.checkpoint()
         count_status(self.summary, ann.verdict.status, ann.verdict.harmful)
         if ann.decided_by is not None and ann.verdict.status is not Status.ERROR:
             self.summary.decided_by[ann.decided_by] = self.summary.decided_by.get(ann.decided_by, 0) + 1

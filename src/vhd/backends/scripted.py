@@ -124,6 +124,10 @@ def _parse_rules(script: Mapping[str, Any]) -> list[_Rule]:
     return rules
 
 
+KEPT_CALLS = 512
+"""Calls `ScriptedBackend.calls` holds at least (the most recent ones once more were made)."""
+
+
 class ScriptedBackend(Backend):
     """Rule-driven deterministic answers; see the module docstring for the script format."""
 
@@ -139,7 +143,9 @@ class ScriptedBackend(Backend):
         self.default = str(script.get("default", "No, nothing harmful is shown."))
         self.rules = _parse_rules(script)
         self.calls: list[tuple[str, list[Message]]] = []
-        """Every call received, as ``(tag, messages)``, for tests to inspect."""
+        """The calls received, as ``(tag, messages)``, for tests to inspect: all of the first
+        `KEPT_CALLS`, then the most recent ones (at most twice that many are held, so a long run's
+        memory stays flat)."""
 
     def identity(self) -> dict[str, Any]:
         """Spec plus the script's content, so editing a script changes the config hash."""
@@ -165,6 +171,8 @@ class ScriptedBackend(Backend):
         """Answer from the first matching rule, else the default reply."""
         start = time.perf_counter()
         self.calls.append((config.tag, list(messages)))
+        if len(self.calls) > 2 * KEPT_CALLS:
+            del self.calls[:KEPT_CALLS]
         rule = next((r for r in self.rules if self._matches(r, messages, config.tag)), None)
         if rule is not None:
             rule.calls += 1

@@ -50,6 +50,11 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--rounds", type=int, metavar="R", help="debate rounds (default 2)")
     p.add_argument("--retry-unparsed", action="store_true", help="ask again where the judge's reply was unreadable")
     p.add_argument(
+        "--rehash",
+        action="store_true",
+        help="read and hash every file again (default: files with an unchanged stat are not re-read)",
+    )
+    p.add_argument(
         "--frame-folders", action="store_true", help="treat folders of numbered frames (<stem>_0000.png ...) as videos"
     )
     p.add_argument(
@@ -171,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         icl=args.icl,
         rounds=args.rounds,
         retry_unparsed=args.retry_unparsed,
+        rehash=args.rehash,
         frame_folders=args.frame_folders,
         include_duplicates=args.include_duplicates,
         allow_outside_paths=args.allow_outside_paths,

@@ -45,6 +45,11 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument(
         "--frame-folders", action="store_true", help="treat folders of numbered frames (<stem>_0000.png ...) as videos"
     )
+    p.add_argument(
+        "--rehash",
+        action="store_true",
+        help="read and hash every file again (default: files with an unchanged stat are not re-read)",
+    )
     add_outside_flag(p)
     p.add_argument("--jobs", type=int, default=2, metavar="N", help="files validated at once (default 2)")
     p.add_argument("--strict", action="store_true", help="exit 1 when any file was invalid or blocked")
@@ -75,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
             quarantine_dir=args.quarantine,
             frame_folders=args.frame_folders,
             jobs=args.jobs,
+            rehash=args.rehash,
             on_progress=on_progress,
             allow_outside_paths=args.allow_outside_paths,
         )

@@ -7,9 +7,10 @@ upserted. Files that fail are listed with their reason and skipped; files on the
 logged in the store's quarantine table (and moved away when asked) without ever being decoded
 for a model or registered.
 
-Re-running is cheap and safe: a file whose sample is already stored under the same path is not
-decoded again, each sample is written in its own transaction, and samples removed on request
-(`vhd remove`) are never brought back.
+Re-running is cheap and safe: a file whose ``stat`` is unchanged since it was last hashed is not
+read again (the store's stat index; ``rehash`` reads every file), a file whose sample is already
+stored under the same path is not decoded again, each sample is written in its own transaction,
+and samples removed on request (`vhd remove`) are never brought back.
 
 Example:
     >>> with Store("run.db") as store:  # doctest: +SKIP
@@ -21,7 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -122,12 +123,20 @@ class IngestResult:
         }
 
 
-def _content_id(item: MediaItem, blocks: Any) -> tuple[str, str | None]:
-    """Return the item's sample id and, when a block list is given, why it is blocked."""
+def _content_id(item: MediaItem, blocks: Any, store: Store, rehash: bool) -> tuple[str, str | None]:
+    """Return the item's sample id and, when a block list is given, why it is blocked.
+
+    Without a block list the id comes through the store's stat index (an unchanged file is not
+    read); a block list needs every file's digests, so each file is read.
+    """
+    from vhd.media.ids import sample_ids
     from vhd.media.load import sample_id
 
     if blocks is None:
-        return sample_id(item), None
+        ident = sample_ids([item], store, rehash=rehash)[0]
+        if isinstance(ident, MediaError):
+            raise ident
+        return ident, None
     from vhd.collect.blocklist import file_digests
 
     path = Path(item.path)
@@ -213,6 +222,7 @@ def ingest(
     jobs: int = 2,
     on_progress: ProgressFn | None = None,
     allow_outside_paths: bool = False,
+    rehash: bool = False,
 ) -> IngestResult:
     """Register files, folders and manifests as samples of a store.
 
@@ -230,6 +240,7 @@ def ingest(
         on_progress: Called with (files done, files in total) after each file.
         allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
             (rows naming a sample the store holds are always accepted).
+        rehash: Read and hash every file again instead of trusting the store's stat index.
 
     Returns:
         What was added, updated, skipped and blocked.
@@ -238,7 +249,7 @@ def ingest(
         ConfigError: An input does not exist, a manifest or the block list cannot be read.
         MissingDependencyError: A video needs PyAV and it is missing.
     """
-    from vhd.media.discover import discover
+    from vhd.media.discover import Skipped, check_inputs, iter_discover
     from vhd.media.load import MediaSettings
 
     start = time.perf_counter()
@@ -252,21 +263,31 @@ def ingest(
     paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     from vhd.store.label_rules import known_sample
 
-    found = discover(
-        [os.fspath(p) for p in paths],
-        frame_folders=frame_folders,
-        allow_outside_paths=allow_outside_paths,
-        known=lambda sample_id, path: known_sample(store, sample_id, path),
-    )
-    result = IngestResult(invalid=[(display_path(s.path), s.reason) for s in found.skipped])
-    items = [defaults.apply(item) for item in found.items]
+    check_inputs([os.fspath(p) for p in paths])
+    result = IngestResult()
+    discovered = 0
+
+    def items() -> Iterator[MediaItem]:
+        """Discovery, streamed: files are checked while the folders are still being walked."""
+        nonlocal discovered
+        for found in iter_discover(
+            [os.fspath(p) for p in paths],
+            frame_folders=frame_folders,
+            allow_outside_paths=allow_outside_paths,
+            known=lambda sample_id, path: known_sample(store, sample_id, path),
+        ):
+            if isinstance(found, Skipped):
+                result.invalid.append((display_path(found.path), found.reason))
+                continue
+            discovered += 1
+            yield defaults.apply(found)
 
     def check(item: MediaItem) -> _Checked:
         """Hash, block-check and validate one item (runs in a worker thread)."""
         from vhd.media.load import load_sample
 
         try:
-            ident, blocked = _content_id(item, block_list)
+            ident, blocked = _content_id(item, block_list, store, rehash)
         except MediaError as exc:
             return _Checked(item, "", "invalid", str(exc))
         if blocked is not None:
@@ -279,9 +300,9 @@ def ingest(
         except MediaError as exc:
             return _Checked(item, ident, "invalid", str(exc))
 
-    for done, checked in enumerate(thread_map(check, items, jobs), start=1):
+    for done, checked in enumerate(thread_map(check, items(), jobs), start=1):
         _record(store, checked, result, folder)
         if on_progress is not None:
-            on_progress(done, len(items))
+            on_progress(done, max(done, discovered))  # the total grows while folders are walked
     result.elapsed_s = time.perf_counter() - start
     return result

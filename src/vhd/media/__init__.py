@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from vhd.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from vhd.media.discover import Discovery, Skipped, discover, frame_folder_frames
+    from vhd.media.discover import Discovery, Skipped, discover, frame_folder_frames, iter_discover
     from vhd.media.encoded import EncodedImage
     from vhd.media.hashing import sha256_file
     from vhd.media.image import (
@@ -38,6 +38,7 @@ _EXPORTS = {
     "Skipped": "vhd.media.discover",
     "discover": "vhd.media.discover",
     "frame_folder_frames": "vhd.media.discover",
+    "iter_discover": "vhd.media.discover",
     "EncodedImage": "vhd.media.encoded",
     "sha256_file": "vhd.media.hashing",
     "ImageLimits": "vhd.media.image",
@@ -70,6 +71,7 @@ __all__ = [
     "encode_image_bytes",
     "frame_folder_frames",
     "frame_indices",
+    "iter_discover",
     "load_image_encoded",
     "load_sample",
     "open_image",

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+import stat
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhd.errors import ConfigError
-from vhd.fileio import display_path, regular_file_problem
+from vhd.fileio import display_path, not_regular_reason, regular_file_problem
 from vhd.media.manifest import KnownSample, RowProblem, read_manifest
 from vhd.records import Kind, ManifestRow, MediaItem
 
@@ -130,137 +132,159 @@ def frame_folder_frames(folder: str | Path) -> list[Path] | None:
     return [frames[k] for k in range(len(frames))]
 
 
+Found = MediaItem | Skipped
+"""What `iter_discover` yields: a sample to use, or an input left out with its reason."""
+
+
 class _Collector:
     def __init__(
-        self, frame_folders: bool, allow_outside_paths: bool = False, known: KnownSample | None = None
+        self,
+        frame_folders: bool,
+        allow_outside_paths: bool = False,
+        known: KnownSample | None = None,
+        first_seen: Callable[[str], bool] | None = None,
     ) -> None:
         self.frame_folders = frame_folders
         self.allow_outside_paths, self.known = allow_outside_paths, known
-        self.result = Discovery()
-        self._seen: set[str] = set()
+        if first_seen is None:
+            seen: set[str] = set()
 
-    def skip(self, path: Path, reason: str) -> None:
-        self.result.skipped.append(Skipped(path, reason))
+            def first_seen(key: str) -> bool:
+                if key in seen:
+                    return False
+                seen.add(key)
+                return True
 
-    def add(self, item: MediaItem) -> bool:
-        key = os.path.realpath(item.path)
-        if key in self._seen:
-            return False
-        self._seen.add(key)
-        self.result.items.append(item)
-        return True
+        self.first_seen = first_seen
 
-    def add_path(self, path: Path) -> None:
+    def new(self, item: MediaItem, real: str | None = None) -> bool:
+        """Whether the item's file is met for the first time (``real``: its resolved path, if known)."""
+        return self.first_seen(real if real is not None else os.path.realpath(item.path))
+
+    def add_path(self, path: Path) -> Iterator[Found]:
         """Add a single file or folder found on disk (no manifest metadata)."""
         if not _utf8_ok(path):
-            self.skip(path, "file name is not valid UTF-8; rename the file to include it")
+            yield Skipped(path, "file name is not valid UTF-8; rename the file to include it")
             return
         if path.is_dir():
             if self.frame_folders and frame_folder_frames(path) is not None:
-                self.add(MediaItem(path=path, kind=Kind.VIDEO, is_frame_folder=True))
+                item = MediaItem(path=path, kind=Kind.VIDEO, is_frame_folder=True)
+                if self.new(item):
+                    yield item
             else:
                 own = path / FOLDER_MANIFEST
                 if own.is_file() and not own.is_symlink():
                     try:
-                        self.add_manifest(own)
+                        yield from self.add_manifest(own)
                     except ConfigError as exc:
-                        self.skip(own, f"folder manifest not read: {exc}")
-                self.scan(path, path)
+                        yield Skipped(own, f"folder manifest not read: {exc}")
+                yield from self.scan(path, path)
             return
         problem = regular_file_problem(path)
         if problem is not None:
-            self.skip(path, problem)
+            yield Skipped(path, problem)
             return
         kind = kind_for(path)
         if kind is None:
-            self.skip(path, f"unsupported file type {path.suffix.lower() or '(no extension)'}")
+            yield Skipped(path, f"unsupported file type {path.suffix.lower() or '(no extension)'}")
             return
-        self.add(MediaItem(path=path, kind=kind))
+        item = MediaItem(path=path, kind=kind)
+        if self.new(item):
+            yield item
 
-    def scan(self, root: Path, folder: Path) -> None:
+    def scan(self, root: Path, folder: Path) -> Iterator[Found]:
         """Walk ``folder`` (inside ``root``) in sorted order."""
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: os.fsencode(e.name))
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: os.fsencode(e.name))
         except OSError as exc:
-            self.skip(folder, f"cannot list folder ({type(exc).__name__}: {exc.strerror})")
+            yield Skipped(folder, f"cannot list folder ({type(exc).__name__}: {exc.strerror})")
             return
         real_root = os.path.realpath(root)
+        real_folder = os.path.realpath(folder)  # resolved once: a plain entry's is this joined with its name
         for entry in entries:
-            if entry.name.startswith(".") or (folder == root and entry.name == FOLDER_MANIFEST):
+            name = entry.name
+            if name.startswith(".") or (folder == root and name == FOLDER_MANIFEST):
                 continue  # hidden, or the folder's own manifest (read before the scan)
-            path = folder / entry.name
-            if entry.is_symlink():
-                target = os.path.realpath(path)
+            path = folder / name
+            try:  # the listing's file type: no system call for plain files and folders on most filesystems
+                if entry.is_file(follow_symlinks=False):
+                    mode = stat.S_IFREG
+                elif entry.is_dir(follow_symlinks=False):
+                    mode = stat.S_IFDIR
+                else:
+                    mode = os.lstat(path).st_mode
+            except OSError:
+                continue  # gone since the listing
+            real = os.path.join(real_folder, name)
+            if stat.S_ISLNK(mode):
+                target = real = os.path.realpath(path)
                 if not os.path.exists(target):
-                    self.skip(path, "broken symbolic link")
+                    yield Skipped(path, "broken symbolic link")
                     continue
                 if os.path.commonpath([real_root, target]) != real_root:
-                    self.skip(path, f"symbolic link points outside {display_path(root)}")
+                    yield Skipped(path, f"symbolic link points outside {display_path(root)}")
                     continue
                 if os.path.isdir(target):
                     continue  # its target is inside the folder and is scanned there
+                with suppress(OSError):
+                    mode = os.stat(path).st_mode
             if not _utf8_ok(path):
-                self.skip(path, "file name is not valid UTF-8; rename the file to include it")
+                yield Skipped(path, "file name is not valid UTF-8; rename the file to include it")
                 continue
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                is_dir = False
-            if is_dir:
+            if stat.S_ISDIR(mode):
                 if self.frame_folders and frame_folder_frames(path) is not None:
-                    self.add(MediaItem(path=path, kind=Kind.VIDEO, is_frame_folder=True))
+                    item = MediaItem(path=path, kind=Kind.VIDEO, is_frame_folder=True)
+                    if self.new(item, real):
+                        yield item
                 else:
-                    self.scan(root, path)
+                    yield from self.scan(root, path)
                 continue
-            problem = regular_file_problem(path)
+            problem = not_regular_reason(mode)
             if problem is not None:
-                self.skip(path, problem)
+                yield Skipped(path, problem)
                 continue
             kind = kind_for(path)
             if kind is None:
                 ext = path.suffix.lower() or "(no extension)"
-                self.skip(path, f"unsupported file type {ext}")
+                yield Skipped(path, f"unsupported file type {ext}")
                 continue
-            self.add(MediaItem(path=path, kind=kind))
+            item = MediaItem(path=path, kind=kind)
+            if self.new(item, real):
+                yield item
 
-    def add_manifest(self, manifest: Path) -> None:
+    def add_manifest(self, manifest: Path) -> Iterator[Found]:
         for row in read_manifest(manifest, allow_outside_paths=self.allow_outside_paths, known=self.known):
             if isinstance(row, RowProblem):
-                self.skip(manifest, f"{manifest.name} {row}")
+                yield Skipped(manifest, f"{manifest.name} {row}")
                 continue
-            self._add_row(manifest, row)
+            yield self._row(manifest, row)
 
-    def _add_row(self, manifest: Path, row: ManifestRow) -> None:
+    def _row(self, manifest: Path, row: ManifestRow) -> Found:
         where = f"{manifest.name} {row.where}"
         path = Path(os.path.abspath(manifest.parent / row.path))
         if not _utf8_ok(path):
-            self.skip(path, f"{where}: file name is not valid UTF-8")
-            return
+            return Skipped(path, f"{where}: file name is not valid UTF-8")
         if not os.path.exists(path):
-            self.skip(path, f"{where}: listed file not found")
-            return
+            return Skipped(path, f"{where}: listed file not found")
         is_frame_folder = False
         if path.is_dir():
             if frame_folder_frames(path) is None:
-                self.skip(path, f"{where}: folder is not a frame folder (<stem>_0000.png ...)")
-                return
+                return Skipped(path, f"{where}: folder is not a frame folder (<stem>_0000.png ...)")
             kind: Kind | None = Kind.VIDEO
             is_frame_folder = True
         else:
             problem = regular_file_problem(path)
             if problem is not None:
-                self.skip(path, f"{where}: {problem}")
-                return
+                return Skipped(path, f"{where}: {problem}")
             kind = kind_for(path)
         if row.kind is not None:
             if kind is not None and kind is not row.kind:
-                self.skip(path, f"{where}: kind {row.kind.value} does not match the file")
-                return
+                return Skipped(path, f"{where}: kind {row.kind.value} does not match the file")
             kind = row.kind
         if kind is None:
             ext = path.suffix.lower() or "(no extension)"
-            self.skip(path, f"{where}: unsupported file type {ext} (set a kind column)")
-            return
+            return Skipped(path, f"{where}: unsupported file type {ext} (set a kind column)")
         item = MediaItem(
             path=path,
             kind=kind,
@@ -273,8 +297,9 @@ class _Collector:
             id=row.id,
             meta=row.meta,
         )
-        if not self.add(item):
-            self.skip(path, f"{where}: listed more than once; kept the first entry")
+        if not self.new(item):
+            return Skipped(path, f"{where}: listed more than once; kept the first entry")
+        return item
 
 
 def _inputs(inputs: Sequence[str | Path] | str | Path) -> Iterator[str | Path]:
@@ -282,6 +307,54 @@ def _inputs(inputs: Sequence[str | Path] | str | Path) -> Iterator[str | Path]:
         yield inputs
     else:
         yield from inputs
+
+
+def iter_discover(
+    inputs: Sequence[str | Path] | str | Path,
+    *,
+    frame_folders: bool = False,
+    allow_outside_paths: bool = False,
+    known: KnownSample | None = None,
+    first_seen: Callable[[str], bool] | None = None,
+) -> Iterator[Found]:
+    """Yield the samples of the inputs, and the inputs left out with reasons, as they are found.
+
+    The streaming form of `discover`: nothing is kept per file but the set of paths already
+    yielded, and ``first_seen`` lets the caller keep that set out of memory (e.g. a
+    `vhd.store.statindex.ScratchSet`'s ``add``). A top-level input is checked when it is reached,
+    so a missing one raises after the samples of the inputs before it were yielded.
+
+    Args:
+        inputs: As for `discover`.
+        frame_folders: As for `discover`.
+        allow_outside_paths: As for `discover`.
+        known: As for `discover`.
+        first_seen: ``first_seen(real path)`` is True the first time a path is met, False after
+            (default: a set in memory).
+
+    Raises:
+        ConfigError: An input does not exist, or a manifest cannot be read at all.
+    """
+    collector = _Collector(frame_folders, allow_outside_paths, known, first_seen)
+    for raw in _inputs(inputs):
+        path = Path(os.path.abspath(os.fspath(raw)))
+        if not os.path.exists(path):
+            raise ConfigError(f"input not found: {display_path(raw)}")
+        if path.is_file() and path.suffix.lower() in MANIFEST_EXTENSIONS:
+            yield from collector.add_manifest(path)
+        else:
+            yield from collector.add_path(path)
+
+
+def check_inputs(inputs: Sequence[str | Path] | str | Path) -> None:
+    """Fail before any work when a top-level input does not exist.
+
+    Raises:
+        ConfigError: The first input that does not exist.
+    """
+    for raw in _inputs(inputs):
+        if not os.path.exists(os.path.abspath(os.fspath(raw))):
+            raise ConfigError(f"input not found: {display_path(raw)}")
 
 
 def discover(
@@ -309,13 +382,13 @@ def discover(
     Raises:
         ConfigError: An input does not exist, or a manifest cannot be read at all.
     """
-    collector = _Collector(frame_folders, allow_outside_paths, known)
-    for raw in _inputs(inputs):
-        path = Path(os.path.abspath(os.fspath(raw)))
-        if not os.path.exists(path):
-            raise ConfigError(f"input not found: {display_path(raw)}")
-        if path.is_file() and path.suffix.lower() in MANIFEST_EXTENSIONS:
-            collector.add_manifest(path)
+    check_inputs(inputs)
+    result = Discovery()
+    for found in iter_discover(
+        inputs, frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known
+    ):
+        if isinstance(found, Skipped):
+            result.skipped.append(found)
         else:
-            collector.add_path(path)
-    return collector.result
+            result.items.append(found)
+    return result

@@ -1,4 +1,18 @@
-"""Export a store's annotations: the VHD11K release CSV, JSON Lines, or Parquet.
+"""Export a store's annotations: the VHD11K release CSV, JSON Lines, or Parquet, streamed.
+
+Exports stream: the store is read a page at a time (`vhd.store.reads.AnnotationReads.iter_annotations`,
+keyset pagination), JSON Lines are written row by row, Parquet in row groups of `ROW_GROUP` rows
+through pyarrow's ``ParquetWriter``, and the VHD11K CSV spools its rows to a temporary file until
+the number of debate rounds (its header) is known. Memory holds a page and a row group, whatever
+the size of the store.
+
+The JSON Lines and Parquet records are built from one typed column list,
+`vhd.store.columns.RECORD_COLUMNS`: **add a column there** (`add_column`) and both formats get it
+with the same value and type. The two agree on types: ``sample.meta`` is a JSON string in both
+(its keys differ per sample, so no fixed struct fits; ``json.loads`` reads it back), and
+``started_at`` / ``finished_at`` are UTC timestamps: a Parquet ``timestamp[us, UTC]``, and in JSON
+Lines the same instant as ISO-8601 text ending in ``+00:00`` (which pandas' ``read_json`` turns
+into timestamps by itself).
 
 Every file is written to a temporary file in the target folder and moved into place, so an
 interrupted export never leaves a half-written file under the final name. Formats are
@@ -16,8 +30,11 @@ import abc
 import csv
 import json
 import os
+import tempfile
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
@@ -25,6 +42,7 @@ from vhd.errors import ConfigError, MissingDependencyError
 from vhd.fileio import atomic_write, escape_cell
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.registry import Registry
+from vhd.store.columns import RECORD_COLUMNS, Column, add_column, parquet_schema, record
 from vhd.store.sqlite import Store
 
 
@@ -39,15 +57,34 @@ class ExportFormat(abc.ABC):
     decided_only: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def write(self, out: Path, rows: list[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
+    def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
         """Write the rows (atomically) to ``out``, or to files beside it, and return the files written.
 
         Args:
             out: The output file the user named.
-            rows: ``(sample, annotation)`` pairs, sample paths already as they should be written.
+            rows: ``(sample, annotation)`` pairs, sample paths already as they should be written;
+                read from the store as they are iterated (once): stream them, do not keep them.
             kind: The kind the user asked for, if any.
         """
 
+
+__all__ = [
+    "EXPORT_FORMATS",
+    "FORMATS",
+    "RECORD_COLUMNS",
+    "Column",
+    "ExportFormat",
+    "ExportResult",
+    "JsonlFormat",
+    "ParquetFormat",
+    "Vhd11kCsvFormat",
+    "add_column",
+    "export",
+    "parquet_schema",
+    "record",
+    "vhd11k_columns",
+    "vhd11k_decision",
+]
 
 EXPORT_FORMATS: Registry[type[ExportFormat]] = Registry("export format", "vhd.export_formats", base=ExportFormat)
 """Every export format: built-ins below, plugins from the ``vhd.export_formats`` entry-point group."""
@@ -61,6 +98,12 @@ EXPORT_FORMATS.add(
 FORMATS = EXPORT_FORMATS
 """Export formats `export` accepts (the registry is also the collection of their names)."""
 
+LEFT_OUT_KEPT = 1000
+"""Annotations left out that `ExportResult.left_out` lists (all are counted)."""
+
+ROW_GROUP = 2048
+"""Rows per Parquet row group (and per batch held in memory)."""
+
 _PATH_COLUMN = {Kind.IMAGE: "imagePath", Kind.VIDEO: "videoPath"}
 _UNDECIDED = (Status.UNPARSED, Status.ERROR)
 
@@ -72,17 +115,25 @@ class ExportResult:
     Attributes:
         files: The files written.
         written: Rows (annotations) written.
-        left_out: ``(sample id, why)`` for every annotation not written.
+        left_out: ``(sample id, why)`` for the first `LEFT_OUT_KEPT` annotations not written.
+        left_out_total: How many annotations were left out, by reason.
     """
 
     files: list[Path] = field(default_factory=list)
     written: int = 0
     left_out: list[tuple[str, str]] = field(default_factory=list)
+    left_out_total: Counter[str] = field(default_factory=Counter)
 
     @property
     def left_out_counts(self) -> dict[str, int]:
-        """How many annotations were left out for each reason."""
-        return dict(Counter(why for _, why in self.left_out))
+        """How many annotations were left out for each reason (all of them, not only those listed)."""
+        return dict(self.left_out_total)
+
+    def leave_out(self, sample_id: str, why: str) -> None:
+        """Count an annotation left out; the first `LEFT_OUT_KEPT` are listed with their sample."""
+        self.left_out_total[why] += 1
+        if len(self.left_out) < LEFT_OUT_KEPT:
+            self.left_out.append((sample_id, why))
 
 
 def export(
@@ -125,21 +176,21 @@ def export(
     out_path = Path(out)
     base = None if relative_to is None else os.path.abspath(relative_to)
     result = ExportResult()
-    rows: list[tuple[Sample, Annotation]] = []
-    for sample, ann in store.iter_annotations(config_hash=config_hash, run_id=run_id):
-        if want_kind is not None and sample.kind is not want_kind:
-            continue
-        if vhd11k_decision(ann) is None and (writer.decided_only or not include_unparsed):
-            status = Status(ann.verdict.status).value
-            why = f"status {status}" if status != Status.OK.value else "no decision"
-            result.left_out.append((sample.id, why))
-            continue
-        if base is not None:
-            sample.path = os.path.relpath(sample.path, base)
-        rows.append((sample, ann))
 
-    result.files.extend(writer.write(out_path, rows, want_kind))
-    result.written = len(rows)
+    def rows() -> Iterator[tuple[Sample, Annotation]]:
+        for sample, ann in store.iter_annotations(config_hash=config_hash, run_id=run_id):
+            if want_kind is not None and sample.kind is not want_kind:
+                continue
+            if vhd11k_decision(ann) is None and (writer.decided_only or not include_unparsed):
+                status = Status(ann.verdict.status).value
+                result.leave_out(sample.id, f"status {status}" if status != Status.OK.value else "no decision")
+                continue
+            if base is not None:
+                sample.path = os.path.relpath(sample.path, base)
+            result.written += 1
+            yield sample, ann
+
+    result.files.extend(writer.write(out_path, rows(), want_kind))
     return result
 
 
@@ -148,35 +199,62 @@ class Vhd11kCsvFormat(ExportFormat):
 
     decided_only = True
 
-    def write(self, out: Path, rows: list[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
-        """Write one CSV, or ``<stem>_images.csv`` and ``<stem>_videos.csv``."""
-        kinds = sorted({s.kind for s, _ in rows}, key=lambda k: k.value)
-        if len(kinds) > 1:
-            files = []
-            for k in kinds:
-                target = out.with_name(f"{out.stem}_{k.value}s{out.suffix}")
-                _write_vhd11k_csv(target, [(s, a) for s, a in rows if s.kind is k], k)
-                files.append(target)
-            return files
-        only = kinds[0] if kinds else (kind or Kind.IMAGE)
-        _write_vhd11k_csv(out, rows, only)
-        return [out]
+    def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
+        """Write one CSV, or ``<stem>_images.csv`` and ``<stem>_videos.csv``.
+
+        Rows are spooled (one JSON line each) to a temporary file per kind in the target folder
+        until the largest number of debate rounds, which sets the header, is known.
+        """
+        out.parent.mkdir(parents=True, exist_ok=True)
+        spools: dict[Kind, IO[str]] = {}
+        rounds: dict[Kind, int] = {}
+        try:
+            for sample, ann in rows:
+                k = Kind(sample.kind)
+                if k not in spools:
+                    spools[k] = tempfile.TemporaryFile("w+", encoding="utf-8", dir=out.parent)  # noqa: SIM115 (closed below)
+                    rounds[k] = 1  # at least one argument pair, as in the authors' files
+                n = _rounds(ann)
+                rounds[k] = max(rounds[k], n)
+                cells = {
+                    "path": sample.path,
+                    "decision": vhd11k_decision(ann),
+                    "reason": ann.verdict.reason,
+                    "aff": [_argument(ann, Role.AFFIRMATIVE, r + 1) for r in range(n)],
+                    "neg": [_argument(ann, Role.NEGATIVE, r + 1) for r in range(n)],
+                    "categories": ";".join(ann.verdict.categories),
+                }
+                spools[k].write(json.dumps(cells, ensure_ascii=False) + "\n")
+            kinds = sorted(spools, key=lambda k: k.value)
+            if len(kinds) > 1:
+                files = []
+                for k in kinds:
+                    target = out.with_name(f"{out.stem}_{k.value}s{out.suffix}")
+                    _write_vhd11k_csv(target, spools[k], k, rounds[k])
+                    files.append(target)
+                return files
+            only = kinds[0] if kinds else (kind or Kind.IMAGE)
+            _write_vhd11k_csv(out, spools.get(only), only, rounds.get(only, 1))
+            return [out]
+        finally:
+            for spool in spools.values():
+                spool.close()
 
 
 class JsonlFormat(ExportFormat):
     """``jsonl``: one `record` a line."""
 
-    def write(self, out: Path, rows: list[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
-        """Write the JSON Lines file."""
+    def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
+        """Write the JSON Lines file, row by row."""
         atomic_write(out, lambda f: _write_jsonl(f, rows))
         return [out]
 
 
 class ParquetFormat(ExportFormat):
-    """``parquet``: the `record` of each annotation under `parquet_schema` (needs pyarrow)."""
+    """``parquet``: the `record` of each annotation under `parquet_schema`, in row groups (needs pyarrow)."""
 
-    def write(self, out: Path, rows: list[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
-        """Write the Parquet file."""
+    def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
+        """Write the Parquet file, `ROW_GROUP` rows at a time."""
         _write_parquet(out, rows)
         return [out]
 
@@ -218,160 +296,53 @@ def _argument(ann: Annotation, role: Role, round_no: int) -> str:
     return "None"
 
 
-def _write_vhd11k_csv(path: Path, rows: list[tuple[Sample, Annotation]], kind: Kind) -> None:
-    # At least one argument pair, as in the authors' files, even if no debater ever spoke.
-    rounds = max([1, *(_rounds(a) for _, a in rows)])
-    columns = vhd11k_columns(kind, rounds)
+def _write_vhd11k_csv(path: Path, spool: IO[str] | None, kind: Kind, rounds: int) -> None:
+    """Write the CSV from a spool of JSON lines, padding every row to ``rounds`` argument pairs."""
 
     def write(f: IO[str]) -> None:
         writer = csv.writer(f)
-        writer.writerow(columns)
-        for sample, ann in rows:
-            cells = [
-                sample.path,
-                vhd11k_decision(ann),
-                ann.verdict.reason,
-                *(_argument(ann, Role.AFFIRMATIVE, r + 1) for r in range(rounds)),
-                *(_argument(ann, Role.NEGATIVE, r + 1) for r in range(rounds)),
-                ";".join(ann.verdict.categories),
-            ]
-            writer.writerow([escape_cell(c) for c in cells])  # model text never runs as a formula
+        writer.writerow(vhd11k_columns(kind, rounds))
+        if spool is None:
+            return
+        spool.seek(0)
+        for line in spool:
+            c = json.loads(line)
+            pad = ["None"] * (rounds - len(c["aff"]))
+            cells = [c["path"], c["decision"], c["reason"], *c["aff"], *pad, *c["neg"], *pad, c["categories"]]
+            writer.writerow([escape_cell(x) for x in cells])  # model text never runs as a formula
 
     atomic_write(path, write)
 
 
-def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
-    """Return the JSON Lines / Parquet record of one annotation.
-
-    Keys: ``sample`` (the full sample record), ``source``, ``generator``, ``prompt`` and ``seed``
-    (a synthetic sample's provenance; None for real ones), ``verdict`` (harmful, reason, categories,
-    score, status, refused), ``usage``, ``config_hash``, ``run_id``, ``error``,
-    ``started_at``, ``finished_at``, ``decided_by`` (the cascade stage that decided, ``debate``,
-    or null outside a cascade) and ``turns`` (every turn in order).
-    """
-    v = ann.verdict
-    return {
-        "sample": sample.to_dict(),
-        **synthetic_keys(sample),
-        "verdict": {
-            "harmful": v.harmful,
-            "reason": v.reason,
-            "categories": list(v.categories),
-            "score": v.score,
-            "status": Status(v.status).value,
-            "refused": v.refused,
-        },
-        "usage": {
-            "calls": ann.usage.calls,
-            "prompt_tokens": ann.usage.prompt_tokens,
-            "completion_tokens": ann.usage.completion_tokens,
-            "cost": ann.usage.cost,
-        },
-        "config_hash": ann.config_hash,
-        "run_id": ann.run_id,
-        "error": ann.error,
-        "started_at": ann.started_at,
-        "finished_at": ann.finished_at,
-        "decided_by": ann.decided_by,
-        "turns": [t.to_dict() for t in ann.turns],
-    }
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="microseconds")
+    return str(value)
 
 
-def synthetic_keys(sample: Sample) -> dict[str, Any]:
-    """``source``, ``generator``, ``prompt`` and ``seed`` of a sample for the export (None where unknown)."""
-    seed = sample.meta.get("seed")
-    return {
-        "source": None if sample.source is None else sample.source.value,
-        "generator": sample.generator,
-        "prompt": sample.meta.get("prompt"),
-        "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
-    }
-
-
-def _write_jsonl(f: IO[str], rows: list[tuple[Sample, Annotation]]) -> None:
+def _write_jsonl(f: IO[str], rows: Iterable[tuple[Sample, Annotation]]) -> None:
     for sample, ann in rows:
-        f.write(json.dumps(record(sample, ann), ensure_ascii=False, default=str))
+        f.write(json.dumps(record(sample, ann), ensure_ascii=False, default=_json_default))
         f.write("\n")
 
 
-def parquet_schema() -> Any:
-    """Return the pyarrow schema of the Parquet export (``sample.meta`` is a JSON string)."""
-    import pyarrow as pa
-
-    sample = pa.struct(
-        [
-            ("id", pa.string()),
-            ("kind", pa.string()),
-            ("path", pa.string()),
-            ("source", pa.string()),
-            ("keyword", pa.string()),
-            ("generator", pa.string()),
-            ("split", pa.string()),
-            ("label", pa.bool_()),
-            ("frames", pa.list_(pa.int64())),
-            ("meta", pa.string()),
-        ]
-    )
-    verdict = pa.struct(
-        [
-            ("harmful", pa.bool_()),
-            ("reason", pa.string()),
-            ("categories", pa.list_(pa.string())),
-            ("score", pa.float64()),
-            ("status", pa.string()),
-            ("refused", pa.bool_()),
-        ]
-    )
-    usage = pa.struct(
-        [
-            ("calls", pa.int64()),
-            ("prompt_tokens", pa.int64()),
-            ("completion_tokens", pa.int64()),
-            ("cost", pa.float64()),
-        ]
-    )
-    turn = pa.struct(
-        [
-            ("role", pa.string()),
-            ("round", pa.int64()),
-            ("text", pa.string()),
-            ("prompt_tokens", pa.int64()),
-            ("completion_tokens", pa.int64()),
-            ("latency_s", pa.float64()),
-            ("refused", pa.bool_()),
-            ("model", pa.string()),
-        ]
-    )
-    return pa.schema(
-        [
-            ("sample", sample),
-            ("source", pa.string()),
-            ("generator", pa.string()),
-            ("prompt", pa.string()),
-            ("seed", pa.int64()),
-            ("verdict", verdict),
-            ("usage", usage),
-            ("config_hash", pa.string()),
-            ("run_id", pa.string()),
-            ("error", pa.string()),
-            ("started_at", pa.float64()),
-            ("finished_at", pa.float64()),
-            ("decided_by", pa.string()),
-            ("turns", pa.list_(turn)),
-        ]
-    )
-
-
-def _write_parquet(path: Path, rows: list[tuple[Sample, Annotation]]) -> None:
+def _write_parquet(path: Path, rows: Iterable[tuple[Sample, Annotation]]) -> None:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise MissingDependencyError("pyarrow", "parquet") from exc
-    records = []
-    for sample, ann in rows:
-        rec = record(sample, ann)
-        rec["sample"]["meta"] = json.dumps(rec["sample"]["meta"], ensure_ascii=False, default=str)
-        records.append(rec)
-    table = pa.Table.from_pylist(records, schema=parquet_schema())
-    atomic_write(path, lambda f: pq.write_table(table, f), binary=True)
+    schema = parquet_schema()
+
+    def write(f: IO[bytes]) -> None:
+        with pq.ParquetWriter(f, schema) as writer:
+            batch: list[dict[str, Any]] = []
+            for sample, ann in rows:
+                batch.append(record(sample, ann))
+                if len(batch) >= ROW_GROUP:
+                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                    batch = []
+            if batch:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+
+    atomic_write(path, write, binary=True)

@@ -125,12 +125,23 @@ class Leases(abc.ABC):
         """
         statuses = final_statuses(retry_unparsed)
         marks = ",".join("?" * len(statuses))
-        final_sql = f"SELECT 1 FROM annotations WHERE sample_id = ? AND config_hash = ? AND status IN ({marks})"
         out = Claim()
         with self._tx() as conn:
             now = time.time()
+            done: set[str] = set()
+            for start in range(0, len(sample_ids), 500):  # one query per 500 (a resumed run is mostly done)
+                chunk = list(sample_ids[start : start + 500])
+                done.update(
+                    str(r[0])
+                    for r in conn.execute(
+                        # "+status": look samples up by id, never walk every annotation of the configuration
+                        f"SELECT sample_id FROM annotations WHERE config_hash = ? AND +status IN ({marks}) "
+                        f"AND sample_id IN ({','.join('?' * len(chunk))})",
+                        (config_hash, *statuses, *chunk),
+                    )
+                )
             for sid in sample_ids:
-                if conn.execute(final_sql, (sid, config_hash, *statuses)).fetchone():
+                if sid in done:
                     out.done.append(sid)
                     continue
                 row = conn.execute(

@@ -211,6 +211,22 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        "0007_stat_index",
+        """
+        CREATE TABLE stat_index (
+            path TEXT PRIMARY KEY,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            ctime_ns INTEGER NOT NULL,
+            inode INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            hashed_at_ns INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX samples_path_id ON samples (path, id);
+        CREATE INDEX annotations_sample_run ON annotations (sample_id, run_id);
+        """,
+    ),
+    (
         "0008_provenance",
         """
         CREATE TABLE provenance (

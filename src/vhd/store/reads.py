@@ -17,6 +17,7 @@ from vhd.store.rows import VerdictRow, annotation_from_row, sample_from_row
 
 _FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value)
 _CHUNK = 256
+_LOOKUP = 500
 SAMPLE_FIELDS = "s.kind, s.path, s.source, s.keyword, s.generator, s.split, s.label, s.frames_json, s.meta_json"
 _ANN_COLS = (
     "a.id, a.sample_id, a.run_id, a.config_hash, a.status, a.harmful, a.reason, "
@@ -56,6 +57,25 @@ class AnnotationReads(abc.ABC):
             [config_hash, *statuses],
         )
         return {str(r[0]) for r in rows}
+
+    def done_ids(self, config_hash: str, sample_ids: Sequence[str], *, retry_unparsed: bool = False) -> set[str]:
+        """Of these samples, those whose annotation under this config needs no new attempt.
+
+        Looks each sample up by id (500 to a query), so its cost follows the number asked, not the
+        number of annotations stored.
+        """
+        statuses = final_statuses(retry_unparsed)
+        marks = ",".join("?" * len(statuses))
+        out: set[str] = set()
+        for start in range(0, len(sample_ids), _LOOKUP):
+            chunk = list(sample_ids[start : start + _LOOKUP])
+            rows = self._query(  # "+status": search by (sample_id, config_hash), never walk a configuration
+                f"SELECT sample_id FROM annotations WHERE config_hash = ? AND +status IN ({marks}) "
+                f"AND sample_id IN ({','.join('?' * len(chunk))})",
+                [config_hash, *statuses, *chunk],
+            )
+            out.update(str(r[0]) for r in rows)
+        return out
 
     def config_hashes(self, prefix: str = "") -> list[str]:
         """The configuration hashes that have annotations, newest first, optionally by prefix."""
@@ -162,17 +182,20 @@ class AnnotationReads(abc.ABC):
         return annotation_from_row(rows[0], self._turns([rows[0]["id"]]).get(rows[0]["id"], []))
 
     def iter_annotations(
-        self, config_hash: str | None = None, run_id: str | None = None
+        self, config_hash: str | None = None, run_id: str | None = None, *, page: int = _CHUNK
     ) -> Iterator[tuple[Sample, Annotation]]:
-        """Yield (sample, annotation) pairs ordered by sample path.
+        """Yield (sample, annotation) pairs ordered by sample path, reading the store a page at a time.
 
         Removed samples are left out. Without a config hash, each sample yields only its latest
-        annotation (among those of ``run_id`` when given). Rows are read in chunks, so the
-        store may be written to between items.
+        annotation (among those of ``run_id`` when given). Pages are read by key (the last
+        ``(path, sample id, annotation id)`` seen), not by offset, so every page costs the same
+        however far into a large store it is, memory holds one page, and the store may be
+        written to between items.
 
         Args:
             config_hash: Only annotations under this configuration.
             run_id: Only annotations written by this run.
+            page: Annotations read per query.
         """
         conds, params = ["s.removed_at IS NULL"], []
         if config_hash:
@@ -186,28 +209,23 @@ class AnnotationReads(abc.ABC):
             conds.append(f"a.id = (SELECT MAX(a2.id) FROM annotations a2 WHERE {inner})")
             if run_id:
                 params.append(run_id)
-        ids = [
-            int(r[0])
-            for r in self._query(
-                "SELECT a.id FROM annotations a JOIN samples s ON s.id = a.sample_id "
-                f"WHERE {' AND '.join(conds)} ORDER BY s.path, s.id, a.id",
-                params,
-            )
-        ]
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            rows = self._query(
-                f"SELECT {_ANN_COLS}, {SAMPLE_FIELDS} "
-                f"FROM annotations a JOIN samples s ON s.id = a.sample_id WHERE a.id IN ({marks})",
-                chunk,
-            )
-            by_id = {int(r["id"]): r for r in rows}
-            turns = self._turns(chunk)
-            for ann_id in chunk:
-                r = by_id.get(ann_id)
-                if r is not None:  # replaced since the id list was read
-                    yield sample_from_row(r, id_key="sample_id"), annotation_from_row(r, turns.get(ann_id, []))
+        # CROSS JOIN keeps samples outside: the walk follows index samples_path_id, never sorting the whole store
+        sql = (
+            f"SELECT {_ANN_COLS}, {SAMPLE_FIELDS} FROM samples s CROSS JOIN annotations a ON a.sample_id = s.id "
+            f"WHERE {' AND '.join(conds)} AND (s.path, s.id, a.id) > (?, ?, ?) ORDER BY s.path, s.id, a.id LIMIT ?"
+        )
+        key: tuple[str, str, int] = ("", "", -1)
+        while True:
+            rows = self._query(sql, [*params, *key, page])
+            if not rows:
+                return
+            turns = self._turns([int(r["id"]) for r in rows])
+            for r in rows:
+                yield sample_from_row(r, id_key="sample_id"), annotation_from_row(r, turns.get(int(r["id"]), []))
+            last = rows[-1]
+            key = (str(last["path"]), str(last["sample_id"]), int(last["id"]))
+            if len(rows) < page:
+                return
 
     def _turns(self, ann_ids: Sequence[int]) -> dict[int, list[Turn]]:
         marks = ",".join("?" * len(ann_ids))

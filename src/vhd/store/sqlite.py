@@ -50,9 +50,13 @@ from vhd.store.rows import (
     sample_from_row,
     write_error,
 )
+from vhd.store.statindex import StatIndex
 from vhd.version import version
 
 _SAMPLE_COLS = "s.id, " + SAMPLE_FIELDS
+
+PREFIX_MATCHES = 100
+"""Most samples `Store.find_samples` returns for an id prefix."""
 
 
 def open_store(path: str | os.PathLike[str]) -> Store:
@@ -86,7 +90,7 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path
             time.sleep(0.02)
 
 
-class Store(AnnotationReads, LabelledSets, Leases, Reviews, Gallery, BatchJobs):
+class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, BatchJobs):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
@@ -176,6 +180,20 @@ class Store(AnnotationReads, LabelledSets, Leases, Reviews, Gallery, BatchJobs):
                 if isinstance(exc, sqlite3.OperationalError):
                     raise write_error(self.path, exc) from exc
                 raise
+
+    def checkpoint(self, *, truncate: bool = False) -> None:
+        """Copy the write-ahead log into the database so the log does not grow through a long run.
+
+        Passive by default (never waits for readers); ``truncate`` also empties the log file,
+        waiting up to the busy timeout for readers to finish. A checkpoint that cannot complete
+        (a reader holds an old snapshot) is harmless: the next one catches up.
+        """
+        with self._lock:
+            try:
+                self.conn.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if truncate else 'PASSIVE'})").fetchall()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise write_error(self.path, exc) from exc
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -307,14 +325,15 @@ class Store(AnnotationReads, LabelledSets, Leases, Reviews, Gallery, BatchJobs):
             ref: An id, an id prefix or a path.
 
         Returns:
-            Matching samples (removed ones included), id matches first.
+            Matching samples (removed ones included), id matches first (at most `PREFIX_MATCHES`
+            of them: a short prefix of a large store is ambiguous either way).
         """
         found: dict[str, Sample] = {}
         key = ref.strip().lower()
         if len(key) >= 6 and re.fullmatch(r"[0-9a-f]+", key):
-            rows = self._query(
-                f"SELECT {_SAMPLE_COLS} FROM samples s WHERE substr(s.id, 1, ?) = ? ORDER BY s.rowid",
-                (len(key), key),
+            rows = self._query(  # a range on the primary key, not a scan: ids are lower-case hex
+                f"SELECT {_SAMPLE_COLS} FROM samples s WHERE s.id >= ? AND s.id < ? ORDER BY s.id LIMIT ?",
+                (key, key + "g", PREFIX_MATCHES),
             )
             found.update((r["id"], sample_from_row(r)) for r in rows)
         candidates = {ref, os.path.abspath(ref)}
