@@ -170,12 +170,13 @@ def read_embedded(path: str | os.PathLike[str]) -> Provenance | None:
 
 
 def _png_text(path: str | os.PathLike[str]) -> str | None:
-    from PIL import Image
+    from vhd.errors import MediaError
+    from vhd.media.untrusted import open_untrusted
 
     try:
-        with Image.open(path) as im:
+        with open_untrusted(path) as im:
             value = getattr(im, "text", {}).get(PNG_KEY)
-    except (OSError, ValueError):
+    except (MediaError, OSError, ValueError):
         return None
     return value if isinstance(value, str) else None
 

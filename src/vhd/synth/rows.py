@@ -141,8 +141,13 @@ class FirstFrames:
         return self._folder_index().get((pid, int(seed)))
 
     def load(self, pid: str, seed: int) -> tuple[Any, str] | str:
-        """``(RGB image, sha256 of its file)``, or a reason naming the prompt id when there is none."""
-        from PIL import Image
+        """``(RGB image, sha256 of its file)``, or a reason naming the prompt id.
+
+        The reason says there is no first frame, or that its file is not an image vhd accepts (it
+        is opened as untrusted input, like every user file).
+        """
+        from vhd.errors import MediaError
+        from vhd.media.untrusted import open_untrusted
 
         path = self.find(pid, seed)
         if path is None:
@@ -150,5 +155,8 @@ class FirstFrames:
                 f"no first frame for prompt {pid} (seed {seed}): generate its image first with the same --seed "
                 "(e.g. --generator sdxl), into the same --store or under --first-frames DIR"
             )
-        with Image.open(path) as im:
-            return im.convert("RGB"), file_sha256(path)
+        try:
+            with open_untrusted(path) as im:
+                return im.convert("RGB"), file_sha256(path)
+        except (MediaError, OSError) as exc:
+            return f"first frame for prompt {pid} (seed {seed}) unusable: {path.name}: {exc}"
