@@ -92,3 +92,33 @@ def test_size_and_component_flags() -> None:
     assert parse_components(["motion_adapter=/m"]) == {"motion_adapter": "/m"}
     with pytest.raises(ConfigError, match="NAME=ID_OR_PATH"):
         parse_components(["oops"])
+
+
+def test_a_first_frame_that_is_no_longer_an_accepted_image_gives_a_reason(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from vhd.curate.ingest import ingest
+    from vhd.store import Store
+    from vhd.store.provenance import record_provenance
+    from vhd.synth.rows import FirstFrames
+
+    media = tmp_path / "media"
+    media.mkdir()
+    first = media / "first.png"
+    Image.new("RGB", (16, 16), (200, 30, 30)).save(first)
+    with Store(tmp_path / "run.db") as store:
+        result = ingest([media], store)
+        sample = store.get_sample(result.added[0])
+        assert sample is not None
+        data = {"prompt_id": "p-1", "seed": 5, "prompt": "a red square", "keyword": "red", "model": "tiny"}
+        record_provenance(store, sample_id=sample.id, path=str(first), data=data, generator="sdxl:tiny")
+        frames = FirstFrames(store=store)
+        image, digest = frames.load("p-1", 5)  # type: ignore[misc]
+        assert image.size == (16, 16) and len(digest) == 64
+        Image.new("RGB", (16, 16)).save(first, format="TIFF")  # swapped for a format vhd refuses
+        reason = frames.load("p-1", 5)
+        assert isinstance(reason, str) and reason.startswith("first frame for prompt p-1 (seed 5) unusable: first.png")
+        assert frames.load("p-2", 5) == (
+            "no first frame for prompt p-2 (seed 5): generate its image first with the same --seed "
+            "(e.g. --generator sdxl), into the same --store or under --first-frames DIR"
+        )
