@@ -120,6 +120,46 @@ def test_ray_batches_and_a_worker_that_cannot_load(ray_session: Any, tiny_sd: Pa
                  executor_options=options)  # fmt: skip
 
 
+@pytest.mark.slow
+def test_ctrl_c_on_ray_finishes_the_batches_in_flight_then_resumes(
+    ray_session: Any, tiny_sd: Path, tmp_path: Path
+) -> None:
+    import threading
+
+    csv = write_prompts(tmp_path / "prompts.csv")
+    settings = GenerateSettings(device="cpu", size=(32, 32), steps=2, watermark=False)
+    options = ExecutorOptions(workers=1, num_cpus=0.5)
+    stop = threading.Event()
+
+    def on_progress(done: int, total: int | None, *, stage: str = "", info: str = "") -> None:
+        stop.set()  # as the first Ctrl-C does: after the first result
+
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        first = generate(csv, f"sd:{tiny_sd}", tmp_path / "o", store=store, settings=settings, stop=stop,
+                         on_progress=on_progress, executor="ray", executor_options=options)  # fmt: skip
+        assert first.interrupted and len(first.samples) == 2  # two batches were in flight for one worker
+        rest = generate(csv, f"sd:{tiny_sd}", tmp_path / "o", store=store, settings=settings, executor="ray",
+                        executor_options=options)  # fmt: skip
+    assert rest.done_before == 2 and len(rest.samples) == 2 and not rest.interrupted
+    assert len(list((tmp_path / "o").iterdir())) == 4
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_workers_generate_on_the_gpu_ray_gives_them(ray_session: Any, tiny_sd: Path, tmp_path: Path) -> None:
+    csv = write_prompts(tmp_path / "prompts.csv")
+    settings = GenerateSettings(size=(32, 32), steps=2, watermark=False, dtype="float32")  # no device: the GPU
+    options = ExecutorOptions(workers=1, num_cpus=0.5, num_gpus=1)
+    result = generate(csv, f"sd:{tiny_sd}", tmp_path / "o", settings=settings, executor="ray",
+                      executor_options=options, limit=2)  # fmt: skip
+    assert len(result.written) == 2 and not result.failed
+    from vhd.synth.provenance import read_embedded
+
+    prov = read_embedded(Path(result.written[0]))
+    assert prov is not None and prov.device == "cuda"
+
+
 def test_gpu_generator_on_workers_without_gpus_is_refused(tmp_path: Path) -> None:
     need_module("ray", "pip install 'vhd[ray]'")
     csv = write_prompts(tmp_path / "prompts.csv")
