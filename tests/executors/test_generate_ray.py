@@ -166,6 +166,9 @@ def test_gpu_generator_on_workers_without_gpus_is_refused(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match="--gpus-per-worker 1"):
         generate(csv, "sd:/models/sd", tmp_path / "o", settings=GenerateSettings(device="cuda"), executor="ray")
     assert not (tmp_path / "o").exists()
+    cli = [str(csv), "--generator", "sd:/models/sd", "--out", str(tmp_path / "o"), "--store", str(tmp_path / "r.db")]
+    assert main(["generate", *cli, "--no-watermark", "--executor", "ray"]) == 2
+    assert not (tmp_path / "o").exists() and not (tmp_path / "r.db").exists()
 
 
 def test_the_work_travels_without_its_pipeline(tmp_path: Path) -> None:

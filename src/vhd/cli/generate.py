@@ -131,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
     options = executor_options(args)
     if args.executor == "local":
         resolve_device(settings.device)  # no GPU and no --device: exit 2 before loading anything
+    else:
+        from vhd.synth.work import check_worker_device
+
+        check_worker_device(settings, options)  # workers without a GPU: exit 2 before starting any
     if settings.watermark:
         from vhd.synth.outputs import Watermarker
 

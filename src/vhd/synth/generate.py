@@ -1,12 +1,13 @@
 """`vhd generate`: prompts to images and videos with provenance, registered in the store.
 
 The per-prompt work is a pure function of (prompt row, generator, seed): `generate_batch` (and
-`generate_one`) return encoded bytes with their provenance and touch no file or store, so an
-executor (Ray) can run them anywhere; `commit` is the driver-side half that writes the file
-atomically under its content hash, registers it through the store's ingest path (dedup,
+`generate_one`, both in `vhd.synth.batch`, re-exported here) return encoded bytes with their
+provenance and touch no file or store, so an executor's workers can run them
+(`vhd.synth.work.GenerateWork`, ``--executor ray``); `commit` is the driver-side half that writes
+the file atomically under its content hash, registers it through the store's ingest path (dedup,
 block lists and removals apply) and records the provenance. `generate` runs both over a CSV,
-resumably: (prompt id, generator, seed) already done is skipped, and Ctrl-C finishes the batch in
-flight before stopping.
+resumably: (prompt id, generator, seed) already done is skipped, and Ctrl-C finishes the
+batches in flight before stopping. Whatever the executor, only this process writes.
 
 Example:
     >>> settings = GenerateSettings(device="cpu", size=(64, 64), steps=4)  # doctest: +SKIP
@@ -41,7 +42,7 @@ from vhd.synth.batch import row_seed as row_seed
 from vhd.synth.floor import floor_reason
 from vhd.synth.generators import GenerateSettings, Generator, create_generator
 from vhd.synth.rows import FirstFrames, generated_files, read_prompt_csv
-from vhd.synth.work import Batch, GenerateWork
+from vhd.synth.work import Batch, GenerateWork, check_worker_device
 
 if TYPE_CHECKING:
     from vhd.execution import Executor, ExecutorOptions
@@ -215,9 +216,8 @@ def generate(
     runner = None if executor == "local" else find_executor(executor, executor_options)
     if runner is not None and runner.in_process:
         runner = None
-    device = gen.settings.device
-    if runner is not None and not runner.options.num_gpus and (device is None or device.startswith("cuda")):
-        raise ConfigError("workers get no GPU: pass --gpus-per-worker 1 (or --device cpu to generate on their CPUs)")
+    if runner is not None:
+        check_worker_device(gen.settings, runner.options)
     out_dir = Path(os.path.abspath(out))
     if keep_frames is not None:
         frames_dir = Path(os.path.abspath(keep_frames))

@@ -19,12 +19,25 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from vhd.errors import ConfigError
 from vhd.execution import Work
 
 if TYPE_CHECKING:
+    from vhd.execution import ExecutorOptions
     from vhd.synth.batch import Generated
     from vhd.synth.generators import GenerateSettings, Generator
     from vhd.synth.rows import PromptRow
+
+
+def check_worker_device(settings: GenerateSettings, options: ExecutorOptions) -> None:
+    """Refuse, before anything runs, a GPU generator on workers that reserve no GPU.
+
+    Raises:
+        ConfigError: No ``--device`` (or a CUDA one) and ``num_gpus`` 0.
+    """
+    device = settings.device
+    if not options.num_gpus and (device is None or device.startswith("cuda")):
+        raise ConfigError("workers get no GPU: pass --gpus-per-worker 1 (or --device cpu to generate on their CPUs)")
 
 
 @dataclass
