@@ -8,6 +8,7 @@ import re
 import sys
 from typing import Any
 
+from vhd.cli.executor_flags import add_executor_flags, executor_options
 from vhd.cli.habits import examples
 from vhd.errors import ConfigError
 from vhd.registry import Registry, RegistryNames
@@ -15,7 +16,7 @@ from vhd.registry import Registry, RegistryNames
 EXAMPLES = examples(
     "vhd generate prompts.csv --generator sdxl --out synth/ --store run.db",
     "vhd generate prompts.csv --generator animatediff-i2v --first-frames synth/ --out synth/ --store run.db",
-    "vhd generate prompts.csv --generator sdxl:/models/my-sdxl --seed 7 --batch-size 8 --device cuda --out synth/",
+    "vhd generate prompts.csv --generator sdxl --out synth/ --executor ray --workers 8 --gpus-per-worker 1",
     "vhd generate prompts.csv --generator sd:/tmp/tiny-sd --size 64x64 --steps 4 --device cpu --out synth/",
 )
 
@@ -70,6 +71,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--cpu-offload", action="store_true", help="keep parts on the CPU until used (accelerate)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_executor_flags(p, ship_media=False)
     p.set_defaults(handler=run)
 
 
@@ -126,7 +128,13 @@ def run(args: argparse.Namespace) -> int:
     from vhd.synth.generators import create_generator, resolve_device
 
     generator = create_generator(args.generator, settings)
-    resolve_device(settings.device)  # no GPU and no --device: exit 2 before loading anything
+    options = executor_options(args)
+    if args.executor == "local":
+        resolve_device(settings.device)  # no GPU and no --device: exit 2 before loading anything
+    else:
+        from vhd.synth.work import check_worker_device
+
+        check_worker_device(settings, options)  # workers without a GPU: exit 2 before starting any
     if settings.watermark:
         from vhd.synth.outputs import Watermarker
 
@@ -153,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
             first_frames=args.first_frames,
             block_list=args.block_hashes,
             on_progress=on_progress,
+            executor=args.executor,
+            executor_options=options,
         )
     summary = result.to_dict()
     if args.json:

@@ -1,12 +1,13 @@
 """`vhd generate`: prompts to images and videos with provenance, registered in the store.
 
 The per-prompt work is a pure function of (prompt row, generator, seed): `generate_batch` (and
-`generate_one`) return encoded bytes with their provenance and touch no file or store, so an
-executor (Ray) can run them anywhere; `commit` is the driver-side half that writes the file
-atomically under its content hash, registers it through the store's ingest path (dedup,
+`generate_one`, both in `vhd.synth.batch`, re-exported here) return encoded bytes with their
+provenance and touch no file or store, so an executor's workers can run them
+(`vhd.synth.work.GenerateWork`, ``--executor ray``); `commit` is the driver-side half that writes
+the file atomically under its content hash, registers it through the store's ingest path (dedup,
 block lists and removals apply) and records the provenance. `generate` runs both over a CSV,
-resumably: (prompt id, generator, seed) already done is skipped, and Ctrl-C finishes the batch in
-flight before stopping.
+resumably: (prompt id, generator, seed) already done is skipped, and Ctrl-C finishes the
+batches in flight before stopping. Whatever the executor, only this process writes.
 
 Example:
     >>> settings = GenerateSettings(device="cpu", size=(64, 64), steps=4)  # doctest: +SKIP
@@ -18,154 +19,33 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
 from vhd.records import Kind, Source
 from vhd.store.sqlite import Store
+from vhd.synth.batch import Generated as Generated
+from vhd.synth.batch import generate_batch as generate_batch
+from vhd.synth.batch import generate_one as generate_one
+from vhd.synth.batch import identity as identity
+from vhd.synth.batch import row_seed as row_seed
 from vhd.synth.floor import floor_reason
-from vhd.synth.generators import GenerateSettings, Generator, Job, apply_template, create_generator
-from vhd.synth.provenance import Provenance, derive_seed, folder_fingerprint, versions
-from vhd.synth.rows import FirstFrames, PromptRow, generated_files, read_prompt_csv
+from vhd.synth.generators import GenerateSettings, Generator, create_generator
+from vhd.synth.rows import FirstFrames, generated_files, read_prompt_csv
+from vhd.synth.work import Batch, GenerateWork, check_worker_device
 
-
-@dataclass
-class Generated:
-    """One prompt's output, ready to commit (no file written yet).
-
-    Attributes:
-        row: The prompt row.
-        provenance: What made it (embedded in ``data``).
-        data: PNG or MP4 bytes (None when ``reason`` says why there is none).
-        suffix: ``.png`` or ``.mp4``.
-        frames: The uint8 frames (for ``--keep-frames``).
-        reason: Why it is not a sample (blacked out by the safety checker), else None.
-    """
-
-    row: PromptRow
-    provenance: Provenance
-    data: bytes | None
-    suffix: str
-    frames: Any = None
-    reason: str | None = None
-
-
-def identity(generator: Generator) -> dict[str, Any]:
-    """What the generator contributes to every provenance record (computed once: loads the pipeline)."""
-    import torch
-
-    generator.load()
-    model = generator.model
-    local = Path(model).expanduser()
-    revision = folder_fingerprint(local) if local.is_dir() else (generator.settings.revision or "main")
-    components = {}
-    for name, ident in generator.loaded_components.items():
-        part = Path(ident).expanduser()
-        components[name] = f"{ident}@{folder_fingerprint(part) if part.is_dir() else 'main'}"
-    return {
-        "generator": generator.name,
-        "model": model,
-        "model_revision": revision,
-        "template": generator.template,
-        "steps": generator.steps,
-        "guidance": float(generator.guidance),
-        "fps": generator.fps,
-        "scheduler": generator.scheduler_name(),
-        "device": generator.device,
-        "dtype": generator.dtype,
-        "batch_size": generator.settings.batch_size,
-        "torch_threads": torch.get_num_threads(),
-        "safety_checker": generator.safety_state(),
-        "components": components,
-        "versions": versions(),
-    }
-
-
-def make_job(generator: Generator, row: PromptRow, seed: int, first_frame: Any = None) -> Job:
-    """The pipeline job of one row."""
-    negative = row.negative_prompt or generator.settings.negative_prompt
-    return Job(row.id, apply_template(generator.template, row.prompt), negative, seed, first_frame)
-
-
-def row_seed(row: PromptRow, base_seed: int) -> int:
-    """The row's own seed, or the one derived from (``--seed``, prompt id)."""
-    return row.seed if row.seed is not None else derive_seed(base_seed, row.id)
-
-
-def generate_batch(
-    generator: Generator,
-    rows: Sequence[PromptRow],
-    *,
-    base_seed: int = 0,
-    first_frames: Sequence[tuple[Any, str]] | None = None,
-    ident: dict[str, Any] | None = None,
-) -> list[Generated]:
-    """Generate a batch of prompts: a pure function of (rows, generator, seed); nothing is written.
-
-    Args:
-        generator: The generator (loaded on first use).
-        rows: The prompt rows (the safety floor is the caller's: see `generate`).
-        base_seed: ``--seed``; each row's seed is derived from it and the prompt id.
-        first_frames: For image-to-video, ``(PIL image, sha256 of its file)`` per row.
-        ident: `identity` of the generator, when the caller has it already.
-
-    Returns:
-        One `Generated` per row, in order.
-    """
-    from vhd.synth.outputs import Watermarker, encode_mp4, encode_png
-
-    ident = ident or identity(generator)
-    seeds = [row_seed(r, base_seed) for r in rows]
-    images = [f[0] for f in first_frames] if first_frames else [None] * len(rows)
-    jobs = [make_job(generator, r, s, im) for r, s, im in zip(rows, seeds, images, strict=True)]
-    results = generator.run(jobs)
-    marker = Watermarker() if generator.settings.watermark else None
-    out: list[Generated] = []
-    for k, (row, job, made) in enumerate(zip(rows, jobs, results, strict=True)):
-        frames = made.frames
-        n, height, width = frames.shape[:3]
-        mark = "off"
-        if marker is not None:
-            mark = "on" if marker.applies(width, height) else "skipped"
-            frames = marker.apply(frames)
-        prov = Provenance(
-            **{k2: v for k2, v in ident.items() if k2 in Provenance.__dataclass_fields__},
-            prompt=row.prompt,
-            full_prompt=job.full_prompt,
-            prompt_id=row.id,
-            keyword=row.keyword,
-            negative_prompt=job.negative_prompt,
-            seed=job.seed,
-            width=int(width),
-            height=int(height),
-            frames=int(n) if generator.kind is Kind.VIDEO else None,
-            watermark=mark,
-            first_frame_sha256=first_frames[k][1] if first_frames else None,
-        )
-        if made.blacked_out:
-            reason = "blacked out by the safety checker (pass --no-safety-checker to keep such outputs)"
-            out.append(Generated(row, prov, None, "", None, reason))
-            continue
-        if generator.kind is Kind.VIDEO:
-            data, suffix = encode_mp4(frames, generator.fps or 8, prov.to_json()), ".mp4"
-        else:
-            data, suffix = encode_png(frames[0], prov.to_json()), ".png"
-        out.append(Generated(row, prov, data, suffix, frames))
-    return out
-
-
-def generate_one(generator: Generator, row: PromptRow, *, base_seed: int = 0, first_frame: Any = None) -> Generated:
-    """`generate_batch` for a single row (``first_frame``: ``(PIL image, sha256)`` for image-to-video)."""
-    return generate_batch(generator, [row], base_seed=base_seed, first_frames=[first_frame] if first_frame else None)[0]
+if TYPE_CHECKING:
+    from vhd.execution import Executor, ExecutorOptions
 
 
 @dataclass
@@ -302,6 +182,8 @@ def generate(
     block_list: Any = None,
     on_progress: ProgressFn | None = None,
     stop: threading.Event | None = None,
+    executor: str | Executor = "local",
+    executor_options: ExecutorOptions | None = None,
 ) -> GenerateResult:
     """Generate every prompt of a CSV not generated yet, and register the outputs.
 
@@ -317,13 +199,25 @@ def generate(
         first_frames: Image-to-video: a folder of images made earlier (found by PNG provenance).
         block_list: A `vhd.collect.blocklist.BlockList` (or its path) the ingest applies.
         on_progress: Called with (prompts done, prompts in total) after each batch.
-        stop: Set it (or press Ctrl-C) to stop after the batch in flight.
+        stop: Set it (or press Ctrl-C) to stop after the batches in flight.
+        executor: ``ray`` generates on Ray actors, each loading the pipeline once (on the GPU
+            ``executor_options.num_gpus`` gives it); files and store rows are written here, the
+            same as a local run's. A built ``generator`` is rebuilt on the workers from its spec.
+        executor_options: Workers, Ray address, CPUs and GPUs per worker.
 
     Raises:
         ConfigError: Bad CSV, generator or settings; ``--keep-frames`` inside ``out``; no GPU.
+        ExecutorError: The workers cannot be started.
     """
+    from vhd.execution import executor as find_executor
+
     start = time.perf_counter()
     gen = generator if isinstance(generator, Generator) else create_generator(generator, settings or GenerateSettings())
+    runner = None if executor == "local" else find_executor(executor, executor_options)
+    if runner is not None and runner.in_process:
+        runner = None
+    if runner is not None:
+        check_worker_device(gen.settings, runner.options)
     out_dir = Path(os.path.abspath(out))
     if keep_frames is not None:
         frames_dir = Path(os.path.abspath(keep_frames))
@@ -361,21 +255,35 @@ def generate(
         )
     result.run_id = run_id
     stop = stop or threading.Event()
-    ident: dict[str, Any] | None = None
     batch = max(1, gen.settings.batch_size)
-    with finish_batch_on_interrupt(stop):
+    unit = "videos" if gen.kind is Kind.VIDEO else "images"
+    handled = 0
+
+    def save(item: Generated, existing: Path | None = None) -> None:
+        if item.reason is not None:
+            result.blacked_out.append((item.row.id, item.reason))
+        else:
+            _commit(result, item, out_dir, gen, store, keep_frames, block_list, run_id, existing)
+
+    def advance(rows: int) -> None:
+        nonlocal handled
+        handled += rows
+        if on_progress is not None:
+            on_progress(handled, len(todo), info=f"{result.per_second:.2f} {unit}/s")
+
+    def batches() -> Iterator[Batch]:
+        """The batches to generate, planned lazily on the driver; stops pulling once ``stop`` is set."""
         for begin in range(0, len(todo), batch):
             if stop.is_set():
                 result.interrupted = True
-                break
+                return
             chunk = todo[begin : begin + batch]
-            fresh: list[PromptRow] = []
+            planned = Batch([], None, len(chunk))
             frames: list[tuple[Any, str]] = []
             for row in chunk:
                 found = on_disk.get((row.id, row_seed(row, seed)))
                 if found is not None:  # written by a run that stopped before registering it
-                    item = Generated(row, found[1], None, found[0].suffix)
-                    _commit(result, item, out_dir, gen, store, keep_frames, block_list, run_id, found[0])
+                    save(Generated(row, found[1], None, found[0].suffix), found[0])
                     continue
                 if finder is not None:
                     got = finder.load(row.id, row_seed(row, seed))
@@ -383,25 +291,66 @@ def generate(
                         result.failed.append((row.id, got))
                         continue
                     frames.append(got)
-                fresh.append(row)
-            if fresh:
-                if ident is None:
-                    ident = identity(gen)
-                began = time.perf_counter()
-                made = generate_batch(gen, fresh, base_seed=seed, first_frames=frames or None, ident=ident)
-                result.generate_s += time.perf_counter() - began
-                for item in made:
-                    if item.reason is not None:
-                        result.blacked_out.append((item.row.id, item.reason))
-                    else:
-                        _commit(result, item, out_dir, gen, store, keep_frames, block_list, run_id, None)
-            if on_progress is not None:
-                rate = f"{result.per_second:.2f} {'videos' if gen.kind is Kind.VIDEO else 'images'}/s"
-                on_progress(min(begin + batch, len(todo)), len(todo), info=rate)
+                planned.rows.append(row)
+            planned.first_frames = frames or None
+            yield planned
+
+    with finish_batch_on_interrupt(stop):
+        if runner is None:
+            ident: dict[str, Any] | None = None
+            for planned in batches():
+                if planned.rows:
+                    ident = ident or identity(gen)
+                    began = time.perf_counter()
+                    made = generate_batch(
+                        gen, planned.rows, base_seed=seed, first_frames=planned.first_frames, ident=ident
+                    )
+                    result.generate_s += time.perf_counter() - began
+                    for item in made:
+                        save(item)
+                advance(planned.size)
+        elif todo:
+            _on_executor(runner, GenerateWork.of(gen, seed, keep_frames is not None), batches(), save, advance, result)
     result.elapsed_s = time.perf_counter() - start
     if store is not None and run_id is not None:
         store.finish_run(run_id, result.to_dict())
     return result
+
+
+def _on_executor(
+    runner: Executor,
+    work: GenerateWork,
+    planned: Iterator[Batch],
+    save: Callable[[Generated], None],
+    advance: Callable[[int], None],
+    result: GenerateResult,
+) -> None:
+    """Generate the batches on the executor's workers (two in flight per worker); results are saved here."""
+    from vhd.execution import map_unordered
+
+    began = time.perf_counter()
+
+    def to_send() -> Iterator[Batch]:
+        for item in planned:
+            if item.rows:
+                yield item
+            else:  # every row of it was done on the driver
+                advance(item.size)
+
+    sending = to_send()
+    first = next(sending, None)
+    if first is None:  # nothing left to generate (files found on disk were registered): no workers
+        return
+    in_flight = 2 * max(1, runner.options.workers)
+    for item, made in map_unordered(runner, work, itertools.chain([first], sending), in_flight=in_flight):
+        result.generate_s = time.perf_counter() - began
+        if isinstance(made, BaseException):
+            reason = str(made).splitlines()[0] if str(made) else type(made).__name__
+            result.failed.extend((row.id, reason) for row in item.rows)
+        else:
+            for one in made:
+                save(one)
+        advance(item.size)
 
 
 def _done_in_store(store: Store, spec: str) -> set[tuple[str, int]]:

@@ -1,0 +1,148 @@
+"""The per-prompt half of `vhd generate`: prompt rows in, encoded bytes with provenance out.
+
+`generate_batch` (and `generate_one`) are pure functions of (prompt rows, generator, seed): they
+touch no file and no store, so an executor can run them anywhere (`vhd.synth.work`); the driver
+writes and registers what they return (`vhd.synth.generate.commit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vhd.records import Kind
+from vhd.synth.generators import Generator, Job, apply_template
+from vhd.synth.provenance import Provenance, derive_seed, folder_fingerprint, versions
+from vhd.synth.rows import PromptRow
+
+
+@dataclass
+class Generated:
+    """One prompt's output, ready to commit (no file written yet).
+
+    Attributes:
+        row: The prompt row.
+        provenance: What made it (embedded in ``data``).
+        data: PNG or MP4 bytes (None when ``reason`` says why there is none).
+        suffix: ``.png`` or ``.mp4``.
+        frames: The uint8 frames (for ``--keep-frames``).
+        reason: Why it is not a sample (blacked out by the safety checker), else None.
+    """
+
+    row: PromptRow
+    provenance: Provenance
+    data: bytes | None
+    suffix: str
+    frames: Any = None
+    reason: str | None = None
+
+
+def identity(generator: Generator) -> dict[str, Any]:
+    """What the generator contributes to every provenance record (computed once: loads the pipeline)."""
+    import torch
+
+    generator.load()
+    model = generator.model
+    local = Path(model).expanduser()
+    revision = folder_fingerprint(local) if local.is_dir() else (generator.settings.revision or "main")
+    components = {}
+    for name, ident in generator.loaded_components.items():
+        part = Path(ident).expanduser()
+        components[name] = f"{ident}@{folder_fingerprint(part) if part.is_dir() else 'main'}"
+    return {
+        "generator": generator.name,
+        "model": model,
+        "model_revision": revision,
+        "template": generator.template,
+        "steps": generator.steps,
+        "guidance": float(generator.guidance),
+        "fps": generator.fps,
+        "scheduler": generator.scheduler_name(),
+        "device": generator.device,
+        "dtype": generator.dtype,
+        "batch_size": generator.settings.batch_size,
+        "torch_threads": torch.get_num_threads(),
+        "safety_checker": generator.safety_state(),
+        "components": components,
+        "versions": versions(),
+    }
+
+
+def make_job(generator: Generator, row: PromptRow, seed: int, first_frame: Any = None) -> Job:
+    """The pipeline job of one row."""
+    negative = row.negative_prompt or generator.settings.negative_prompt
+    return Job(row.id, apply_template(generator.template, row.prompt), negative, seed, first_frame)
+
+
+def row_seed(row: PromptRow, base_seed: int) -> int:
+    """The row's own seed, or the one derived from (``--seed``, prompt id)."""
+    return row.seed if row.seed is not None else derive_seed(base_seed, row.id)
+
+
+def generate_batch(
+    generator: Generator,
+    rows: Sequence[PromptRow],
+    *,
+    base_seed: int = 0,
+    first_frames: Sequence[tuple[Any, str]] | None = None,
+    ident: dict[str, Any] | None = None,
+) -> list[Generated]:
+    """Generate a batch of prompts: a pure function of (rows, generator, seed); nothing is written.
+
+    Args:
+        generator: The generator (loaded on first use).
+        rows: The prompt rows (the safety floor is the caller's: see `generate`).
+        base_seed: ``--seed``; each row's seed is derived from it and the prompt id.
+        first_frames: For image-to-video, ``(PIL image, sha256 of its file)`` per row.
+        ident: `identity` of the generator, when the caller has it already.
+
+    Returns:
+        One `Generated` per row, in order.
+    """
+    from vhd.synth.outputs import Watermarker, encode_mp4, encode_png
+
+    ident = ident or identity(generator)
+    seeds = [row_seed(r, base_seed) for r in rows]
+    images = [f[0] for f in first_frames] if first_frames else [None] * len(rows)
+    jobs = [make_job(generator, r, s, im) for r, s, im in zip(rows, seeds, images, strict=True)]
+    results = generator.run(jobs)
+    marker = Watermarker() if generator.settings.watermark else None
+    out: list[Generated] = []
+    for k, (row, job, made) in enumerate(zip(rows, jobs, results, strict=True)):
+        frames = made.frames
+        n, height, width = frames.shape[:3]
+        mark = "off"
+        if marker is not None:
+            mark = "on" if marker.applies(width, height) else "skipped"
+            frames = marker.apply(frames)
+        prov = Provenance(
+            **{k2: v for k2, v in ident.items() if k2 in Provenance.__dataclass_fields__},
+            prompt=row.prompt,
+            full_prompt=job.full_prompt,
+            prompt_id=row.id,
+            keyword=row.keyword,
+            negative_prompt=job.negative_prompt,
+            seed=job.seed,
+            width=int(width),
+            height=int(height),
+            frames=int(n) if generator.kind is Kind.VIDEO else None,
+            watermark=mark,
+            first_frame_sha256=first_frames[k][1] if first_frames else None,
+        )
+        if made.blacked_out:
+            reason = "blacked out by the safety checker (pass --no-safety-checker to keep such outputs)"
+            out.append(Generated(row, prov, None, "", None, reason))
+            continue
+        if generator.kind is Kind.VIDEO:
+            data, suffix = encode_mp4(frames, generator.fps or 8, prov.to_json()), ".mp4"
+        else:
+            data, suffix = encode_png(frames[0], prov.to_json()), ".png"
+        out.append(Generated(row, prov, data, suffix, frames))
+    return out
+
+
+def generate_one(generator: Generator, row: PromptRow, *, base_seed: int = 0, first_frame: Any = None) -> Generated:
+    """`generate_batch` for a single row (``first_frame``: ``(PIL image, sha256)`` for image-to-video)."""
+    return generate_batch(generator, [row], base_seed=base_seed, first_frames=[first_frame] if first_frame else None)[0]
