@@ -15,7 +15,15 @@ import pytest
 from PIL import Image, ImageDraw
 
 from vhd.backends import GenerateConfig, Message, Output, create_backend
-from vhd.backends.hf import HFBackend, hub_reachable, parse_options, unavailable_message
+from vhd.backends.hf import (
+    HFBackend,
+    accelerator,
+    hub_reachable,
+    parse_options,
+    resolve_device,
+    resolve_dtype,
+    unavailable_message,
+)
 from vhd.errors import BackendError, BackendUnavailableError, ConfigError, MissingDependencyError
 from vhd.media.encoded import EncodedImage
 
@@ -338,3 +346,11 @@ def test_idefics3_single_and_batched(tiny_idefics3_dir: Path) -> None:
     assert [o.text for o in batched] == [o.text for o in sequential]
     assert all(o.completion_tokens == 8 and o.text for o in batched)
     assert batched[0].extra["batch_size"] == 3
+
+
+def test_device_and_dtype_choice() -> None:
+    found = accelerator()
+    assert found in {None, "cuda", "mps"}
+    assert resolve_device("auto") == (found or "cpu") and resolve_device("cpu") == "cpu"
+    assert resolve_dtype("auto", "cpu") == "float32" and resolve_dtype("float16", "cpu") == "float16"
+    assert resolve_dtype("auto", "mps") == "float32" and resolve_dtype("auto", "mps", mps_dtype="float16") == "float16"
