@@ -195,21 +195,22 @@ def motion_adapter(channels: tuple[int, ...], *, mid: bool = True) -> Any:
     )
 
 
+def _save_animatediff(pipeline: Any, out: Path, parts: dict[str, Any], adapter: Any, **extra: Any) -> Path:
+    """Assemble an AnimateDiff-family pipeline from its parts (no image encoder) and save it to ``out``."""
+    pipe = pipeline(
+        **parts, motion_adapter=adapter, **extra, scheduler=_scheduler(), feature_extractor=None, image_encoder=None
+    )
+    pipe.save_pretrained(out)
+    return out
+
+
 def build_animatediff(out: Path) -> Path:
     """A tiny `AnimateDiffPipeline` (SD UNet + motion adapter; saved as a UNetMotionModel)."""
     import torch
     from diffusers import AnimateDiffPipeline
 
     torch.manual_seed(0)
-    pipe = AnimateDiffPipeline(
-        **_sd_parts(),
-        motion_adapter=motion_adapter((8, 8)),
-        scheduler=_scheduler(),
-        feature_extractor=None,
-        image_encoder=None,
-    )
-    pipe.save_pretrained(out)
-    return out
+    return _save_animatediff(AnimateDiffPipeline, out, _sd_parts(), motion_adapter((8, 8)))
 
 
 def build_animatediff_sdxl(out: Path) -> Path:
@@ -218,15 +219,7 @@ def build_animatediff_sdxl(out: Path) -> Path:
     from diffusers import AnimateDiffSDXLPipeline
 
     torch.manual_seed(0)
-    pipe = AnimateDiffSDXLPipeline(
-        **_sdxl_parts(),
-        motion_adapter=motion_adapter((8, 16), mid=False),
-        scheduler=_scheduler(),
-        feature_extractor=None,
-        image_encoder=None,
-    )
-    pipe.save_pretrained(out)
-    return out
+    return _save_animatediff(AnimateDiffSDXLPipeline, out, _sdxl_parts(), motion_adapter((8, 16), mid=False))
 
 
 def build_sparsectrl(out: Path) -> Path:
@@ -251,16 +244,8 @@ def build_sparsectrl(out: Path) -> Path:
         for param in controlnet.parameters():
             if param.dim() > 1 and not param.any():
                 param.normal_(0.0, 0.3)
-    pipe = AnimateDiffSparseControlNetPipeline(
-        **_sd_parts(),
-        motion_adapter=motion_adapter((8, 8)),
-        controlnet=controlnet,
-        scheduler=_scheduler(),
-        feature_extractor=None,
-        image_encoder=None,
-    )
-    pipe.save_pretrained(out)
-    return out
+    pipeline = AnimateDiffSparseControlNetPipeline
+    return _save_animatediff(pipeline, out, _sd_parts(), motion_adapter((8, 8)), controlnet=controlnet)
 
 
 def build_i2vgen(out: Path) -> Path:
