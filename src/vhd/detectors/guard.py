@@ -8,6 +8,7 @@ crosswalk scheme. A subclass gives its options model, prompt and answer reader.
 
 from __future__ import annotations
 
+import abc
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -93,13 +94,13 @@ class GuardDetector(Detector):
         """Close the backend."""
         await self.backend.aclose()
 
+    @abc.abstractmethod
     def messages(self, images: Sequence[EncodedImage]) -> list[Message]:
         """The conversation for one image."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def read(self, text: str, logprobs: Mapping[str, float] | None) -> Prediction:
         """Turn an answer (and its first token's log-probabilities, where asked for) into a prediction."""
-        raise NotImplementedError
 
     async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Assess one image (videos arrive frame by frame through `Detector.predict`)."""
