@@ -98,13 +98,31 @@ def _text_config(tokenizer: Any) -> Any:
     )
 
 
+def _vision(**changes: Any) -> dict[str, Any]:
+    """The tiny vision tower's sizes (64 wide, 2 layers, 8 px patches over `SIDE` px images), with ``changes``."""
+    return {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": SIDE,
+        "patch_size": 8,
+        **changes,
+    }
+
+
+def _write(path: Path, *parts: Any) -> Path:
+    """Save each part (model, processor, tokenizer) into ``path``, created if missing."""
+    path.mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        part.save_pretrained(path)
+    return path
+
+
 def _save(model: Any, processor: Any, tokenizer: Any, path: Path) -> Path:
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    processor.save_pretrained(path)
-    return path
+    return _write(path, model, processor)
 
 
 def build_tiny_llava(path: Path, *, seed: int = 0, system_role: bool = True, text_init: float = 0.02) -> Path:
@@ -137,15 +155,7 @@ def build_tiny_llava(path: Path, *, seed: int = 0, system_role: bool = True, tex
         image_token="<image>",
         num_additional_image_tokens=1,  # the CLS token, dropped by the "default" strategy
     )
-    vision = CLIPVisionConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        image_size=SIDE,
-        patch_size=8,
-        projection_dim=64,
-    )
+    vision = CLIPVisionConfig(**_vision(projection_dim=64))
     text = _text_config(tokenizer)
     text.initializer_range = text_init
     config = LlavaConfig(
@@ -192,14 +202,7 @@ def build_tiny_idefics3(path: Path, *, seed: int = 0) -> Path:
         image_seq_len=(SIDE // patch_size) ** 2 // scale_factor**2,
         chat_template=chat_template(end_of_turn="<end_of_utterance>"),
     )
-    vision = Idefics3VisionConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        image_size=SIDE,
-        patch_size=patch_size,
-    )
+    vision = Idefics3VisionConfig(**_vision(patch_size=patch_size))
     config = Idefics3Config(
         vision_config=vision.to_dict(),
         text_config=_text_config(tokenizer).to_dict(),
@@ -251,10 +254,7 @@ def build_tiny_clip(path: Path, *, seed: int = 0, projection_dim: int = 16) -> P
     processor = tf.models.clip.CLIPImageProcessorPil(
         size={"shortest_edge": SIDE}, crop_size={"height": SIDE, "width": SIDE}
     )
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    processor.save_pretrained(path)
-    return path
+    return _write(path, model, processor)
 
 
 SHIELD_TEMPLATE = (
@@ -319,14 +319,7 @@ def build_tiny_shieldgemma2(path: Path, *, seed: int = 0) -> Path:
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
-    vision = tf.SiglipVisionConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        image_size=SIDE,
-        patch_size=8,
-    )
+    vision = tf.SiglipVisionConfig(**_vision())
     config = tf.ShieldGemma2Config(
         text_config=text,
         vision_config=vision,
@@ -339,10 +332,7 @@ def build_tiny_shieldgemma2(path: Path, *, seed: int = 0) -> Path:
     config.no_token_index = tokenizer.convert_tokens_to_ids("No")
     torch.manual_seed(seed)
     model = tf.ShieldGemma2ForImageClassification(config).eval()
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    processor.save_pretrained(path)
-    return path
+    return _write(path, model, processor)
 
 
 def build_tiny_text_llm(path: Path, *, seed: int = 0) -> Path:
@@ -353,12 +343,7 @@ def build_tiny_text_llm(path: Path, *, seed: int = 0) -> Path:
     tokenizer = _tokenizer([])
     tokenizer.chat_template = chat_template()
     model = _transformers().LlamaForCausalLM(_text_config(tokenizer))
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return _save(model, tokenizer, tokenizer, path)
 
 
 def build_tiny_instructblip(path: Path, *, seed: int = 0, text_init: float = 0.2) -> Path:
@@ -391,15 +376,7 @@ def build_tiny_instructblip(path: Path, *, seed: int = 0, text_init: float = 0.2
         qformer_tokenizer=_tokenizer([]),
         num_query_tokens=query_tokens,
     )
-    vision = tf.InstructBlipVisionConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        image_size=SIDE,
-        patch_size=8,
-        initializer_range=0.02,
-    )
+    vision = tf.InstructBlipVisionConfig(**_vision(initializer_range=0.02))
     qformer = tf.InstructBlipQFormerConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,

@@ -84,6 +84,11 @@ def _sd_unet(cross: int = 16, channels: tuple[int, int] = (8, 8)) -> Any:
     )
 
 
+def _sd_parts() -> dict[str, Any]:
+    """The Stable Diffusion 1.x components (VAE, 16-wide text encoder and UNet), built in this order."""
+    return {"vae": _vae(), "text_encoder": _text_encoder(16), "tokenizer": clip_tokenizer(), "unet": _sd_unet(16)}
+
+
 def _safety_checker(flag_everything: bool) -> tuple[Any, Any]:
     """A tiny `StableDiffusionSafetyChecker`; with ``flag_everything`` its concept thresholds are negative."""
     import torch
@@ -117,10 +122,7 @@ def build_sd(out: Path, *, safety_checker: bool = False) -> Path:
     torch.manual_seed(0)
     checker, extractor = _safety_checker(True) if safety_checker else (None, None)
     pipe = StableDiffusionPipeline(
-        vae=_vae(),
-        text_encoder=_text_encoder(16),
-        tokenizer=clip_tokenizer(),
-        unet=_sd_unet(16),
+        **_sd_parts(),
         scheduler=_scheduler(),
         safety_checker=checker,
         feature_extractor=extractor,
@@ -154,6 +156,18 @@ def _sdxl_unet(channels: tuple[int, ...] = (8, 16)) -> Any:
     )
 
 
+def _sdxl_parts() -> dict[str, Any]:
+    """The SDXL components (VAE, two 32-wide text encoders, a 64-wide cross-attention UNet), built in this order."""
+    return {
+        "vae": _vae(),
+        "text_encoder": _text_encoder(32),
+        "text_encoder_2": _text_encoder(32, projection=True),
+        "tokenizer": clip_tokenizer(),
+        "tokenizer_2": clip_tokenizer(),
+        "unet": _sdxl_unet(),
+    }
+
+
 def build_sdxl(out: Path) -> Path:
     """A tiny `StableDiffusionXLPipeline` (two text encoders, 64-wide cross attention)."""
     import torch
@@ -161,12 +175,7 @@ def build_sdxl(out: Path) -> Path:
 
     torch.manual_seed(0)
     pipe = StableDiffusionXLPipeline(
-        vae=_vae(),
-        text_encoder=_text_encoder(32),
-        text_encoder_2=_text_encoder(32, projection=True),
-        tokenizer=clip_tokenizer(),
-        tokenizer_2=clip_tokenizer(),
-        unet=_sdxl_unet(),
+        **_sdxl_parts(),
         scheduler=_scheduler(),
         add_watermarker=False,
     )
@@ -186,24 +195,22 @@ def motion_adapter(channels: tuple[int, ...], *, mid: bool = True) -> Any:
     )
 
 
+def _save_animatediff(pipeline: Any, out: Path, parts: dict[str, Any], adapter: Any, **extra: Any) -> Path:
+    """Assemble an AnimateDiff-family pipeline from its parts (no image encoder) and save it to ``out``."""
+    pipe = pipeline(
+        **parts, motion_adapter=adapter, **extra, scheduler=_scheduler(), feature_extractor=None, image_encoder=None
+    )
+    pipe.save_pretrained(out)
+    return out
+
+
 def build_animatediff(out: Path) -> Path:
     """A tiny `AnimateDiffPipeline` (SD UNet + motion adapter; saved as a UNetMotionModel)."""
     import torch
     from diffusers import AnimateDiffPipeline
 
     torch.manual_seed(0)
-    pipe = AnimateDiffPipeline(
-        vae=_vae(),
-        text_encoder=_text_encoder(16),
-        tokenizer=clip_tokenizer(),
-        unet=_sd_unet(16),
-        motion_adapter=motion_adapter((8, 8)),
-        scheduler=_scheduler(),
-        feature_extractor=None,
-        image_encoder=None,
-    )
-    pipe.save_pretrained(out)
-    return out
+    return _save_animatediff(AnimateDiffPipeline, out, _sd_parts(), motion_adapter((8, 8)))
 
 
 def build_animatediff_sdxl(out: Path) -> Path:
@@ -212,20 +219,7 @@ def build_animatediff_sdxl(out: Path) -> Path:
     from diffusers import AnimateDiffSDXLPipeline
 
     torch.manual_seed(0)
-    pipe = AnimateDiffSDXLPipeline(
-        vae=_vae(),
-        text_encoder=_text_encoder(32),
-        text_encoder_2=_text_encoder(32, projection=True),
-        tokenizer=clip_tokenizer(),
-        tokenizer_2=clip_tokenizer(),
-        unet=_sdxl_unet((8, 16)),
-        motion_adapter=motion_adapter((8, 16), mid=False),
-        scheduler=_scheduler(),
-        feature_extractor=None,
-        image_encoder=None,
-    )
-    pipe.save_pretrained(out)
-    return out
+    return _save_animatediff(AnimateDiffSDXLPipeline, out, _sdxl_parts(), motion_adapter((8, 16), mid=False))
 
 
 def build_sparsectrl(out: Path) -> Path:
@@ -250,19 +244,8 @@ def build_sparsectrl(out: Path) -> Path:
         for param in controlnet.parameters():
             if param.dim() > 1 and not param.any():
                 param.normal_(0.0, 0.3)
-    pipe = AnimateDiffSparseControlNetPipeline(
-        vae=_vae(),
-        text_encoder=_text_encoder(16),
-        tokenizer=clip_tokenizer(),
-        unet=_sd_unet(16),
-        motion_adapter=motion_adapter((8, 8)),
-        controlnet=controlnet,
-        scheduler=_scheduler(),
-        feature_extractor=None,
-        image_encoder=None,
-    )
-    pipe.save_pretrained(out)
-    return out
+    pipeline = AnimateDiffSparseControlNetPipeline
+    return _save_animatediff(pipeline, out, _sd_parts(), motion_adapter((8, 8)), controlnet=controlnet)
 
 
 def build_i2vgen(out: Path) -> Path:

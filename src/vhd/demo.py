@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from vhd.errors import MediaError, MissingDependencyError
+from vhd.errors import MediaError, require
 from vhd.fileio import atomic_write, escape_cell
 
 VIDEO_SIZE = (160, 120)
@@ -56,19 +56,8 @@ VIDEO_NAME = "bouncing_shapes.mp4"
 
 def skimage_data() -> Any:
     """``skimage.data`` (the packaged sample photos), or the extra to install."""
-    try:
-        from skimage import data
-    except ImportError as exc:
-        raise MissingDependencyError("scikit-image", "examples") from exc
-    return data
-
-
-def _import_av() -> Any:
-    try:
-        import av
-    except ImportError as exc:
-        raise MissingDependencyError("av", "video") from exc
-    return av
+    skimage: Any = require("skimage", "examples", "scikit-image")
+    return skimage.data  # `from skimage import data`: skimage loads its submodules on first use
 
 
 def _photo_bytes(photo: _Photo, skdata: Any) -> bytes:
@@ -163,7 +152,7 @@ def write_examples(out_dir: str | Path) -> list[Path]:
         MediaError: The files cannot be written.
     """
     skdata = skimage_data()
-    av = _import_av()
+    av: Any = require("av", "video")
     folder = Path(out_dir)
     rows: list[dict[str, str]] = []
     written: list[Path] = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import pytest
 
 import vhd
 from tests.optional import need
+from tests.servers import free_port
 from tests.test_annotate import make_images
 from vhd.align.labels import load_labelled_set
 from vhd.cli.main import main
@@ -31,12 +31,6 @@ pytestmark = pytest.mark.slow
 TOKEN = "vhd-test-token-0123456789"
 VENV = Path(os.environ.get("VHD_LABELSTUDIO_VENV", Path.home() / ".cache" / "vhd" / "labelstudio-venv"))
 START = "import sys; from label_studio.server import main; sys.argv[0] = 'label-studio'; sys.exit(main())"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +45,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     base = tmp_path_factory.mktemp("labelstudio")
     root = base / "root"
     (root / "media").mkdir(parents=True)
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",

@@ -14,8 +14,17 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
+from tests.servers import free_port
 from vhd.backends import GenerateConfig, Message, Output, create_backend
-from vhd.backends.hf import HFBackend, hub_reachable, parse_options, unavailable_message
+from vhd.backends.hf import (
+    HFBackend,
+    accelerator,
+    hub_reachable,
+    parse_options,
+    resolve_device,
+    resolve_dtype,
+    unavailable_message,
+)
 from vhd.errors import BackendError, BackendUnavailableError, ConfigError, MissingDependencyError
 from vhd.media.encoded import EncodedImage
 
@@ -90,12 +99,6 @@ def test_unavailable_messages_are_one_line_with_a_fix(tmp_path: Path) -> None:
     assert "hub is unreachable" not in wrong_kind
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # nothing listens once the socket closes
-
-
 def test_hub_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
@@ -104,7 +107,7 @@ def test_hub_probe(monkeypatch: pytest.MonkeyPatch) -> None:
         listener.listen()
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{listener.getsockname()[1]}")
         assert hub_reachable(timeout=2)
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     assert not hub_reachable(timeout=2)
 
 
@@ -123,7 +126,7 @@ def test_missing_transformers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.slow
 def test_unreachable_hub_fails_fast_from_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     backend = create_backend("hf:vhd-tests/not-cached-vlm", {"hf": {"local_files_only": False}})
@@ -338,3 +341,11 @@ def test_idefics3_single_and_batched(tiny_idefics3_dir: Path) -> None:
     assert [o.text for o in batched] == [o.text for o in sequential]
     assert all(o.completion_tokens == 8 and o.text for o in batched)
     assert batched[0].extra["batch_size"] == 3
+
+
+def test_device_and_dtype_choice() -> None:
+    found = accelerator()
+    assert found in {None, "cuda", "mps"}
+    assert resolve_device("auto") == (found or "cpu") and resolve_device("cpu") == "cpu"
+    assert resolve_dtype("auto", "cpu") == "float32" and resolve_dtype("float16", "cpu") == "float16"
+    assert resolve_dtype("auto", "mps") == "float32" and resolve_dtype("auto", "mps", mps_dtype="float16") == "float16"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import socket
 import sys
 import time
 import warnings
@@ -15,6 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.backends.test_openai_payload import make_image
+from tests.servers import free_port
 from tests.servers.chat_server import ChatServer, Failure
 from vhd.backends import create_backend
 from vhd.backends.base import GenerateConfig, Message, Output
@@ -45,12 +45,6 @@ def run(b: OpenAIBackend, body: Callable[[OpenAIBackend], Awaitable[T]]) -> T:
 
 def generate(b: OpenAIBackend, config: GenerateConfig | None = None, messages: list[Message] = MSGS) -> Output:
     return run(b, lambda x: x.generate(messages, config or GenerateConfig()))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- happy path ------------------------------------------------------------------------------

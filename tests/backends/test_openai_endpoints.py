@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.servers import free_port
 from tests.servers.chat_server import ChatServer, Failure
 from vhd.backends import create_backend
 from vhd.backends.base import GenerateConfig, Message, Output
@@ -29,12 +29,6 @@ FAST = {"backoff_base": 0.005, "backoff_max": 1.0}
 def two() -> Iterator[tuple[ChatServer, ChatServer]]:
     with ChatServer(latency=0.02) as a, ChatServer(latency=0.02) as b:
         yield a, b
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def many(backend: OpenAIBackend, n: int, config: GenerateConfig | None = None) -> list[Output]:

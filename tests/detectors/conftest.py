@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 from PIL import Image, ImageDraw
 
+from vhd.detectors.base import Detector, Prediction
 from vhd.media.encoded import EncodedImage
+from vhd.records import Kind
 
 
 def encode(image: Image.Image, fmt: str = "JPEG") -> EncodedImage:
@@ -26,6 +29,19 @@ def drawn(color: str = "white", size: tuple[int, int] = (64, 48), text: str = ""
     if text:
         draw.text((2, 24), text, fill="black")
     return encode(im)
+
+
+def predict_once(det: Detector, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
+    """Check ``det``, judge one sample and close it, as a run does."""
+
+    async def go() -> Prediction:
+        await det.check()
+        try:
+            return await det.predict(kind, images)
+        finally:
+            await det.aclose()
+
+    return asyncio.run(go())
 
 
 @pytest.fixture(scope="session")

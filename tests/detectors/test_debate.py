@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 from PIL import Image
 
-from tests.detectors.conftest import drawn
+from tests.detectors.conftest import drawn, predict_once
 from vhd.backends.scripted import ScriptedBackend
 from vhd.detectors.debate import DebateDetector
 from vhd.detectors.registry import create_detector
@@ -36,17 +35,6 @@ def debate(rules: list[dict[str, Any]] = RULES, **options: Any) -> DebateDetecto
     return det
 
 
-def predict(det: DebateDetector, kind: Kind, images: list[Any]) -> Any:
-    async def go() -> Any:
-        await det.check()
-        try:
-            return await det.predict(kind, images)
-        finally:
-            await det.aclose()
-
-    return asyncio.run(go())
-
-
 def calls(det: DebateDetector) -> list[tuple[str, Any]]:
     backend = det.backends[Role.JUDGE]
     assert isinstance(backend, ScriptedBackend)
@@ -55,7 +43,7 @@ def calls(det: DebateDetector) -> list[tuple[str, Any]]:
 
 def test_harmful_verdict_with_score_and_category() -> None:
     det = debate()
-    pred = predict(det, Kind.IMAGE, [RED])
+    pred = predict_once(det, Kind.IMAGE, [RED])
     assert pred.harmful is True
     assert pred.raw == "Yes, explicit and sexual content."
     assert pred.categories == ["F"]
@@ -65,15 +53,15 @@ def test_harmful_verdict_with_score_and_category() -> None:
 
 def test_unharmful_and_unparsed() -> None:
     det = debate()
-    benign = predict(det, Kind.IMAGE, [BLUE])
+    benign = predict_once(det, Kind.IMAGE, [BLUE])
     assert benign.harmful is False and benign.categories == [] and benign.error is None
-    unclear = predict(det, Kind.IMAGE, [GREEN])
+    unclear = predict_once(det, Kind.IMAGE, [GREEN])
     assert unclear.harmful is None and unclear.error == "unparsed: 'Perhaps, hard to tell.'"
 
 
 def test_video_is_one_debate_over_numbered_frames_and_rounds_option() -> None:
     det = debate(rounds=1)
-    pred = predict(det, Kind.VIDEO, [BLUE, RED, BLUE])
+    pred = predict_once(det, Kind.VIDEO, [BLUE, RED, BLUE])
     assert pred.harmful is True
     assert [tag for tag, _ in calls(det)] == ["affirmative", "negative", "judge"]
     judge_messages = calls(det)[-1][1]
@@ -82,13 +70,13 @@ def test_video_is_one_debate_over_numbered_frames_and_rounds_option() -> None:
 
 def test_failed_call_is_a_per_sample_error() -> None:
     det = debate([{"when": {"tag": "judge"}, "fail": 9, "reply": "Yes"}])
-    pred = predict(det, Kind.IMAGE, [RED])
+    pred = predict_once(det, Kind.IMAGE, [RED])
     assert pred.harmful is None and pred.error
 
 
 def test_refusal_counts_as_harmful_as_in_the_paper() -> None:
     det = debate([{"when": {"tag": "affirmative"}, "reply": "I'm sorry, but I can't help with that."}])
-    pred = predict(det, Kind.IMAGE, [BLUE])
+    pred = predict_once(det, Kind.IMAGE, [BLUE])
     assert pred.harmful is True and pred.categories == []
 
 
@@ -96,7 +84,7 @@ def test_in_context_examples_reach_the_judge(tmp_path: Path) -> None:
     Image.new("RGB", (40, 30), "purple").save(tmp_path / "example.png")
     (tmp_path / "examples.csv").write_text('path,answer\nexample.png,"Yes, a purple threat."\n')
     det = debate(icl=str(tmp_path / "examples.csv"))
-    predict(det, Kind.IMAGE, [BLUE])
+    predict_once(det, Kind.IMAGE, [BLUE])
     judge_messages = calls(det)[-1][1]
     assert any(m.role == "assistant" and m.text == "Yes, a purple threat." for m in judge_messages)
     assert det.identity() != debate().identity()

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.detectors.api_server import ApiServer, Request
-from tests.detectors.conftest import drawn
+from tests.detectors.conftest import drawn, predict_once
 from vhd.detectors.hive import HARMFUL_CLASSES, HiveDetector, parse_response
 from vhd.detectors.registry import create_detector
 from vhd.errors import BackendUnavailableError, ConfigError
@@ -64,17 +64,6 @@ def hive(server: ApiServer, **options: Any) -> HiveDetector:
     return det
 
 
-def run(det: HiveDetector, kind: Kind, images: list[Any]) -> Any:
-    async def go() -> Any:
-        await det.check()
-        try:
-            return await det.predict(kind, images)
-        finally:
-            await det.aclose()
-
-    return asyncio.run(go())
-
-
 def test_the_papers_43_classes_all_mapped() -> None:
     assert len(HARMFUL_CLASSES) == len(set(HARMFUL_CLASSES)) == 43
     hive = default_crosswalk().schemes["hive"]
@@ -83,7 +72,7 @@ def test_the_papers_43_classes_all_mapped() -> None:
 
 
 def test_harmful_image(server: ApiServer) -> None:
-    pred = run(hive(server), Kind.IMAGE, [GUN])
+    pred = predict_once(hive(server), Kind.IMAGE, [GUN])
     assert pred.harmful is True and pred.categories == ["A"]
     assert pred.score == pytest.approx(0.97)
     assert pred.labels["no_gun"] == pytest.approx(0.03)
@@ -93,48 +82,48 @@ def test_harmful_image(server: ApiServer) -> None:
 
 
 def test_threshold_and_score(server: ApiServer) -> None:
-    pred = run(hive(server), Kind.IMAGE, [CAT])
+    pred = predict_once(hive(server), Kind.IMAGE, [CAT])
     assert pred.harmful is False and pred.categories == []
     assert pred.score == pytest.approx(0.5)  # the highest harmful-class score, below 0.9
-    low = run(hive(server, threshold=0.4), Kind.IMAGE, [CAT])
+    low = predict_once(hive(server, threshold=0.4), Kind.IMAGE, [CAT])
     assert low.harmful is True and low.categories == ["B"]
 
 
 def test_categories_most_confident_first(server: ApiServer) -> None:
-    pred = run(hive(server, labels="yes_pills,gun_in_hand"), Kind.IMAGE, [PILLS])
+    pred = predict_once(hive(server, labels="yes_pills,gun_in_hand"), Kind.IMAGE, [PILLS])
     assert pred.harmful is True and pred.categories == ["B"] and pred.score == pytest.approx(0.93)
-    both = run(hive(server), Kind.IMAGE, [PILLS])
+    both = predict_once(hive(server), Kind.IMAGE, [PILLS])
     assert both.score == pytest.approx(0.95)
 
 
 def test_video_any_frame(server: ApiServer) -> None:
-    pred = run(hive(server), Kind.VIDEO, [CAT, GUN])
+    pred = predict_once(hive(server), Kind.VIDEO, [CAT, GUN])
     assert pred.harmful is True and pred.categories == ["A"]
     assert len(server.requests) == 2
 
 
 def test_retries_on_429_and_5xx(server: ApiServer) -> None:
     server.fail_next([429, 503])
-    pred = run(hive(server), Kind.IMAGE, [GUN])
+    pred = predict_once(hive(server), Kind.IMAGE, [GUN])
     assert pred.harmful is True
     assert len(server.requests) == 3
 
 
 def test_gives_up_after_retries(server: ApiServer) -> None:
     server.fail_next([500] * 3)
-    pred = run(hive(server, max_retries=2), Kind.IMAGE, [GUN])
+    pred = predict_once(hive(server, max_retries=2), Kind.IMAGE, [GUN])
     assert pred.harmful is None and pred.error is not None
     assert "HTTP 500" in pred.error and "3 attempts" in pred.error
 
 
 def test_task_failure_is_a_per_sample_error(server: ApiServer) -> None:
-    pred = run(hive(server), Kind.IMAGE, [drawn("pink")])
+    pred = predict_once(hive(server), Kind.IMAGE, [drawn("pink")])
     assert pred.harmful is None and pred.error is not None and "code 400" in pred.error
 
 
 def test_wrong_key_is_reported_without_retry(server: ApiServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTHER_KEY", "wrong")
-    pred = run(hive(server, api_key_env="OTHER_KEY"), Kind.IMAGE, [GUN])
+    pred = predict_once(hive(server, api_key_env="OTHER_KEY"), Kind.IMAGE, [GUN])
     assert pred.error is not None and "403" in pred.error and "$OTHER_KEY" in pred.error
     assert len(server.requests) == 1
 

@@ -8,7 +8,6 @@ mid-URL. Each load must give the ``hf`` backend's one-line message naming ``hf d
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,21 +16,16 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.servers import free_port
 from vhd.errors import VhdError
 
 FAST_S = 8.0  # seconds: one probe of a closed port and a cache lookup, not minutes of retries
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # nothing listens once the socket closes
-
-
 @pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "1")
     for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)

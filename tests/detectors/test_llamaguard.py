@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.detectors.conftest import drawn
+from tests.detectors.conftest import drawn, predict_once
 from tests.servers.chat_server import ChatServer
 from vhd.detectors.llamaguard import HAZARDS, LlamaGuardDetector, meta_prompt, read_answer, unsafe_probability
 from vhd.detectors.registry import create_detector
@@ -93,20 +93,9 @@ def _endpoint(srv: ChatServer, **options: Any) -> LlamaGuardDetector:
     return det
 
 
-def _predict(det: LlamaGuardDetector, kind: Kind, images: list[Any]) -> Any:
-    async def go() -> Any:
-        await det.check()
-        try:
-            return await det.predict(kind, images)
-        finally:
-            await det.aclose()
-
-    return asyncio.run(go())
-
-
 def test_loopback_vllm_shapes_unsafe_with_codes_and_p_unsafe() -> None:
     with ChatServer(reply="\n\nunsafe\nS1,S10", logprobs=_vllm_logprobs(0.8)) as srv:
-        pred = _predict(_endpoint(srv), Kind.IMAGE, [RED])
+        pred = predict_once(_endpoint(srv), Kind.IMAGE, [RED])
         (req,) = srv.requests
     assert pred.harmful is True and pred.error is None
     assert pred.score == pytest.approx(0.8)  # read past the leading "\n\n" token
@@ -120,7 +109,7 @@ def test_loopback_safe_text_only_hazards_and_unparsed() -> None:
     answers = iter(["\n\nsafe", "unsafe\nS5", "I am not able to assess this."])
     with ChatServer(reply=lambda body: next(answers), logprobs=_vllm_logprobs(0.1)) as srv:
         det = _endpoint(srv, prompt="meta")
-        safe, defamation, garbage = (_predict(det, Kind.IMAGE, [img]) for img in (BLUE, RED, BLUE))
+        safe, defamation, garbage = (predict_once(det, Kind.IMAGE, [img]) for img in (BLUE, RED, BLUE))
         texts = [" ".join(p.get("text", "") for p in r.json["messages"][0]["content"]) for r in srv.requests]
     assert safe.harmful is False and safe.score == pytest.approx(0.1) and safe.categories == []
     # S5 (defamation) judges text, not pictures: unsafe, but no VHD11K category for an image
@@ -162,7 +151,7 @@ def test_hf_path_on_a_tiny_random_vlm(tiny_llava_dir: Path) -> None:
         f"llamaguard:hf:{tiny_llava_dir}", {"prompt": "meta", "backends": {"hf": {"device": "cpu"}}, "max_tokens": 6}
     )
     assert isinstance(det, LlamaGuardDetector)
-    pred = _predict(det, Kind.IMAGE, [RED])
+    pred = predict_once(det, Kind.IMAGE, [RED])
     # A random model writes gibberish: reported as unparsed, with the raw text; never a crash.
     assert pred.raw is not None and pred.latency_s > 0
     assert pred.harmful is None and (pred.error or "").startswith("unparsed:")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.detectors.conftest import drawn
+from tests.detectors.conftest import drawn, predict_once
 from tests.servers.chat_server import ChatServer
 from vhd.detectors.llavaguard import LlavaGuardDetector
 from vhd.detectors.llavaguard_policy import CATEGORIES, NONE_APPLYING, UnreadableAnswer, parse_assessment, policy_prompt
@@ -165,15 +165,7 @@ def test_loopback_chat_server_answering_json() -> None:
 
     with ChatServer(reply=reply) as srv:
         det = create_detector("llavaguard:openai:llavaguard-test", {"backends": {"openai": {"base_url": srv.base_url}}})
-
-        async def go() -> Any:
-            await det.check()
-            try:
-                return await det.predict(Kind.IMAGE, [RED])
-            finally:
-                await det.aclose()
-
-        pred = asyncio.run(go())
+        pred = predict_once(det, Kind.IMAGE, [RED])
         (req,) = srv.requests
     assert pred.harmful is True and pred.categories == ["F"] and pred.labels == {"O3": 1.0}
     assert req.json["model"] == "llavaguard-test" and req.json["temperature"] == 0.0
@@ -184,15 +176,7 @@ def test_loopback_chat_server_answering_json() -> None:
 def test_tiny_llava_through_hf(tiny_llava_dir: Path) -> None:
     det = create_detector(f"llavaguard:hf:{tiny_llava_dir}", {"backends": {"hf": {"device": "cpu"}}, "max_tokens": 16})
     assert isinstance(det, LlavaGuardDetector)
-
-    async def go() -> Any:
-        await det.check()
-        try:
-            return await det.predict(Kind.IMAGE, [RED])
-        finally:
-            await det.aclose()
-
-    pred = asyncio.run(go())
+    pred = predict_once(det, Kind.IMAGE, [RED])
     # A random model writes gibberish: the detector reports it as unreadable, with the raw text.
     assert pred.raw is not None and pred.latency_s > 0
     assert pred.harmful is None and pred.error is not None and pred.error.startswith("unparsed:")

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.detectors.api_server import ApiServer, Request
-from tests.detectors.conftest import drawn
+from tests.detectors.conftest import drawn, predict_once
 from vhd.detectors.openai_moderation import OpenAIModerationDetector
 from vhd.detectors.registry import create_detector
 from vhd.errors import BackendUnavailableError
@@ -58,19 +58,8 @@ def det(server: ApiServer, spec: str = "openai-moderation", **options: Any) -> O
     return d
 
 
-def run(d: OpenAIModerationDetector, kind: Kind, images: list[Any]) -> Any:
-    async def go() -> Any:
-        await d.check()
-        try:
-            return await d.predict(kind, images)
-        finally:
-            await d.aclose()
-
-    return asyncio.run(go())
-
-
 def test_flagged_image(server: ApiServer) -> None:
-    pred = run(det(server), Kind.IMAGE, [KNIFE])
+    pred = predict_once(det(server), Kind.IMAGE, [KNIFE])
     assert pred.harmful is True and pred.categories == ["A"]
     assert pred.score == pytest.approx(0.82)
     assert pred.labels["violence/graphic"] == pytest.approx(0.61)
@@ -81,29 +70,29 @@ def test_flagged_image(server: ApiServer) -> None:
 
 
 def test_unflagged_image_and_threshold(server: ApiServer) -> None:
-    pred = run(det(server), Kind.IMAGE, [FLOWER])
+    pred = predict_once(det(server), Kind.IMAGE, [FLOWER])
     assert pred.harmful is False and pred.categories == [] and pred.score == pytest.approx(0.2)
-    low = run(det(server, threshold=0.1), Kind.IMAGE, [FLOWER])
+    low = predict_once(det(server, threshold=0.1), Kind.IMAGE, [FLOWER])
     assert low.harmful is True and low.categories == ["F"]
-    both = run(det(server, threshold=0.25), Kind.IMAGE, [KNIFE])
+    both = predict_once(det(server, threshold=0.25), Kind.IMAGE, [KNIFE])
     assert both.categories == ["A", "D"]
 
 
 def test_model_from_spec_and_video(server: ApiServer) -> None:
-    pred = run(det(server, "openai-moderation:omni-moderation-2024-09-26"), Kind.VIDEO, [FLOWER, KNIFE])
+    pred = predict_once(det(server, "openai-moderation:omni-moderation-2024-09-26"), Kind.VIDEO, [FLOWER, KNIFE])
     assert pred.harmful is True
     assert [r.json["model"] for r in server.requests] == ["omni-moderation-2024-09-26"] * 2
 
 
 def test_retries_then_answers(server: ApiServer) -> None:
     server.fail_next([429, 500])
-    pred = run(det(server), Kind.IMAGE, [KNIFE])
+    pred = predict_once(det(server), Kind.IMAGE, [KNIFE])
     assert pred.harmful is True and len(server.requests) == 3
 
 
 def test_rejected_key_is_a_one_line_error(server: ApiServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
-    pred = run(det(server), Kind.IMAGE, [KNIFE])
+    pred = predict_once(det(server), Kind.IMAGE, [KNIFE])
     assert pred.harmful is None and pred.error is not None
     assert "$OPENAI_API_KEY" in pred.error and "\n" not in pred.error
     assert "sk-wrong" not in pred.error

@@ -12,7 +12,6 @@ import asyncio
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.optional import need_executable, need_module
+from tests.servers import free_port
 from vhd.store.sqlite import Store
 
 pytestmark = pytest.mark.slow
@@ -39,17 +39,11 @@ class Served:
     log: Path
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def served(store_copy: Path, tmp_path: Path) -> Iterator[Served]:
     need_module("starlette", "pip install 'vhd[serve]'")
     need_module("uvicorn", "pip install 'vhd[serve]'")
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "vhd", "serve", str(store_copy), "--port", str(port), "--reviewer", "alice"]

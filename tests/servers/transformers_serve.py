@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import free_port
+
 READY_TIMEOUT_S = 60.0
 
 
@@ -29,12 +30,6 @@ class Served:
     base_url: str
     model: str
     log: Path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
@@ -71,7 +66,7 @@ def serve(tiny_llava_dir: Path, home: Path) -> Iterator[Served]:
         pytest.skip("the transformers CLI is not installed (pip install 'transformers[serving]')")
     (home / "hub").mkdir()  # without it GET /v1/models answers 500
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(home)}
-    port = _free_port()
+    port = free_port()
     log = home / "serve.log"
     command = [str(cli), "serve", str(tiny_llava_dir), "--device", "cpu"]
     command += ["--host", "127.0.0.1", "--port", str(port)]

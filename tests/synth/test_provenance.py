@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -8,6 +9,17 @@ from vhd.errors import ConfigError
 from vhd.synth.generators import PAPER_PHOTO_TEMPLATE, apply_template, resolve_template
 from vhd.synth.provenance import Provenance, derive_seed, prompt_id, read_embedded
 from vhd.synth.rows import read_prompt_csv
+
+
+def provenance(**changes: Any) -> Provenance:
+    """An 8x8 SD image's provenance on the CPU, with ``changes``."""
+    fields: dict[str, Any] = dict(
+        generator="sd", model="m", model_revision="main", prompt="p", full_prompt="p", template="{prompt}",
+        prompt_id="abc", keyword=None, negative_prompt=None, seed=1, steps=2, guidance=5.0, width=8, height=8,
+        frames=None, fps=None, scheduler="DDIMScheduler", device="cpu", dtype="float32", batch_size=1,
+        torch_threads=1, safety_checker="none", watermark="off",
+    )  # fmt: skip
+    return Provenance(**{**fields, **changes})
 
 
 def test_prompt_id_and_seed_are_stable_and_order_free() -> None:
@@ -32,12 +44,7 @@ def test_png_provenance_round_trip(tmp_path: Path) -> None:
 
     from vhd.synth.outputs import encode_png
 
-    prov = Provenance(
-        generator="sd", model="m", model_revision="main", prompt="p", full_prompt="p", template="{prompt}",
-        prompt_id="abc", keyword=None, negative_prompt=None, seed=1, steps=2, guidance=5.0, width=8, height=8,
-        frames=None, fps=None, scheduler="DDIMScheduler", device="cpu", dtype="float32", batch_size=1,
-        torch_threads=1, safety_checker="none", watermark="off",
-    )  # fmt: skip
+    prov = provenance()
     data = encode_png(np.zeros((8, 8, 3), dtype=np.uint8), prov.to_json())
     assert data == encode_png(np.zeros((8, 8, 3), dtype=np.uint8), prov.to_json())
     (tmp_path / "a.png").write_bytes(data)
@@ -64,12 +71,7 @@ def test_first_frame_found_by_png_provenance_in_a_folder(tmp_path: Path) -> None
     from vhd.synth.outputs import encode_png, write_output
     from vhd.synth.rows import FirstFrames, file_sha256
 
-    prov = Provenance(
-        generator="sdxl", model="m", model_revision="main", prompt="a cat", full_prompt="a cat", template="{prompt}",
-        prompt_id="p1", keyword=None, negative_prompt=None, seed=42, steps=2, guidance=5.0, width=8, height=8,
-        frames=None, fps=None, scheduler="DDIMScheduler", device="cpu", dtype="float32", batch_size=1,
-        torch_threads=1, safety_checker="none", watermark="off",
-    )  # fmt: skip
+    prov = provenance(generator="sdxl", prompt="a cat", full_prompt="a cat", prompt_id="p1", seed=42)
     path = write_output(
         tmp_path / "imgs" / "sub", encode_png(np.full((8, 8, 3), 9, dtype=np.uint8), prov.to_json()), ".png"
     )

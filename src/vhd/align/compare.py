@@ -30,7 +30,7 @@ from typing import Any
 from vhd.align.compare_report import write_outputs
 from vhd.align.compare_result import CompareResult, ConfigResult
 from vhd.align.compare_single import AnswerCache, SampleOutcome, SingleRunner, SingleSpec, question
-from vhd.align.labels import LabelledItem
+from vhd.align.labels import LabelledItem, load_labelled_media
 from vhd.bench.metrics import BOOTSTRAP
 from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError, StoreWriteError
@@ -272,18 +272,12 @@ def _run_single(
 ) -> list[ConfigResult]:
     from vhd.backends.registry import create_backend
     from vhd.debate.icl import load_examples
-    from vhd.media.discover import discover
-    from vhd.media.load import load_sample, media_settings
+    from vhd.media.load import media_settings
     from vhd.records import Kind
 
     settings = media_settings(cfg.media)
     examples = load_examples(icl, settings) if icl is not None else []
-    loaded = []
-    for item in items:
-        found = discover([item.path], frame_folders=True)
-        if len(found.items) != 1:
-            raise ConfigError(f"labelled sample {item.path} is no longer a single readable file; fix the labels")
-        loaded.append(load_sample(found.items[0], settings))
+    loaded = load_labelled_media(items, settings)
     temperature = cfg.role_settings("judge")[0]
     specs = [SingleSpec("single-short", "short", 1, temperature), SingleSpec("single-long", "long", 1, temperature)]
     if examples:

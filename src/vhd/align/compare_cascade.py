@@ -20,7 +20,7 @@ from typing import Any
 from vhd.align.cascade import pick_thresholds, replay, write_curve
 from vhd.align.compare_result import ConfigResult
 from vhd.align.compare_single import SampleOutcome
-from vhd.align.labels import LabelledItem
+from vhd.align.labels import LabelledItem, load_labelled_media
 from vhd.config import AnnotateConfig
 from vhd.errors import ConfigError
 
@@ -47,6 +47,7 @@ def run_cascade(
     from vhd.annotate.cascade import build_cascade, parse_thresholds
     from vhd.bench.calibration import load_calibrations
     from vhd.bench.pipeline import build_detectors
+    from vhd.media.load import media_settings
 
     detectors = build_detectors(list(specs), sets=sets)
     calibrations = load_calibrations(calibration) if calibration is not None else None
@@ -54,7 +55,7 @@ def run_cascade(
     if pairs and len(pairs) != len(detectors):
         raise ConfigError("give one --cascade-thresholds LOW:HIGH per --cascade stage, or none to have them picked")
     probe = build_cascade(detectors, pairs or [(0.0, 1.0)] * len(detectors), calibrations)
-    loaded = _load(items, cfg)
+    loaded = load_labelled_media(items, media_settings(cfg.media))
 
     async def judge() -> list[list[tuple[float | None, int]]]:
         rows: list[list[tuple[float | None, int]]] = []
@@ -122,17 +123,3 @@ def run_cascade(
                 )
             )
     return ConfigResult(name, "cascade", params, [run])
-
-
-def _load(items: Sequence[LabelledItem], cfg: AnnotateConfig) -> list[Any]:
-    from vhd.media.discover import discover
-    from vhd.media.load import load_sample, media_settings
-
-    settings = media_settings(cfg.media)
-    loaded = []
-    for item in items:
-        found = discover([item.path], frame_folders=True)
-        if len(found.items) != 1:
-            raise ConfigError(f"labelled sample {item.path} is no longer a single readable file; fix the labels")
-        loaded.append(load_sample(found.items[0], settings))
-    return loaded

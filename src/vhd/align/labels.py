@@ -19,11 +19,15 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vhd.errors import ConfigError, VhdError
 from vhd.records import LabelledSample, LabelRow
 from vhd.store.label_rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
 from vhd.store.sqlite import Store
+
+if TYPE_CHECKING:
+    from vhd.media.load import LoadedSample, MediaSettings
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -237,6 +241,31 @@ def _resolve_row(row: LabelRow, store: Store) -> LabelledItem | str:
     return LabelledSample(
         id=sid, path=where, kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
     )
+
+
+def load_labelled_media(items: Sequence[LabelledItem], settings: MediaSettings) -> list[LoadedSample]:
+    """Load the media of labelled samples again, in order, for a run over them.
+
+    Args:
+        items: The labelled samples.
+        settings: How to load them (frames, sizes), from `vhd.media.load.media_settings`.
+
+    Returns:
+        One loaded sample per item.
+
+    Raises:
+        ConfigError: A sample's path no longer holds a single readable file.
+    """
+    from vhd.media.discover import discover
+    from vhd.media.load import load_sample
+
+    loaded = []
+    for item in items:
+        found = discover([item.path], frame_folders=True)
+        if len(found.items) != 1:
+            raise ConfigError(f"labelled sample {item.path} is no longer a single readable file; fix the labels")
+        loaded.append(load_sample(found.items[0], settings))
+    return loaded
 
 
 def import_labels(

@@ -9,12 +9,38 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
+from vhd.errors import ConfigError
 from vhd.media.encoded import EncodedImage
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+OptionsT = TypeVar("OptionsT", bound="BaseModel")
 
 Part = str | EncodedImage
 """A piece of message content: text, or an encoded image."""
+
+
+def validate_table(model: type[OptionsT], options: Mapping[str, Any], table: str) -> OptionsT:
+    """A backend's ``[backends.TABLE]`` options validated with the pydantic ``model``.
+
+    Raises:
+        ConfigError: Unknown key (listing the valid ones) or a bad value, in one line.
+    """
+    from pydantic import ValidationError
+
+    valid = sorted(model.model_fields)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(f"[backends.{table}] has unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    try:
+        return model.model_validate(dict(options))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "options"
+        raise ConfigError(f"[backends.{table}] {where}: {err['msg']}") from None
 
 
 @dataclass(frozen=True)

@@ -93,29 +93,34 @@ def parse_options(options: Mapping[str, Any]) -> HFOptions:
         raise ConfigError(f"bad [backends.hf] options: {problems} (valid keys: {valid})") from exc
 
 
-def resolve_device(device: str) -> str:
-    """Turn ``auto`` into the best available device: cuda, then mps, then cpu."""
+def accelerator() -> str | None:
+    """The best GPU torch sees here: ``cuda``, then ``mps``; None where there is neither."""
     import torch
 
-    if device != "auto":
-        return device
     if torch.cuda.is_available():
         return "cuda"
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
         return "mps"
-    return "cpu"
+    return None
 
 
-def resolve_dtype(dtype: str, device: str) -> str:
-    """Turn ``auto`` into bfloat16 on CUDA (float16 where unsupported), float32 elsewhere."""
+def resolve_device(device: str) -> str:
+    """Turn ``auto`` into the best available device: cuda, then mps, then cpu."""
+    if device != "auto":
+        return device
+    return accelerator() or "cpu"
+
+
+def resolve_dtype(dtype: str, device: str, *, mps_dtype: str = "float32") -> str:
+    """Turn ``auto`` into bfloat16 on CUDA (float16 where unsupported), ``mps_dtype`` on MPS, float32 elsewhere."""
     if dtype != "auto":
         return dtype
     if device.startswith("cuda"):
         import torch
 
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-    return "float32"
+    return mps_dtype if device.startswith("mps") else "float32"
 
 
 def unavailable_message(model: str, exc: BaseException, *, offline: bool) -> str:

@@ -13,9 +13,9 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from vhd.backends.base import GenerateConfig, Message, Output
+from vhd.backends.base import GenerateConfig, Message, Output, validate_table
 from vhd.errors import BackendError, ConfigError
 from vhd.media.encoded import EncodedImage
 
@@ -104,16 +104,7 @@ def parse_options(options: Mapping[str, Any], table: str = "openai") -> OpenAIOp
             f"[backends.{table}] must not hold an API key: put the key in an environment "
             "variable and name it with api_key_env"
         )
-    valid = sorted(OpenAIOptions.model_fields)
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise ConfigError(f"[backends.{table}] has unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
-    try:
-        return OpenAIOptions.model_validate(dict(options))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "options"
-        raise ConfigError(f"[backends.{table}] {where}: {err['msg']}") from None
+    return validate_table(OpenAIOptions, options, table)
 
 
 PER_ENDPOINT = frozenset({"base_url", "api_key_env", "api_version", "timeout", "max_in_flight", "rpm", "tpm"})

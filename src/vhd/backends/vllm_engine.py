@@ -42,10 +42,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from vhd.backends.base import Backend, GenerateConfig, Message, Output
-from vhd.errors import BackendError, BackendUnavailableError, ConfigError, MissingDependencyError
+from vhd.backends.base import Backend, GenerateConfig, Message, Output, validate_table
+from vhd.errors import BackendError, BackendUnavailableError, MissingDependencyError
 from vhd.media.encoded import EncodedImage
 
 log = logging.getLogger(__name__)
@@ -77,18 +77,7 @@ def parse_options(options: Mapping[str, Any]) -> VLLMEngineOptions:
     Raises:
         ConfigError: Unknown key (listing the valid ones) or a bad value.
     """
-    valid = sorted(VLLMEngineOptions.model_fields)
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise ConfigError(
-            f"[backends.vllm-engine] has unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
-        )
-    try:
-        return VLLMEngineOptions.model_validate(dict(options))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "options"
-        raise ConfigError(f"[backends.vllm-engine] {where}: {err['msg']}") from None
+    return validate_table(VLLMEngineOptions, options, "vllm-engine")
 
 
 def engine_kwargs(model: str, opts: VLLMEngineOptions) -> dict[str, Any]:

@@ -8,14 +8,17 @@ is harmful when any frame is (the paper's rule); `Detector.predict` does that fo
 from __future__ import annotations
 
 import abc
+import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
 from vhd.redaction import redact
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -88,6 +91,56 @@ def api_key(env: str, label: str, what: str) -> str:
             f"{env} is not set: export {what} (or name another variable with --set {label}.api_key_env=VAR)"
         )
     return key
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when empty)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def best_scores(detections: Sequence[Mapping[str, Any]], key: str) -> dict[str, float]:
+    """Each detected class (``detection[key]``) with its highest ``score``, in first-seen order."""
+    labels: dict[str, float] = {}
+    for det in detections:
+        name, score = str(det[key]), float(det["score"])
+        labels[name] = max(score, labels.get(name, score))
+    return labels
+
+
+async def judge_one_image(
+    name: str,
+    images: Sequence[EncodedImage],
+    run: Callable[[EncodedImage], T],
+    judge: Callable[[T], Prediction],
+    *,
+    fatal: tuple[type[BaseException], ...],
+) -> Prediction:
+    """A local single-image model's `Detector.predict_images`: ``run`` in a thread, then ``judge``.
+
+    Args:
+        name: The detector's name, for the error messages.
+        images: What `Detector.predict` passes (one image; videos arrive frame by frame).
+        run: The blocking model call on one image.
+        judge: Turns ``run``'s result into a prediction.
+        fatal: Errors that stop the whole run (a missing extra, missing weights); any other
+            error becomes this sample's ``error``.
+
+    Returns:
+        The prediction, with its wall time in ``latency_s``.
+    """
+    start = time.perf_counter()
+    if len(images) != 1:
+        return Prediction(None, error=f"{name} judges one image at a time, got {len(images)}")
+    try:
+        result = await asyncio.to_thread(run, images[0])
+    except fatal:
+        raise
+    except Exception as exc:
+        return Prediction(None, error=f"{name} failed: {first_line(exc)}", latency_s=time.perf_counter() - start)
+    pred = judge(result)
+    pred.latency_s = time.perf_counter() - start
+    return pred
 
 
 def combine_frames(frames: Sequence[Prediction]) -> Prediction:

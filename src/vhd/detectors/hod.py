@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vhd.detectors.base import Detector, Prediction
+from vhd.detectors.base import Detector, Prediction, best_scores, judge_one_image
 from vhd.detectors.vlm import parse_options
 from vhd.errors import BackendUnavailableError, ConfigError, MissingDependencyError, require
 from vhd.media.encoded import EncodedImage
@@ -306,10 +305,7 @@ class HodDetector(Detector):
 
     def judge(self, detections: Sequence[Mapping[str, Any]]) -> Prediction:
         """Turn detections into a prediction (harmful when a harmful class is present)."""
-        labels: dict[str, float] = {}
-        for det in detections:
-            name, score = str(det["label"]), float(det["score"])
-            labels[name] = max(score, labels.get(name, score))
+        labels = best_scores(detections, "label")
         harmful_labels = {n: s for n, s in labels.items() if n in self.opts.harmful_set}
         harmful = bool(harmful_labels)
         mapped = harmful and SCHEME in self.crosswalk.schemes
@@ -324,16 +320,5 @@ class HodDetector(Detector):
 
     async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Judge one image (videos arrive frame by frame through `Detector.predict`)."""
-        start = time.perf_counter()
-        if len(images) != 1:
-            return Prediction(None, error=f"hod judges one image at a time, got {len(images)}")
-        try:
-            detections = await asyncio.to_thread(self.detect, images[0])
-        except (MissingDependencyError, BackendUnavailableError):
-            raise
-        except Exception as exc:
-            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return Prediction(None, error=f"hod failed: {message}", latency_s=time.perf_counter() - start)
-        pred = self.judge(detections)
-        pred.latency_s = time.perf_counter() - start
-        return pred
+        fatal = (MissingDependencyError, BackendUnavailableError)
+        return await judge_one_image("hod", images, self.detect, self.judge, fatal=fatal)

@@ -32,18 +32,15 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from vhd.backends.base import Backend, GenerateConfig, Message, Part
-from vhd.detectors.base import Detector, Prediction
-from vhd.detectors.vlm import parse_options
-from vhd.errors import BackendError, ConfigError
+from vhd.backends.base import Message, Part
+from vhd.detectors.base import Prediction
+from vhd.detectors.guard import GuardDetector
 from vhd.media.encoded import EncodedImage
-from vhd.records import Kind
 
 SCHEME = "llama_guard"
 """The crosswalk scheme of the MLCommons hazard codes S1-S14."""
@@ -152,7 +149,7 @@ def read_answer(text: str) -> tuple[bool, list[str]] | None:
     return None
 
 
-class LlamaGuardDetector(Detector):
+class LlamaGuardDetector(GuardDetector):
     """Ask Llama Guard 4 about each image; ``unsafe`` is harmful.
 
     ``labels`` holds ``{"S<n>": 1.0}`` for each violated code, ``categories`` their VHD11K codes,
@@ -160,56 +157,18 @@ class LlamaGuardDetector(Detector):
     """
 
     name = "llamaguard"
-    video_native = False
-    multiclass = True
+    scheme = SCHEME
+    example = "llamaguard:openai:meta-llama/Llama-Guard-4-12B or llamaguard:hf:meta-llama/Llama-Guard-4-12B"
+    options_type = LlamaGuardOptions
+    wants_logprobs = True
+    opts: LlamaGuardOptions
 
-    def __init__(self, label: str, model: str | None = None, options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(label, model, options)
-        if not model:
-            raise ConfigError(
-                f"detector {label}: llamaguard needs a backend model, e.g. "
-                "llamaguard:openai:meta-llama/Llama-Guard-4-12B or llamaguard:hf:meta-llama/Llama-Guard-4-12B"
-            )
-        self.opts: LlamaGuardOptions = parse_options(label, self.options, LlamaGuardOptions)
-        from vhd.backends.registry import create_backend
-        from vhd.taxonomy.crosswalk import load_crosswalk
-
-        self.crosswalk = load_crosswalk(self.opts.crosswalk)
-        if SCHEME not in self.crosswalk.schemes:
-            raise ConfigError(f"detector {label}: the crosswalk has no {SCHEME!r} scheme; add one or use vhd's own")
-        self.backend: Backend = create_backend(model, self.opts.backends)
-        self.generate_config = GenerateConfig(
-            temperature=self.opts.temperature,
-            max_tokens=self.opts.max_tokens,
-            logprobs=self.backend.supports_logprobs,
-            tag="detector:llamaguard",
-        )
-
-    def identity(self) -> dict[str, Any]:
-        """Backend, prompt, decoding settings and the crosswalk's version; never keys."""
-        from vhd.redaction import redact
-
+    def prompt_identity(self) -> dict[str, Any]:
+        """The prompt mode, and Meta's text where vhd writes it."""
         return {
-            "name": self.name,
-            "backend": self.backend.identity(),
-            "backends": redact(self.opts.backends),
             "prompt": self.opts.prompt,
             "prompt_text": list(meta_prompt(self.opts.categories)) if self.opts.prompt == "meta" else None,
-            "temperature": self.opts.temperature,
-            "max_tokens": self.opts.max_tokens,
-            "crosswalk": {
-                "version": self.crosswalk.version,
-                "map": {k: list(v.to) for k, v in sorted(self.crosswalk.schemes[SCHEME].items())},
-            },
         }
-
-    async def check(self) -> None:
-        """Check the backend (credentials, endpoint, local model)."""
-        await self.backend.check()
-
-    async def aclose(self) -> None:
-        """Close the backend."""
-        await self.backend.aclose()
 
     def messages(self, images: Sequence[EncodedImage]) -> list[Message]:
         """The conversation for one image (see the module docstring's prompt modes)."""
@@ -232,19 +191,3 @@ class LlamaGuardDetector(Detector):
         labels = dict.fromkeys(codes, 1.0)
         categories = self.crosswalk.to_vhd(SCHEME, codes) if codes else []
         return Prediction(unsafe, score=score, labels=labels, categories=categories, raw=text)
-
-    async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
-        """Assess one image (videos arrive frame by frame through `Detector.predict`)."""
-        start = time.perf_counter()
-        if len(images) != 1:
-            return Prediction(None, error=f"llamaguard judges one image at a time, got {len(images)}")
-        try:
-            out = await self.backend.generate(self.messages(images), self.generate_config)
-        except BackendError as exc:
-            return Prediction(None, error=str(exc), latency_s=time.perf_counter() - start)
-        if out.refused:
-            pred = Prediction(None, raw=out.text or None, error="refused by the provider (content policy)")
-        else:
-            pred = self.read(out.text, out.first_token_logprobs)
-        pred.latency_s = time.perf_counter() - start
-        return pred

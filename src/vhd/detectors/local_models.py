@@ -105,9 +105,3 @@ def load_failure(detector: str, model: str, exc: BaseException, *, offline: bool
     alternatives = f"pass a local directory ({detector}:/path/to/model)"
     message = hub_failure(f"{detector} model", model, exc, offline=offline, alternatives=alternatives)
     return BackendUnavailableError(message or f"{detector}: cannot load {model!r} ({brief(exc)})")
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its type name when empty)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

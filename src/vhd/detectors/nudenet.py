@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from vhd.detectors.base import Detector, Prediction
+from vhd.detectors.base import Detector, Prediction, best_scores, judge_one_image
+from vhd.detectors.vlm import parse_options
 from vhd.errors import ConfigError, MissingDependencyError, require
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind
@@ -86,16 +86,6 @@ class NudeNetOptions(BaseModel):
         return value
 
 
-def _parse_options(label: str, options: Mapping[str, Any]) -> NudeNetOptions:
-    try:
-        return NudeNetOptions.model_validate(dict(options))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "options"
-        valid = ", ".join(NudeNetOptions.model_fields)
-        raise ConfigError(f"detector {label}: bad option {key}: {err['msg']} (valid options: {valid})") from None
-
-
 class NudeNetDetector(Detector):
     """NudeNet's body-part detector; harmful when a harmful class is found.
 
@@ -112,7 +102,7 @@ class NudeNetDetector(Detector):
         super().__init__(label, model, options)
         if model:
             raise ConfigError(f"detector {label}: nudenet takes no model (write `nudenet`, not `nudenet:{model}`)")
-        self.opts = _parse_options(label, self.options)
+        self.opts: NudeNetOptions = parse_options(label, self.options, NudeNetOptions)
         self._detector: Any = None
         self._lock = threading.Lock()
 
@@ -159,10 +149,7 @@ class NudeNetDetector(Detector):
 
     def judge(self, detections: Sequence[Mapping[str, Any]]) -> Prediction:
         """Turn NudeNet's detections (``{"class", "score", "box"}``) into a prediction."""
-        labels: dict[str, float] = {}
-        for det in detections:
-            name, score = str(det["class"]), float(det["score"])
-            labels[name] = max(score, labels.get(name, score))
+        labels = best_scores(detections, "class")
         harmful_scores = [s for n, s in labels.items() if n in self.opts.labels and s >= self.opts.threshold]
         score = max(harmful_scores, default=0.0)
         harmful = bool(harmful_scores)
@@ -175,16 +162,4 @@ class NudeNetDetector(Detector):
 
     async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Judge one image (videos arrive frame by frame through `Detector.predict`)."""
-        start = time.perf_counter()
-        if len(images) != 1:
-            return Prediction(None, error=f"nudenet judges one image at a time, got {len(images)}")
-        try:
-            detections = await asyncio.to_thread(self._detect, images[0])
-        except MissingDependencyError:
-            raise
-        except Exception as exc:
-            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return Prediction(None, error=f"nudenet failed: {message}", latency_s=time.perf_counter() - start)
-        pred = self.judge(detections)
-        pred.latency_s = time.perf_counter() - start
-        return pred
+        return await judge_one_image("nudenet", images, self._detect, self.judge, fatal=(MissingDependencyError,))

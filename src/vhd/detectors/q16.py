@@ -25,7 +25,6 @@ import hashlib
 import io
 import pickle
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,11 +32,10 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from vhd.backends.hub import hub_failure
-from vhd.detectors.base import Detector, Prediction
+from vhd.detectors.base import Detector, Prediction, first_line, judge_one_image
 from vhd.detectors.local_models import (
     LocalModelOptions,
     device_and_dtype,
-    first_line,
     hub_kwargs,
     import_torch_transformers,
     load_failure,
@@ -258,17 +256,11 @@ class Q16Detector(Detector):
             labels={"inappropriate": probability},
         )
 
+    def probability(self, image: EncodedImage) -> float:
+        """P(inappropriate) for one image."""
+        (probability,) = self.probabilities([image])
+        return probability
+
     async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Judge one image (videos arrive frame by frame through `Detector.predict`)."""
-        start = time.perf_counter()
-        if len(images) != 1:
-            return Prediction(None, error=f"q16 judges one image at a time, got {len(images)}")
-        try:
-            (probability,) = await asyncio.to_thread(self.probabilities, images)
-        except VhdError:
-            raise
-        except Exception as exc:
-            return Prediction(None, error=f"q16 failed: {first_line(exc)}", latency_s=time.perf_counter() - start)
-        pred = self.judge(probability)
-        pred.latency_s = time.perf_counter() - start
-        return pred
+        return await judge_one_image("q16", images, self.probability, self.judge, fatal=(VhdError,))

@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import field_validator
 
-from vhd.detectors.base import Detector, Prediction
+from vhd.detectors.base import Detector, Prediction, judge_one_image
 from vhd.detectors.local_models import (
     LocalModelOptions,
     device_and_dtype,
-    first_line,
     hub_kwargs,
     import_torch_transformers,
     load_failure,
@@ -172,17 +170,4 @@ class ShieldGemma2Detector(Detector):
 
     async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Judge one image (videos arrive frame by frame through `Detector.predict`)."""
-        start = time.perf_counter()
-        if len(images) != 1:
-            return Prediction(None, error=f"shieldgemma2 judges one image at a time, got {len(images)}")
-        try:
-            probabilities = await asyncio.to_thread(self.probabilities, images[0])
-        except VhdError:
-            raise
-        except Exception as exc:
-            return Prediction(
-                None, error=f"shieldgemma2 failed: {first_line(exc)}", latency_s=time.perf_counter() - start
-            )
-        pred = self.judge(probabilities)
-        pred.latency_s = time.perf_counter() - start
-        return pred
+        return await judge_one_image("shieldgemma2", images, self.probabilities, self.judge, fatal=(VhdError,))

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vhd.errors import ConfigError, MissingDependencyError, VhdError
+from vhd.errors import ConfigError, VhdError, require
 from vhd.hub.result import HfExport
 from vhd.records import Annotation, Kind, Sample, Status
 from vhd.store.sqlite import Store, open_store
@@ -35,17 +35,9 @@ TOKEN_ENV = "HF_TOKEN"
 DEFAULT_SPLIT = "train"
 
 
-def _datasets() -> Any:
-    try:
-        import datasets
-    except ImportError as exc:
-        raise MissingDependencyError("datasets", "hf") from exc
-    return datasets
-
-
 def features() -> Any:
     """The schema every row has, images and videos alike (``datasets.Features``)."""
-    ds = _datasets()
+    ds: Any = require("datasets", "hf")
     s, b, f, i = ds.Value("string"), ds.Value("bool"), ds.Value("float64"), ds.Value("int64")
     turn = {
         "role": s,
@@ -209,7 +201,7 @@ def export_hf(
         ConfigError: Nothing to export, or the hub refused the push.
         MissingDependencyError: ``datasets`` is not installed.
     """
-    ds = _datasets()
+    ds: Any = require("datasets", "hf")
     store = str(store)
     out_path = Path(out)
     result = HfExport(out=out_path)

@@ -73,27 +73,21 @@ def resolve_device(device: str | None) -> str:
     Raises:
         ConfigError: No CUDA or MPS device and no explicit device.
     """
-    import torch
+    from vhd.backends.hf import accelerator
 
     if device:
         return device
-    if torch.cuda.is_available():
-        return "cuda"
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return "mps"
-    raise ConfigError("no GPU found: pass --device cpu to generate on the CPU (slow)")
+    found = accelerator()
+    if found is None:
+        raise ConfigError("no GPU found: pass --device cpu to generate on the CPU (slow)")
+    return found
 
 
 def resolve_dtype(dtype: str, device: str) -> str:
     """``auto``: bfloat16 on CUDA (float16 where unsupported), float16 on MPS, float32 on the CPU."""
-    if dtype != "auto":
-        return dtype
-    if device.startswith("cuda"):
-        import torch
+    from vhd.backends.hf import resolve_dtype as model_dtype
 
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-    return "float16" if device.startswith("mps") else "float32"
+    return model_dtype(dtype, device, mps_dtype="float16")
 
 
 @dataclass(frozen=True)
