@@ -32,6 +32,9 @@ RACY_NS = 2_000_000_000
 
 _LOOKUP_CHUNK = 500
 
+_SCRATCH_BATCH = 2_000
+"""Keys `ScratchSet.put_new` buffers before inserting them at once."""
+
 
 class StatIndex(abc.ABC):
     """Read and write the stat index."""
@@ -111,10 +114,25 @@ class ScratchSet:
         self._conn.execute("CREATE TABLE seen (key TEXT PRIMARY KEY) WITHOUT ROWID")
         self._conn.execute("BEGIN")
         self._pending = 0
+        self._buffer: list[tuple[str]] = []
         self.size = 0
+
+    def put_new(self, key: str) -> None:
+        """Add a key the caller knows is not there yet; inserted with others in one ``executemany``."""
+        self._buffer.append((key,))
+        self.size += 1
+        if len(self._buffer) >= _SCRATCH_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            self._conn.executemany("INSERT OR IGNORE INTO seen (key) VALUES (?)", self._buffer)
+            self._buffer.clear()
+            self._pending += _SCRATCH_BATCH
 
     def add(self, key: str) -> bool:
         """Add a key; True when it was not there yet."""
+        self._flush()
         cur = self._conn.execute("INSERT OR IGNORE INTO seen (key) VALUES (?)", (key,))
         self._pending += 1
         if self._pending >= 10_000:  # keep the open transaction (and SQLite's spill) small
@@ -125,7 +143,37 @@ class ScratchSet:
         self.size += new
         return new
 
+    def add_many(self, keys: Sequence[str]) -> list[bool]:
+        """Add keys (one lookup and one insert for them all); for each, True when it was not there yet.
+
+        The same as calling `add` on each in order: a key repeated in ``keys`` is new only the first time.
+        """
+        out: list[bool] = []
+        if not keys:
+            return out
+        self._flush()
+        unique = list(dict.fromkeys(keys))
+        there: set[str] = set()
+        for start in range(0, len(unique), _LOOKUP_CHUNK):
+            chunk = unique[start : start + _LOOKUP_CHUNK]
+            rows = self._conn.execute(f"SELECT key FROM seen WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+            there.update(str(r[0]) for r in rows)
+        fresh = [(k,) for k in unique if k not in there]
+        self._conn.executemany("INSERT INTO seen (key) VALUES (?)", fresh)
+        self._pending += len(fresh)
+        if self._pending >= 10_000:
+            self._conn.execute("COMMIT")
+            self._conn.execute("BEGIN")
+            self._pending = 0
+        self.size += len(fresh)
+        for key in keys:
+            new = key not in there
+            there.add(key)
+            out.append(new)
+        return out
+
     def __contains__(self, key: object) -> bool:
+        self._flush()
         return self._conn.execute("SELECT 1 FROM seen WHERE key = ?", (str(key),)).fetchone() is not None
 
     def __len__(self) -> int:
