@@ -143,35 +143,6 @@ class ScratchSet:
         self.size += new
         return new
 
-    def add_many(self, keys: Sequence[str]) -> list[bool]:
-        """Add keys (one lookup and one insert for them all); for each, True when it was not there yet.
-
-        The same as calling `add` on each in order: a key repeated in ``keys`` is new only the first time.
-        """
-        out: list[bool] = []
-        if not keys:
-            return out
-        self._flush()
-        unique = list(dict.fromkeys(keys))
-        there: set[str] = set()
-        for start in range(0, len(unique), _LOOKUP_CHUNK):
-            chunk = unique[start : start + _LOOKUP_CHUNK]
-            rows = self._conn.execute(f"SELECT key FROM seen WHERE key IN ({','.join('?' * len(chunk))})", chunk)
-            there.update(str(r[0]) for r in rows)
-        fresh = [(k,) for k in unique if k not in there]
-        self._conn.executemany("INSERT INTO seen (key) VALUES (?)", fresh)
-        self._pending += len(fresh)
-        if self._pending >= 10_000:
-            self._conn.execute("COMMIT")
-            self._conn.execute("BEGIN")
-            self._pending = 0
-        self.size += len(fresh)
-        for key in keys:
-            new = key not in there
-            there.add(key)
-            out.append(new)
-        return out
-
     def __contains__(self, key: object) -> bool:
         self._flush()
         return self._conn.execute("SELECT 1 FROM seen WHERE key = ?", (str(key),)).fetchone() is not None
