@@ -440,9 +440,10 @@ class _Job:
         from vhd.media.ids import resolve_id, stat_items
 
         planned = stat_items(chunk, self.db, rehash=self.rehash)  # stat calls and one lookup: quick
-        reads = [p for p in planned if p.needs_read]  # only files whose stat changed are read, in threads
-        read_ids = iter(await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads)))
-        ids = [next(read_ids) if p.needs_read else resolve_id(p) for p in planned]
+        to_read = [p.needs_read for p in planned]
+        reads = [p for p, read in zip(planned, to_read, strict=True) if read]  # only files whose stat changed
+        read_ids = iter(await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads)))  # in threads
+        ids = [next(read_ids) if read else resolve_id(p) for p, read in zip(planned, to_read, strict=True)]
         self.db.remember_hashes([entry for p in reads for entry in p.new])
         fresh: list[tuple[MediaItem | PlainFile, str]] = []
         for item, sid in zip(chunk, ids, strict=True):
