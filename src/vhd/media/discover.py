@@ -15,6 +15,11 @@ named ``*.jpg`` would block or stream forever) are skipped with a reason.
 A *frame folder* holds the extracted frames of one video: a folder without subfolders whose
 files are all images named ``<stem>_<k:04d>.<png|jpg|jpeg|webp>`` with a single stem and
 ``k`` running 0, 1, 2, ... without gaps (at least two frames). It becomes one video sample.
+
+This module is a little long (about 500 lines) on purpose: the folder walk has a fast path for
+plain files (`PlainFile`, paths recorded without lookups) beside its general path, and the two must
+share one collector's state (the paths seen, whether the walk is still fresh) to find the same
+samples; splitting them would share private state between modules.
 """
 
 from __future__ import annotations
