@@ -32,6 +32,10 @@ RACY_NS = 2_000_000_000
 
 _LOOKUP_CHUNK = 500
 
+SCRATCH_CACHE_KIB = 16 * 1024
+"""Page cache of a `ScratchSet` (KiB): 100,000 sample ids or paths (about 7 MB) stay in memory
+without a write to the temporary file; a bigger set spills, so memory stays bounded."""
+
 _SCRATCH_BATCH = 2_000
 """Keys `ScratchSet.put_new` buffers before inserting them at once."""
 
@@ -111,6 +115,7 @@ class ScratchSet:
         self._conn = sqlite3.connect("", isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode = OFF")
         self._conn.execute("PRAGMA synchronous = OFF")
+        self._conn.execute(f"PRAGMA cache_size = -{SCRATCH_CACHE_KIB}")
         self._conn.execute("CREATE TABLE seen (key TEXT PRIMARY KEY) WITHOUT ROWID")
         self._conn.execute("BEGIN")
         self._pending = 0
