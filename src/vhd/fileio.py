@@ -21,9 +21,8 @@ import stat
 import tempfile
 import unicodedata
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, Any, BinaryIO, NamedTuple
 
 from vhd.errors import ConfigError
 
@@ -223,12 +222,12 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
         raise
 
 
-@dataclass(frozen=True)
-class FileStat:
+class FileStat(NamedTuple):
     """What a file's ``stat`` says about it: the key of the store's stat index (like git's index).
 
     A file whose path, size, modification and change times and inode are all unchanged is taken to
-    hold the same bytes as when it was last hashed, so a resumed run need not read it again.
+    hold the same bytes as when it was last hashed, so a resumed run need not read it again. A
+    named tuple: a resumed run makes one per file, and a tuple is several times quicker to build.
 
     Attributes:
         path: The path as given (absolute, symbolic links not resolved), as `display_path` shows it.

@@ -39,7 +39,7 @@ from vhd.backends.registry import build_backends
 from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError
 from vhd.fileio import display_path
-from vhd.media.discover import Skipped
+from vhd.media.discover import PlainFile, Skipped
 from vhd.progress import ProgressFn, bar, no_progress
 from vhd.records import Annotation, MediaItem, Sample, Status, Usage
 from vhd.redaction import redact
@@ -183,6 +183,8 @@ async def run(
             allow_outside_paths=allow_outside_paths,
             known=known,
             first_seen=paths_seen.add,
+            record_new=paths_seen.put_new,
+            plain_files=True,  # a `MediaItem` is made only for a file that still needs work
         )
         try:
             job.excluded = excluded_samples(db, duplicates=not include_duplicates)
@@ -335,7 +337,7 @@ class _Job:
             unfinished = self.db.unfinished(self.config_hash, self.leased_ids, retry_unparsed=self.retry_unparsed)
             self.summary.leased_unfinished = len(unfinished)
 
-    async def run(self, found: Iterable[MediaItem | Skipped], concurrency: int) -> None:
+    async def run(self, found: Iterable[MediaItem | PlainFile | Skipped], concurrency: int) -> None:
         """Annotate what discovery yields, ``concurrency`` samples at a time."""
         items = iter(found)
         n_workers = max(1, concurrency)
@@ -377,9 +379,9 @@ class _Job:
         if self.summary.interrupted:
             self.on_event("run the same command again to resume; finished samples are kept")
 
-    def next_chunk(self, items: Iterator[MediaItem | Skipped], batch: int) -> list[MediaItem]:
+    def next_chunk(self, items: Iterator[MediaItem | PlainFile | Skipped], batch: int) -> list[MediaItem | PlainFile]:
         """The next ``batch`` samples discovery yields; skipped inputs on the way go to the store."""
-        chunk: list[MediaItem] = []
+        chunk: list[MediaItem | PlainFile] = []
         for found in items:
             if isinstance(found, Skipped):
                 self.skip(found.path, found.reason)
@@ -392,7 +394,7 @@ class _Job:
 
     async def feed(
         self,
-        items: Iterator[MediaItem | Skipped],
+        items: Iterator[MediaItem | PlainFile | Skipped],
         queue: asyncio.Queue[tuple[MediaItem, str] | None],
         batch: int,
         workers: int,
@@ -430,7 +432,7 @@ class _Job:
             for _ in range(workers):
                 queue.put_nowait(None)
 
-    async def prepare(self, chunk: Sequence[MediaItem]) -> list[tuple[MediaItem, str]]:
+    async def prepare(self, chunk: Sequence[MediaItem | PlainFile]) -> list[tuple[MediaItem, str]]:
         """Ids of a lookup batch (through the stat index), counted out when repeated, excluded or done.
 
         Returns the samples that still need a verdict, in order (not leased yet).
@@ -438,11 +440,12 @@ class _Job:
         from vhd.media.ids import resolve_id, stat_items
 
         planned = stat_items(chunk, self.db, rehash=self.rehash)  # stat calls and one lookup: quick
-        reads = [p for p in planned if p.needs_read]  # only files whose stat changed are read, in threads
-        read_ids = iter(await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads)))
-        ids = [next(read_ids) if p.needs_read else resolve_id(p) for p in planned]
+        to_read = [p.needs_read for p in planned]
+        reads = [p for p, read in zip(planned, to_read, strict=True) if read]  # only files whose stat changed
+        read_ids = iter(await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads)))  # in threads
+        ids = [next(read_ids) if read else resolve_id(p) for p, read in zip(planned, to_read, strict=True)]
         self.db.remember_hashes([entry for p in reads for entry in p.new])
-        fresh: list[tuple[MediaItem, str]] = []
+        fresh: list[tuple[MediaItem | PlainFile, str]] = []
         for item, sid in zip(chunk, ids, strict=True):
             if isinstance(sid, MediaError):
                 self.skip(item.path, str(sid))
@@ -456,7 +459,7 @@ class _Job:
         done = self.db.done_ids(self.config_hash, [sid for _, sid in fresh], retry_unparsed=self.retry_unparsed)
         self.summary.found += len(done)
         self.summary.already_done += len(done)
-        return [(item, sid) for item, sid in fresh if sid not in done]
+        return [(item if isinstance(item, MediaItem) else item.item(), sid) for item, sid in fresh if sid not in done]
 
     def lease(self, fresh: Sequence[tuple[MediaItem, str]]) -> list[tuple[MediaItem, str]]:
         """Lease a claim batch in one transaction: the samples to debate; counts the others."""
@@ -486,7 +489,7 @@ class _Job:
         if len(self.summary.skip_reasons) < SKIP_REASONS_KEPT:
             self.summary.skip_reasons.append((path, reason))
 
-    def skip(self, item_path: Path, reason: str) -> None:
+    def skip(self, item_path: str | Path, reason: str) -> None:
         """An input that cannot be used: counted, its reason in the store."""
         self.summary.skipped += 1
         path, reason = display_path(item_path), display_path(reason)

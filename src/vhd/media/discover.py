@@ -15,6 +15,11 @@ named ``*.jpg`` would block or stream forever) are skipped with a reason.
 A *frame folder* holds the extracted frames of one video: a folder without subfolders whose
 files are all images named ``<stem>_<k:04d>.<png|jpg|jpeg|webp>`` with a single stem and
 ``k`` running 0, 1, 2, ... without gaps (at least two frames). It becomes one video sample.
+
+This module is a little long (about 500 lines) on purpose: the folder walk has a fast path for
+plain files (`PlainFile`, paths recorded without lookups) beside its general path, and the two must
+share one collector's state (the paths seen, whether the walk is still fresh) to find the same
+samples; splitting them would share private state between modules.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, NamedTuple, overload
 
 from vhd.errors import ConfigError
 from vhd.fileio import display_path, not_regular_reason, regular_file_problem
@@ -43,6 +49,8 @@ MANIFEST_EXTENSIONS = frozenset({".csv", ".jsonl", ".json"})
 
 FOLDER_MANIFEST = "manifest.csv"
 """A folder's own manifest: read as one when the folder is an input (``vhd examples`` writes it)."""
+
+_KINDS = {**dict.fromkeys(IMAGE_EXTENSIONS, Kind.IMAGE), **dict.fromkeys(VIDEO_EXTENSIONS, Kind.VIDEO)}
 
 _FRAME_NAME = re.compile(r"^(?P<stem>.+)_(?P<k>\d{4,})\.(?:png|jpe?g|webp)$", re.IGNORECASE)
 
@@ -76,7 +84,7 @@ class Discovery:
     skipped: list[Skipped] = field(default_factory=list)
 
 
-def _utf8_ok(path: Path) -> bool:
+def _utf8_ok(path: str | Path) -> bool:
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
@@ -132,8 +140,35 @@ def frame_folder_frames(folder: str | Path) -> list[Path] | None:
     return [frames[k] for k in range(len(frames))]
 
 
+class PlainFile(NamedTuple):
+    """A plain media file found in a folder, before it is made a `MediaItem` (``iter_discover(plain_files=True)``).
+
+    Cheaper to make than a `MediaItem` and its `Path`: a resumed run meets a million of them and
+    makes items only of those that still need work.
+
+    Attributes:
+        path: Absolute path (symbolic links not resolved), as a string.
+        kind: Image or video.
+    """
+
+    path: str
+    kind: Kind
+
+    @property
+    def is_frame_folder(self) -> bool:
+        """Never a frame folder (for code that takes a `MediaItem` or a `PlainFile`)."""
+        return False
+
+    def item(self) -> MediaItem:
+        """The `MediaItem` of this file."""
+        return MediaItem(path=Path(self.path), kind=self.kind)
+
+
 Found = MediaItem | Skipped
 """What `iter_discover` yields: a sample to use, or an input left out with its reason."""
+
+FoundFile = MediaItem | Skipped | PlainFile
+"""What ``iter_discover(..., plain_files=True)`` yields: plain files of folders come as `PlainFile`."""
 
 
 class _Collector:
@@ -143,8 +178,11 @@ class _Collector:
         allow_outside_paths: bool = False,
         known: KnownSample | None = None,
         first_seen: Callable[[str], bool] | None = None,
+        record_new: Callable[[str], None] | None = None,
+        plain_files: bool = False,
     ) -> None:
         self.frame_folders = frame_folders
+        self.plain_files = plain_files
         self.allow_outside_paths, self.known = allow_outside_paths, known
         if first_seen is None:
             seen: set[str] = set()
@@ -155,13 +193,26 @@ class _Collector:
                 seen.add(key)
                 return True
 
+            record_new = seen.add
         self.first_seen = first_seen
+        self.record_new = record_new
+        # True while every path met so far is a plain file of the one folder being walked: those
+        # cannot repeat (each folder is listed once, names are unique in it), so they are recorded
+        # without a lookup. A symbolic link, a manifest row, a frame folder or a second input ends it.
+        self.fresh_walk = record_new is not None
 
-    def new(self, item: MediaItem, real: str | None = None) -> bool:
-        """Whether the item's file is met for the first time (``real``: its resolved path, if known)."""
+    def new(self, item: MediaItem, real: str | None = None, *, plain: bool = False) -> bool:
+        """Whether the item's file is met for the first time (``real``: its resolved path, if known).
+
+        ``plain``: a regular file (not a symbolic link) listed in the folder being walked.
+        """
+        if plain and self.fresh_walk and real is not None and self.record_new is not None:
+            self.record_new(real)
+            return True
+        self.fresh_walk = False
         return self.first_seen(real if real is not None else os.path.realpath(item.path))
 
-    def add_path(self, path: Path) -> Iterator[Found]:
+    def add_path(self, path: Path) -> Iterator[FoundFile]:
         """Add a single file or folder found on disk (no manifest metadata)."""
         if not _utf8_ok(path):
             yield Skipped(path, "file name is not valid UTF-8; rename the file to include it")
@@ -192,7 +243,7 @@ class _Collector:
         if self.new(item):
             yield item
 
-    def scan(self, root: Path, folder: Path) -> Iterator[Found]:
+    def scan(self, root: Path, folder: Path) -> Iterator[FoundFile]:
         """Walk ``folder`` (inside ``root``) in sorted order."""
         try:
             with os.scandir(folder) as listing:
@@ -202,21 +253,37 @@ class _Collector:
             return
         real_root = os.path.realpath(root)
         real_folder = os.path.realpath(folder)  # resolved once: a plain entry's is this joined with its name
+        real_prefix = real_folder if real_folder.endswith(os.sep) else real_folder + os.sep
+        top = folder == root
+        # Plain files, the bulk of a large folder, take a path of string operations (no `Path` until
+        # an item is made); symbolic links, folders and anything odd take the general path.
         for entry in entries:
             name = entry.name
-            if name.startswith(".") or (folder == root and name == FOLDER_MANIFEST):
+            if name.startswith(".") or (top and name == FOLDER_MANIFEST):
                 continue  # hidden, or the folder's own manifest (read before the scan)
-            path = folder / name
             try:  # the listing's file type: no system call for plain files and folders on most filesystems
                 if entry.is_file(follow_symlinks=False):
                     mode = stat.S_IFREG
                 elif entry.is_dir(follow_symlinks=False):
                     mode = stat.S_IFDIR
                 else:
-                    mode = os.lstat(path).st_mode
+                    mode = os.lstat(entry.path).st_mode
             except OSError:
                 continue  # gone since the listing
-            real = os.path.join(real_folder, name)
+            real = real_prefix + name
+            if mode == stat.S_IFREG and (name.isascii() or _utf8_ok(name)):  # folder: checked before its scan
+                dot = name.rfind(".")
+                kind = _KINDS.get(name[dot:].lower()) if dot > 0 else None
+                if kind is not None:
+                    if self.plain_files and self.fresh_walk and self.record_new is not None:
+                        self.record_new(real)  # as `new` does for a plain file, without making an item
+                        yield PlainFile(entry.path, kind)
+                        continue
+                    item = MediaItem(path=folder / name, kind=kind)
+                    if self.new(item, real, plain=True):
+                        yield item if not self.plain_files else PlainFile(entry.path, kind)
+                    continue
+            path = folder / name
             if stat.S_ISLNK(mode):
                 target = real = os.path.realpath(path)
                 if not os.path.exists(target):
@@ -253,7 +320,7 @@ class _Collector:
             if self.new(item, real):
                 yield item
 
-    def add_manifest(self, manifest: Path) -> Iterator[Found]:
+    def add_manifest(self, manifest: Path) -> Iterator[FoundFile]:
         for row in read_manifest(manifest, allow_outside_paths=self.allow_outside_paths, known=self.known):
             if isinstance(row, RowProblem):
                 yield Skipped(manifest, f"{manifest.name} {row}")
@@ -309,6 +376,32 @@ def _inputs(inputs: Sequence[str | Path] | str | Path) -> Iterator[str | Path]:
         yield from inputs
 
 
+@overload
+def iter_discover(
+    inputs: Sequence[str | Path] | str | Path,
+    *,
+    frame_folders: bool = ...,
+    allow_outside_paths: bool = ...,
+    known: KnownSample | None = ...,
+    first_seen: Callable[[str], bool] | None = ...,
+    record_new: Callable[[str], None] | None = ...,
+    plain_files: Literal[False] = ...,
+) -> Iterator[Found]: ...
+
+
+@overload
+def iter_discover(
+    inputs: Sequence[str | Path] | str | Path,
+    *,
+    frame_folders: bool = ...,
+    allow_outside_paths: bool = ...,
+    known: KnownSample | None = ...,
+    first_seen: Callable[[str], bool] | None = ...,
+    record_new: Callable[[str], None] | None = ...,
+    plain_files: Literal[True],
+) -> Iterator[FoundFile]: ...
+
+
 def iter_discover(
     inputs: Sequence[str | Path] | str | Path,
     *,
@@ -316,7 +409,9 @@ def iter_discover(
     allow_outside_paths: bool = False,
     known: KnownSample | None = None,
     first_seen: Callable[[str], bool] | None = None,
-) -> Iterator[Found]:
+    record_new: Callable[[str], None] | None = None,
+    plain_files: bool = False,
+) -> Iterator[FoundFile]:
     """Yield the samples of the inputs, and the inputs left out with reasons, as they are found.
 
     The streaming form of `discover`: nothing is kept per file but the set of paths already
@@ -331,11 +426,18 @@ def iter_discover(
         known: As for `discover`.
         first_seen: ``first_seen(real path)`` is True the first time a path is met, False after
             (default: a set in memory).
+        record_new: ``record_new(real path)`` records a path known to be met for the first time
+            (it may be buffered; ``first_seen`` must see it). Given with ``first_seen``, the plain
+            files of a folder walked first are recorded without a lookup. Without it every path
+            goes through ``first_seen``.
+        plain_files: Yield the plain files found in folders as `PlainFile` (a path string and a
+            kind) instead of `MediaItem` (see `PlainFile.item`); files from manifests and frame
+            folders stay `MediaItem`.
 
     Raises:
         ConfigError: An input does not exist, or a manifest cannot be read at all.
     """
-    collector = _Collector(frame_folders, allow_outside_paths, known, first_seen)
+    collector = _Collector(frame_folders, allow_outside_paths, known, first_seen, record_new, plain_files)
     for raw in _inputs(inputs):
         path = Path(os.path.abspath(os.fspath(raw)))
         if not os.path.exists(path):
@@ -344,6 +446,7 @@ def iter_discover(
             yield from collector.add_manifest(path)
         else:
             yield from collector.add_path(path)
+        collector.fresh_walk = False  # the next input's files may repeat this one's
 
 
 def check_inputs(inputs: Sequence[str | Path] | str | Path) -> None:

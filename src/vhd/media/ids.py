@@ -18,13 +18,12 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from vhd.errors import MediaError
 from vhd.fileio import FileStat, display_path, file_stat
-from vhd.media.discover import frame_folder_frames
+from vhd.media.discover import PlainFile, frame_folder_frames
 from vhd.media.hashing import combine_hashes, sha256_file
 from vhd.records import MediaItem
 
@@ -41,12 +40,13 @@ class HashIndex(Protocol):
         ...
 
 
-@dataclass
 class PlannedId:
     """One item of a batch, stat-ed and looked up in the index.
 
+    A plain class with slots: a resumed run makes one per file, so it is kept cheap to build.
+
     Attributes:
-        item: The item.
+        item: The item (a `PlainFile` from ``iter_discover(..., plain_files=True)``, or a `MediaItem`).
         files: Its files (one, or a frame folder's frames in order), empty after an error.
         stats: Their stats, taken before any read.
         known: The hash of each file the index vouches for (None: must be read).
@@ -55,21 +55,32 @@ class PlannedId:
         new: ``(stat, sha256)`` of each file `resolve_id` read, for `HashIndex.remember_hashes`.
     """
 
-    item: MediaItem
-    files: list[Path] = field(default_factory=list)
-    stats: list[FileStat] = field(default_factory=list)
-    known: list[str | None] = field(default_factory=list)
-    error: MediaError | None = None
-    folder: bool = False
-    new: list[tuple[FileStat, str]] = field(default_factory=list)
+    __slots__ = ("error", "files", "folder", "item", "known", "new", "stats")
+
+    def __init__(
+        self,
+        item: MediaItem | PlainFile,
+        files: list[str | Path] | None = None,
+        stats: list[FileStat] | None = None,
+        known: list[str | None] | None = None,
+        error: MediaError | None = None,
+        folder: bool = False,
+    ) -> None:
+        self.item = item
+        self.files: list[str | Path] = [] if files is None else files
+        self.stats: list[FileStat] = [] if stats is None else stats
+        self.known: list[str | None] = [] if known is None else known
+        self.error = error
+        self.folder = folder
+        self.new: list[tuple[FileStat, str]] = []
 
     @property
     def needs_read(self) -> bool:
         """Whether some file must be read to know the id."""
-        return self.error is None and any(h is None for h in self.known)
+        return self.error is None and None in self.known
 
 
-def item_files(item: MediaItem) -> list[Path]:
+def item_files(item: MediaItem | PlainFile) -> list[Path]:
     """The files whose bytes make an item's id: the file, or a frame folder's frames in order.
 
     Raises:
@@ -84,7 +95,9 @@ def item_files(item: MediaItem) -> list[Path]:
     return [path]
 
 
-def stat_items(items: Sequence[MediaItem], index: HashIndex | None, *, rehash: bool = False) -> list[PlannedId]:
+def stat_items(
+    items: Sequence[MediaItem | PlainFile], index: HashIndex | None, *, rehash: bool = False
+) -> list[PlannedId]:
     """Stat a batch of items and look their files up in the index (one query for the batch).
 
     Args:
@@ -94,21 +107,21 @@ def stat_items(items: Sequence[MediaItem], index: HashIndex | None, *, rehash: b
     """
     planned: list[PlannedId] = []
     for item in items:
-        p = PlannedId(item)
+        raw = item.path
         try:
-            st = os.stat(item.path)
-            p.folder = item.is_frame_folder or stat.S_ISDIR(st.st_mode)
-            if p.folder:
-                p.files = item_files(item)
-                p.stats = [file_stat(f) for f in p.files]
+            st = os.stat(raw)
+            if item.is_frame_folder or stat.S_ISDIR(st.st_mode):
+                frames = item_files(item)
+                planned.append(PlannedId(item, list(frames), [file_stat(f) for f in frames], folder=True))
             else:
-                p.files = [item.path if isinstance(item.path, Path) else Path(item.path)]
-                p.stats = [FileStat(display_path(item.path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)]
+                name = raw if isinstance(raw, str) else os.fspath(raw)
+                shown = name if name.isascii() else display_path(name)
+                now = FileStat(shown, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                planned.append(PlannedId(item, [raw], [now]))
         except MediaError as exc:
-            p.error, p.files, p.stats = exc, [], []
+            planned.append(PlannedId(item, error=exc))
         except OSError as exc:
-            p.error, p.files, p.stats = MediaError(f"cannot read file ({exc.strerror})"), [], []
-        planned.append(p)
+            planned.append(PlannedId(item, error=MediaError(f"cannot read file ({exc.strerror})")))
     stats = [s for p in planned for s in p.stats]
     known = index.known_hashes(stats) if index is not None and not rehash and stats else {}
     for p in planned:

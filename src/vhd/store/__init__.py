@@ -12,17 +12,41 @@ Example:
 
 from __future__ import annotations
 
-from vhd.records import LabelRow
-from vhd.store.export import FORMATS, ExportResult, export
-from vhd.store.labels import (
-    CATEGORIES,
-    LabelError,
-    LabelSet,
-    normalize_category,
-    read_labels,
-)
-from vhd.store.rows import RunInfo, SkipInfo, VerdictRow
-from vhd.store.sqlite import Store, open_store
+from typing import TYPE_CHECKING
+
+from vhd.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from vhd.records import LabelRow
+    from vhd.store.export import FORMATS, ExportResult, export
+    from vhd.store.labels import (
+        CATEGORIES,
+        LabelError,
+        LabelSet,
+        normalize_category,
+        read_labels,
+    )
+    from vhd.store.rows import RunInfo, SkipInfo, VerdictRow
+    from vhd.store.sqlite import Store, open_store
+
+# Loaded on first use: a command that only opens the store (a resumed `vhd annotate`) does not pay
+# for the export writers and label readers at start-up.
+_EXPORTS = {
+    "LabelRow": "vhd.records",
+    "FORMATS": "vhd.store.export",
+    "ExportResult": "vhd.store.export",
+    "export": "vhd.store.export",
+    "CATEGORIES": "vhd.store.labels",
+    "LabelError": "vhd.store.labels",
+    "LabelSet": "vhd.store.labels",
+    "normalize_category": "vhd.store.labels",
+    "read_labels": "vhd.store.labels",
+    "RunInfo": "vhd.store.rows",
+    "SkipInfo": "vhd.store.rows",
+    "VerdictRow": "vhd.store.rows",
+    "Store": "vhd.store.sqlite",
+    "open_store": "vhd.store.sqlite",
+}
 
 __all__ = [
     "CATEGORIES",
@@ -40,3 +64,5 @@ __all__ = [
     "open_store",
     "read_labels",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

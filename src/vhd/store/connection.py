@@ -30,6 +30,12 @@ def storable_params(params: Any) -> Any:
     """Return SQL parameters (a sequence or a mapping) with every unencodable string escaped."""
     if isinstance(params, Mapping):
         return {k: _storable(v) for k, v in params.items()}
+    if isinstance(params, list | tuple):  # the common case, many ASCII strings (ids, paths): one check in C
+        try:
+            if "".join(params).isascii():
+                return params
+        except TypeError:  # not all strings
+            pass
     return tuple(_storable(v) for v in params)
 
 

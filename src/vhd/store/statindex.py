@@ -32,6 +32,13 @@ RACY_NS = 2_000_000_000
 
 _LOOKUP_CHUNK = 500
 
+SCRATCH_CACHE_KIB = 16 * 1024
+"""Page cache of a `ScratchSet` (KiB): 100,000 sample ids or paths (about 7 MB) stay in memory
+without a write to the temporary file; a bigger set spills, so memory stays bounded."""
+
+_SCRATCH_BATCH = 2_000
+"""Keys `ScratchSet.put_new` buffers before inserting them at once."""
+
 
 class StatIndex(abc.ABC):
     """Read and write the stat index."""
@@ -108,13 +115,29 @@ class ScratchSet:
         self._conn = sqlite3.connect("", isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode = OFF")
         self._conn.execute("PRAGMA synchronous = OFF")
+        self._conn.execute(f"PRAGMA cache_size = -{SCRATCH_CACHE_KIB}")
         self._conn.execute("CREATE TABLE seen (key TEXT PRIMARY KEY) WITHOUT ROWID")
         self._conn.execute("BEGIN")
         self._pending = 0
+        self._buffer: list[tuple[str]] = []
         self.size = 0
+
+    def put_new(self, key: str) -> None:
+        """Add a key the caller knows is not there yet; inserted with others in one ``executemany``."""
+        self._buffer.append((key,))
+        self.size += 1
+        if len(self._buffer) >= _SCRATCH_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            self._conn.executemany("INSERT OR IGNORE INTO seen (key) VALUES (?)", self._buffer)
+            self._buffer.clear()
+            self._pending += _SCRATCH_BATCH
 
     def add(self, key: str) -> bool:
         """Add a key; True when it was not there yet."""
+        self._flush()
         cur = self._conn.execute("INSERT OR IGNORE INTO seen (key) VALUES (?)", (key,))
         self._pending += 1
         if self._pending >= 10_000:  # keep the open transaction (and SQLite's spill) small
@@ -126,6 +149,7 @@ class ScratchSet:
         return new
 
     def __contains__(self, key: object) -> bool:
+        self._flush()
         return self._conn.execute("SELECT 1 FROM seen WHERE key = ?", (str(key),)).fetchone() is not None
 
     def __len__(self) -> int:
