@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 import vhd
-import vhd.annotate.loop as loop_mod
+import vhd.annotate.feeder as feeder_mod
 import vhd.backends.scripted as scripted_mod
 import vhd.media.ids as ids_mod
 from vhd.annotate.summary import RunSummary
@@ -120,7 +120,7 @@ def test_media_items_alive_are_bounded_by_the_batch(tmp_path: Path, monkeypatch:
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(Store, "save_annotation", counting)
-    monkeypatch.setattr(loop_mod, "LOOKUP_BATCH", 16)
+    monkeypatch.setattr(feeder_mod, "LOOKUP_BATCH", 16)
     summary = vhd.annotate([tmp_path / "m"], model="scripted:demo", store=tmp_path / "s.db", rounds=1, concurrency=2)
     assert summary.annotated == 120
     # lookup batch 16, claim batch 8 at concurrency 2: one lookup batch pending, two claim batches queued,
@@ -129,7 +129,7 @@ def test_media_items_alive_are_bounded_by_the_batch(tmp_path: Path, monkeypatch:
 
 
 def test_skip_reasons_in_memory_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(loop_mod, "SKIP_REASONS_KEPT", 3)
+    monkeypatch.setattr(feeder_mod, "SKIP_REASONS_KEPT", 3)
     folder = tmp_path / "m"
     make_images(folder, 2)
     for i in range(10):

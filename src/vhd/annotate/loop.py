@@ -1,12 +1,11 @@
-r"""The asynchronous annotation loop behind `vhd.annotate`.
+"""The asynchronous annotation loop behind `vhd.annotate`.
 
-Discovery streams (`vhd.media.discover.iter_discover`): a feeder takes the inputs a batch at a
-time as they are found, hashes them through the store's stat index (`vhd.media.ids`: a file whose
-``stat`` is unchanged since it was last hashed is not read again; ``rehash`` reads every file) and
-claims the samples in the store: what is already final is skipped, what another live run holds a
-lease on is left to it, the rest is leased to this run (`vhd.store.leases`) and queued.
-``concurrency`` workers load and encode (in threads), debate, and commit each sample to the store,
-which releases its lease. Every answered model call goes to the run's ledger at once
+Discovery streams (`vhd.media.discover.iter_discover`) into a `vhd.annotate.feeder.Feeder`,
+which hashes the inputs through the store's stat index, counts out what is already final or held
+by another live run, and leases the rest to this run a claim batch at a time onto a queue.
+``concurrency`` workers (this module) load and encode (in threads), debate (here, on an
+executor's workers, stage-wise in cohorts, or after a cascade's stages), and commit each sample to
+the store, which releases its lease. Every answered model call goes to the run's ledger at once
 (`vhd.annotate.ledger`), written to the store in the background and used for the budget. Ctrl-C
 once stops taking new samples and lets those in flight finish; twice abandons them. Nothing
 finished is ever lost; a store that cannot be written (full disk) stops the run with one line.
@@ -15,11 +14,6 @@ Memory stays flat however many inputs there are: the queue is bounded by the cla
 paths and sample ids already met live in on-disk sets (`vhd.store.statindex.ScratchSet`), skipped
 files go to the store (the summary keeps counts and the first `SKIP_REASONS_KEPT` reasons), and
 the store's write-ahead log is checkpointed every `CHECKPOINT_EVERY` samples.
-
-This module is long (about 600 lines) on purpose: the run's set-up and tear-down, the feeder, the
-workers, the executor's pool branch, the stage-wise cohorts and the hooks of the cascade
-(`vhd.annotate.cascade`) and the batch API (`vhd.annotate.batch`) all act on one `_Job`'s state,
-and splitting them would give modules that import each other or share private names.
 """
 
 from __future__ import annotations
@@ -27,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vhd.annotate.feeder import CLAIM_BATCH, SKIP_REASONS_KEPT, Feeder
 from vhd.annotate.summary import RunSummary, count_status
 from vhd.backends.endpoints import merge_stats
 from vhd.backends.registry import build_backends
@@ -40,7 +34,7 @@ from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError
 from vhd.fileio import display_path
 from vhd.media.discover import PlainFile, Skipped
-from vhd.progress import ProgressFn, bar, no_progress
+from vhd.progress import ProgressFn, bar
 from vhd.records import Annotation, MediaItem, Sample, Status, Usage
 from vhd.redaction import redact
 
@@ -54,24 +48,12 @@ if TYPE_CHECKING:
     from vhd.execution import Executor, Pool
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
-    from vhd.store.statindex import ScratchSet
 
 NON_RETRYABLE_LIMIT = 8
 """Consecutive samples failing with non-retryable errors after which the run stops."""
 
-SKIP_REASONS_KEPT = 1000
-"""Skipped inputs whose reasons the summary keeps (all of them are in the store)."""
-
 CHECKPOINT_EVERY = 5000
 """Samples saved between two checkpoints of the store's write-ahead log."""
-
-LOOKUP_BATCH = 512
-"""Inputs stat-ed, looked up in the stat index and checked for a final verdict at once (a resumed
-run's cost is mostly these lookups: big batches make it cheap)."""
-
-CLAIM_BATCH = 64
-"""Most samples claimed in one store transaction (fewer with low concurrency: twice its value,
-at least 8), so runs sharing a store share the work."""
 
 
 async def run(
@@ -249,14 +231,8 @@ def store_message(exc: StoreWriteError, summary: RunSummary) -> str:
     )
 
 
-class _Job:
-    """State shared by the feeder and the workers of one run.
-
-    The feeder hashes the inputs a batch at a time and claims the new samples in the store
-    (`vhd.store.leases`): done ones and those another run holds are counted, the others queued
-    for the workers. It claims the next batch when fewer than a batch are queued, so a run holds
-    leases on at most two batches plus the samples in flight.
-    """
+class _Job(Feeder):
+    """One run's workers on top of its `vhd.annotate.feeder.Feeder`: debate, commit, count, budget."""
 
     def __init__(
         self,
@@ -268,49 +244,15 @@ class _Job:
         max_cost: float | None,
         on_event: Callable[[str], None],
     ) -> None:
-        from vhd.store.leases import LeaseOwner
-
-        self.db = db
-        self.settings = settings
-        self.summary = summary
-        self.config_hash = config_hash
-        self.run_id = run_id
-        self.owner = LeaseOwner.here(run_id)
+        super().__init__(db, settings, summary, config_hash, run_id, on_event)
         self.max_cost = max_cost
-        self.on_event = on_event
         self.debate: Debate | Cohorts | None = None
         self.pool: Pool[DebateItem, DebateOutcome] | None = None
         self.ship_media = False
         self.cascade: Cascade | None = None
         self.ledger: Ledger | None = None
-        self.retry_unparsed = False
-        self.lease_seconds = 60.0
-        self.excluded: dict[str, str] = {}
-        self.seen: ScratchSet | None = None  # sample ids met so far (set by `run`)
-        self.rehash = False
         self.saved = 0
-        self.leased_ids: list[str] = []
-        self.stopping = False
-        self.store_error: StoreWriteError | None = None
         self.fatal_streak = 0
-        self.on_progress: ProgressFn = no_progress
-        self.total = 0
-        self.consumed = 0
-        self.in_flight = 0
-        self.room = asyncio.Event()
-
-    def stop(self, message: str | None) -> None:
-        """Take no new sample; ``message`` (if any) goes to the user once."""
-        if not self.stopping:
-            self.stopping = True
-            self.room.set()
-            if message:
-                self.on_event(message)
-
-    def fail_store(self, exc: StoreWriteError) -> None:
-        """The store cannot be written: stop at once, quietly (the run ends with one line)."""
-        self.store_error = self.store_error or exc
-        self.stop(None)
 
     def on_call(self, usage: Usage) -> None:
         """Every answered model call: counted at once, in the summary and the store's ledger."""
@@ -324,18 +266,6 @@ class _Job:
             self.stop(
                 f"budget reached: ${self.summary.usage.cost:.4f} of ${self.max_cost:.4f}; finishing samples in flight"
             )
-
-    def report(self) -> None:
-        """Send the run's counts to the progress callback."""
-        s = self.summary
-        info = f"tok {s.usage.total_tokens:,}  refusals {s.refused}  unparsed {s.unparsed}  errors {s.errors}"
-        self.on_progress(s.already_done + s.annotated + s.errors + s.leased, self.total, info=info)
-
-    def finish(self) -> None:
-        """Count the samples other runs held that are still without a final verdict."""
-        if self.leased_ids:
-            unfinished = self.db.unfinished(self.config_hash, self.leased_ids, retry_unparsed=self.retry_unparsed)
-            self.summary.leased_unfinished = len(unfinished)
 
     async def run(self, found: Iterable[MediaItem | PlainFile | Skipped], concurrency: int) -> None:
         """Annotate what discovery yields, ``concurrency`` samples at a time."""
@@ -378,123 +308,6 @@ class _Job:
             raise failures[0]
         if self.summary.interrupted:
             self.on_event("run the same command again to resume; finished samples are kept")
-
-    def next_chunk(self, items: Iterator[MediaItem | PlainFile | Skipped], batch: int) -> list[MediaItem | PlainFile]:
-        """The next ``batch`` samples discovery yields; skipped inputs on the way go to the store."""
-        chunk: list[MediaItem | PlainFile] = []
-        for found in items:
-            if isinstance(found, Skipped):
-                self.skip(found.path, found.reason)
-                continue
-            chunk.append(found)
-            if len(chunk) >= batch:
-                break
-        self.total += len(chunk)
-        return chunk
-
-    async def feed(
-        self,
-        items: Iterator[MediaItem | PlainFile | Skipped],
-        queue: asyncio.Queue[tuple[MediaItem, str] | None],
-        batch: int,
-        workers: int,
-    ) -> None:
-        """Sort the inputs out `LOOKUP_BATCH` at a time, lease the rest a claim batch at a time; then end the workers.
-
-        Hashing (through the stat index) and the check for a final verdict take big batches, so a
-        resumed run costs a few queries per 512 inputs; leases are taken a claim batch at a time as
-        the queue drains, so a run holds leases on at most two claim batches plus those in flight.
-        """
-        pending: deque[tuple[MediaItem, str]] = deque()  # not done, not yet leased: at most one lookup batch
-        try:
-            while True:
-                while queue.qsize() >= batch and not self.stopping:
-                    self.room.clear()
-                    await self.room.wait()
-                if self.stopping:
-                    self.summary.remaining += len(pending)
-                    return
-                if not pending:
-                    chunk = self.next_chunk(items, max(batch, LOOKUP_BATCH))
-                    if not chunk:
-                        return
-                    pending.extend(await self.prepare(chunk))
-                    self.consumed += len(chunk)
-                    self.report()
-                    continue
-                sub = [pending.popleft() for _ in range(min(batch, len(pending)))]
-                for entry in self.lease(sub):
-                    queue.put_nowait(entry)
-                self.report()
-        except StoreWriteError as exc:
-            self.fail_store(exc)
-        finally:
-            for _ in range(workers):
-                queue.put_nowait(None)
-
-    async def prepare(self, chunk: Sequence[MediaItem | PlainFile]) -> list[tuple[MediaItem, str]]:
-        """Ids of a lookup batch (through the stat index), counted out when repeated, excluded or done.
-
-        Returns the samples that still need a verdict, in order (not leased yet).
-        """
-        from vhd.media.ids import resolve_id, stat_items
-
-        planned = stat_items(chunk, self.db, rehash=self.rehash)  # stat calls and one lookup: quick
-        to_read = [p.needs_read for p in planned]
-        reads = [p for p, read in zip(planned, to_read, strict=True) if read]  # only files whose stat changed
-        read_ids = iter(await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads)))  # in threads
-        ids = [next(read_ids) if read else resolve_id(p) for p, read in zip(planned, to_read, strict=True)]
-        self.db.remember_hashes([entry for p in reads for entry in p.new])
-        fresh: list[tuple[MediaItem | PlainFile, str]] = []
-        for item, sid in zip(chunk, ids, strict=True):
-            if isinstance(sid, MediaError):
-                self.skip(item.path, str(sid))
-            elif self.seen is not None and not self.seen.add(sid):
-                self.summary.duplicates += 1
-            elif sid in self.excluded:
-                self.summary.excluded += 1
-                self.keep_reason(display_path(item.path), self.excluded[sid])
-            else:
-                fresh.append((item, sid))
-        done = self.db.done_ids(self.config_hash, [sid for _, sid in fresh], retry_unparsed=self.retry_unparsed)
-        self.summary.found += len(done)
-        self.summary.already_done += len(done)
-        return [(item if isinstance(item, MediaItem) else item.item(), sid) for item, sid in fresh if sid not in done]
-
-    def lease(self, fresh: Sequence[tuple[MediaItem, str]]) -> list[tuple[MediaItem, str]]:
-        """Lease a claim batch in one transaction: the samples to debate; counts the others."""
-        claim = self.db.claim(
-            self.owner,
-            self.config_hash,
-            [sid for _, sid in fresh],
-            ttl=self.lease_seconds,
-            retry_unparsed=self.retry_unparsed,
-        )
-        done, leased = set(claim.done), set(claim.leased)
-        ready = []
-        for item, sid in fresh:
-            if sid in done:  # finished by another run since `prepare` looked
-                self.summary.found += 1
-                self.summary.already_done += 1
-            elif sid in leased:
-                self.summary.found += 1
-                self.summary.leased += 1
-                self.leased_ids.append(sid)
-            else:
-                ready.append((item, sid))
-        return ready
-
-    def keep_reason(self, path: str, reason: str) -> None:
-        """Keep a skip reason in the summary, up to `SKIP_REASONS_KEPT` (the store has them all)."""
-        if len(self.summary.skip_reasons) < SKIP_REASONS_KEPT:
-            self.summary.skip_reasons.append((path, reason))
-
-    def skip(self, item_path: str | Path, reason: str) -> None:
-        """An input that cannot be used: counted, its reason in the store."""
-        self.summary.skipped += 1
-        path, reason = display_path(item_path), display_path(reason)
-        self.keep_reason(path, reason)
-        self.db.record_skip(self.run_id, path, reason)
 
     async def worker(self, queue: asyncio.Queue[tuple[MediaItem, str] | None], batch: int) -> None:
         while True:

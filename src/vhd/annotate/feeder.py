@@ -1,0 +1,224 @@
+"""The feeding half of an annotation run: discovery to leased samples on a queue.
+
+`Feeder` takes what `vhd.media.discover.iter_discover` yields, `LOOKUP_BATCH` inputs at a time:
+it hashes them through the store's stat index (`vhd.media.ids`; a file whose ``stat`` is
+unchanged is not read again), counts out repeated, excluded and already-final samples, and leases
+the rest to the run a claim batch at a time (`vhd.store.leases`) as the workers' queue drains, so a
+run holds leases on at most two claim batches plus the samples in flight. Skipped inputs go to the
+store (the summary keeps counts and the first `SKIP_REASONS_KEPT` reasons). The workers that debate
+and commit the queued samples are `vhd.annotate.loop`'s, which builds on this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vhd.annotate.summary import RunSummary
+from vhd.errors import MediaError, StoreWriteError
+from vhd.fileio import display_path
+from vhd.media.discover import PlainFile, Skipped
+from vhd.progress import ProgressFn, no_progress
+from vhd.records import MediaItem
+
+if TYPE_CHECKING:
+    from vhd.media.load import MediaSettings
+    from vhd.store.sqlite import Store
+    from vhd.store.statindex import ScratchSet
+
+SKIP_REASONS_KEPT = 1000
+"""Skipped inputs whose reasons the summary keeps (all of them are in the store)."""
+
+LOOKUP_BATCH = 512
+"""Inputs stat-ed, looked up in the stat index and checked for a final verdict at once (a resumed
+run's cost is mostly these lookups: big batches make it cheap)."""
+
+CLAIM_BATCH = 64
+"""Most samples claimed in one store transaction (fewer with low concurrency: twice its value,
+at least 8), so runs sharing a store share the work."""
+
+
+class Feeder:
+    """Discovery, lookups and leases of one run, and the state its workers share.
+
+    Attributes set by the run before `feed`: ``retry_unparsed``, ``lease_seconds``, ``excluded``
+    (sample id to reason), ``seen`` (the on-disk set of sample ids met), ``rehash`` and
+    ``on_progress``.
+    """
+
+    def __init__(
+        self,
+        db: Store,
+        settings: MediaSettings,
+        summary: RunSummary,
+        config_hash: str,
+        run_id: str,
+        on_event: Callable[[str], None],
+    ) -> None:
+        from vhd.store.leases import LeaseOwner
+
+        self.db = db
+        self.settings = settings
+        self.summary = summary
+        self.config_hash = config_hash
+        self.run_id = run_id
+        self.owner = LeaseOwner.here(run_id)
+        self.on_event = on_event
+        self.retry_unparsed = False
+        self.lease_seconds = 60.0
+        self.excluded: dict[str, str] = {}
+        self.seen: ScratchSet | None = None  # sample ids met so far (set by the run)
+        self.rehash = False
+        self.leased_ids: list[str] = []
+        self.stopping = False
+        self.store_error: StoreWriteError | None = None
+        self.on_progress: ProgressFn = no_progress
+        self.total = 0
+        self.consumed = 0
+        self.in_flight = 0
+        self.room = asyncio.Event()
+
+    def stop(self, message: str | None) -> None:
+        """Take no new sample; ``message`` (if any) goes to the user once."""
+        if not self.stopping:
+            self.stopping = True
+            self.room.set()
+            if message:
+                self.on_event(message)
+
+    def fail_store(self, exc: StoreWriteError) -> None:
+        """The store cannot be written: stop at once, quietly (the run ends with one line)."""
+        self.store_error = self.store_error or exc
+        self.stop(None)
+
+    def report(self) -> None:
+        """Send the run's counts to the progress callback."""
+        s = self.summary
+        info = f"tok {s.usage.total_tokens:,}  refusals {s.refused}  unparsed {s.unparsed}  errors {s.errors}"
+        self.on_progress(s.already_done + s.annotated + s.errors + s.leased, self.total, info=info)
+
+    def finish(self) -> None:
+        """Count the samples other runs held that are still without a final verdict."""
+        if self.leased_ids:
+            unfinished = self.db.unfinished(self.config_hash, self.leased_ids, retry_unparsed=self.retry_unparsed)
+            self.summary.leased_unfinished = len(unfinished)
+
+    def next_chunk(self, items: Iterator[MediaItem | PlainFile | Skipped], batch: int) -> list[MediaItem | PlainFile]:
+        """The next ``batch`` samples discovery yields; skipped inputs on the way go to the store."""
+        chunk: list[MediaItem | PlainFile] = []
+        for found in items:
+            if isinstance(found, Skipped):
+                self.skip(found.path, found.reason)
+                continue
+            chunk.append(found)
+            if len(chunk) >= batch:
+                break
+        self.total += len(chunk)
+        return chunk
+
+    async def feed(
+        self,
+        items: Iterator[MediaItem | PlainFile | Skipped],
+        queue: asyncio.Queue[tuple[MediaItem, str] | None],
+        batch: int,
+        workers: int,
+    ) -> None:
+        """Sort the inputs out `LOOKUP_BATCH` at a time, lease the rest a claim batch at a time; then end the workers.
+
+        Hashing (through the stat index) and the check for a final verdict take big batches, so a
+        resumed run costs a few queries per 512 inputs; leases are taken a claim batch at a time as
+        the queue drains, so a run holds leases on at most two claim batches plus those in flight.
+        """
+        pending: deque[tuple[MediaItem, str]] = deque()  # not done, not yet leased: at most one lookup batch
+        try:
+            while True:
+                while queue.qsize() >= batch and not self.stopping:
+                    self.room.clear()
+                    await self.room.wait()
+                if self.stopping:
+                    self.summary.remaining += len(pending)
+                    return
+                if not pending:
+                    chunk = self.next_chunk(items, max(batch, LOOKUP_BATCH))
+                    if not chunk:
+                        return
+                    pending.extend(await self.prepare(chunk))
+                    self.consumed += len(chunk)
+                    self.report()
+                    continue
+                sub = [pending.popleft() for _ in range(min(batch, len(pending)))]
+                for entry in self.lease(sub):
+                    queue.put_nowait(entry)
+                self.report()
+        except StoreWriteError as exc:
+            self.fail_store(exc)
+        finally:
+            for _ in range(workers):
+                queue.put_nowait(None)
+
+    async def prepare(self, chunk: Sequence[MediaItem | PlainFile]) -> list[tuple[MediaItem, str]]:
+        """Ids of a lookup batch (through the stat index), counted out when repeated, excluded or done.
+
+        Returns the samples that still need a verdict, in order (not leased yet).
+        """
+        from vhd.media.ids import resolve_id, stat_items
+
+        planned = stat_items(chunk, self.db, rehash=self.rehash)  # stat calls and one lookup: quick
+        to_read = [p.needs_read for p in planned]
+        reads = [p for p, read in zip(planned, to_read, strict=True) if read]  # only files whose stat changed
+        read_ids = iter(await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads)))  # in threads
+        ids = [next(read_ids) if read else resolve_id(p) for p, read in zip(planned, to_read, strict=True)]
+        self.db.remember_hashes([entry for p in reads for entry in p.new])
+        fresh: list[tuple[MediaItem | PlainFile, str]] = []
+        for item, sid in zip(chunk, ids, strict=True):
+            if isinstance(sid, MediaError):
+                self.skip(item.path, str(sid))
+            elif self.seen is not None and not self.seen.add(sid):
+                self.summary.duplicates += 1
+            elif sid in self.excluded:
+                self.summary.excluded += 1
+                self.keep_reason(display_path(item.path), self.excluded[sid])
+            else:
+                fresh.append((item, sid))
+        done = self.db.done_ids(self.config_hash, [sid for _, sid in fresh], retry_unparsed=self.retry_unparsed)
+        self.summary.found += len(done)
+        self.summary.already_done += len(done)
+        return [(item if isinstance(item, MediaItem) else item.item(), sid) for item, sid in fresh if sid not in done]
+
+    def lease(self, fresh: Sequence[tuple[MediaItem, str]]) -> list[tuple[MediaItem, str]]:
+        """Lease a claim batch in one transaction: the samples to debate; counts the others."""
+        claim = self.db.claim(
+            self.owner,
+            self.config_hash,
+            [sid for _, sid in fresh],
+            ttl=self.lease_seconds,
+            retry_unparsed=self.retry_unparsed,
+        )
+        done, leased = set(claim.done), set(claim.leased)
+        ready = []
+        for item, sid in fresh:
+            if sid in done:  # finished by another run since `prepare` looked
+                self.summary.found += 1
+                self.summary.already_done += 1
+            elif sid in leased:
+                self.summary.found += 1
+                self.summary.leased += 1
+                self.leased_ids.append(sid)
+            else:
+                ready.append((item, sid))
+        return ready
+
+    def keep_reason(self, path: str, reason: str) -> None:
+        """Keep a skip reason in the summary, up to `SKIP_REASONS_KEPT` (the store has them all)."""
+        if len(self.summary.skip_reasons) < SKIP_REASONS_KEPT:
+            self.summary.skip_reasons.append((path, reason))
+
+    def skip(self, item_path: str | Path, reason: str) -> None:
+        """An input that cannot be used: counted, its reason in the store."""
+        self.summary.skipped += 1
+        path, reason = display_path(item_path), display_path(reason)
+        self.keep_reason(path, reason)
+        self.db.record_skip(self.run_id, path, reason)
