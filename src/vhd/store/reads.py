@@ -16,7 +16,8 @@ from vhd.records import Annotation, Role, Sample, Status, Turn
 from vhd.store.rows import VerdictRow, annotation_from_row, sample_from_row
 
 _FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value)
-_CHUNK = 256
+_CHUNK = 2048
+_ROLES = {r.value: r for r in Role}
 _LOOKUP = 500
 SAMPLE_FIELDS = "s.kind, s.path, s.source, s.keyword, s.generator, s.split, s.label, s.frames_json, s.meta_json"
 _ANN_COLS = (
@@ -236,17 +237,21 @@ class AnnotationReads(abc.ABC):
             list(ann_ids),
         )
         out: dict[int, list[Turn]] = {}
-        for r in rows:
-            out.setdefault(int(r[0]), []).append(
+        roles = _ROLES
+        for ann_id, role, round_no, text, prompt_tokens, completion_tokens, latency_s, refused, model in rows:
+            turns = out.get(ann_id)
+            if turns is None:
+                turns = out[ann_id] = []
+            turns.append(
                 Turn(
-                    role=Role(r["role"]),
-                    round=r["round"],
-                    text=r["text"],
-                    prompt_tokens=r["prompt_tokens"],
-                    completion_tokens=r["completion_tokens"],
-                    latency_s=r["latency_s"],
-                    refused=bool(r["refused"]),
-                    model=r["model"],
+                    roles.get(role) or Role(role),
+                    round_no,
+                    text,
+                    prompt_tokens,
+                    completion_tokens,
+                    latency_s,
+                    bool(refused),
+                    model,
                 )
             )
         return out
