@@ -57,6 +57,20 @@ def test_every_page_size_yields_the_same_rows(varied: Store, run_id: str, filter
         assert _pairs(varied, page=page, **filters) == whole
 
 
+def test_rows_read_by_position_equal_rows_read_by_name(varied: Store, build: Builder, run_id: str) -> None:
+    """`iter_annotations` reads rows by position; `get_sample` / `get_annotation` by column name."""
+    full = build.sample(
+        "full", source="synthetic", keyword="kw", generator="gen", split="test", harmful=False, meta={"seed": 7}
+    )
+    varied.save_annotation(build.annotation(full, run_id, categories=["C1"], error="e", score=0.25), full)
+    pairs = list(varied.iter_annotations(config_hash="cfgA")) + list(varied.iter_annotations(config_hash="cfgB"))
+    assert len(pairs) == 11 and any(s.meta for s, _ in pairs) and any(s.frames for s, _ in pairs)
+    for sample, ann in pairs:
+        assert sample == varied.get_sample(sample.id)
+        assert ann == varied.get_annotation(sample.id, ann.config_hash)
+        assert all(isinstance(t.role, Role) for t in ann.turns) and isinstance(ann.verdict.status, Status)
+
+
 def _reference_csv(rows: list[tuple[Sample, Annotation]], kind: Kind) -> str:
     """The VHD11K CSV as the in-memory writer made it: rounds = max over the rows, padded with None."""
     rounds = max([1, *(max((t.round for t in a.turns), default=0) for _, a in rows)])

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Annotation, Sample, Status
+from vhd.records import Annotation, Kind, Role, Sample, Status
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,36 @@ def _utc(seconds: float | None) -> datetime | None:
 
 
 def _sample_value(sample: Sample, ann: Annotation) -> dict[str, Any]:
-    d = sample.to_dict()
-    d["meta"] = json.dumps(d["meta"], ensure_ascii=False, default=str, sort_keys=True)
-    return d
+    # the keys and values of `Sample.to_dict`, without its deep copy (the export only reads them)
+    return {
+        "id": sample.id,
+        "kind": Kind(sample.kind).value,
+        "path": sample.path,
+        "source": None if sample.source is None else sample.source.value,
+        "keyword": sample.keyword,
+        "generator": sample.generator,
+        "split": sample.split,
+        "label": sample.harmful,
+        "frames": list(sample.frames),
+        "meta": json.dumps(sample.meta, ensure_ascii=False, default=str, sort_keys=True) if sample.meta else "{}",
+    }
+
+
+def _turns_value(sample: Sample, ann: Annotation) -> list[dict[str, Any]]:
+    # the keys and values of `Turn.to_dict`, without `dataclasses.asdict`
+    return [
+        {
+            "role": Role(t.role).value,
+            "round": t.round,
+            "text": t.text,
+            "prompt_tokens": t.prompt_tokens,
+            "completion_tokens": t.completion_tokens,
+            "latency_s": t.latency_s,
+            "refused": t.refused,
+            "model": t.model,
+        }
+        for t in ann.turns
+    ]
 
 
 def _sample_type(pa: Any) -> Any:
@@ -159,7 +186,7 @@ RECORD_COLUMNS: list[Column] = [
     Column("started_at", _timestamp, lambda s, a: _utc(a.started_at), "when the debate started (UTC)"),
     Column("finished_at", _timestamp, lambda s, a: _utc(a.finished_at), "when it ended (UTC)"),
     Column("decided_by", _string, lambda s, a: a.decided_by, "the cascade stage that decided, or debate"),
-    Column("turns", _turns_type, lambda s, a: [t.to_dict() for t in a.turns], "every turn, in order"),
+    Column("turns", _turns_type, _turns_value, "every turn, in order"),
 ]
 """The columns of the JSON Lines and Parquet exports, in order: the one place to add a column."""
 

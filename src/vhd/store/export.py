@@ -42,6 +42,7 @@ from vhd.errors import ConfigError, MissingDependencyError
 from vhd.fileio import atomic_write, escape_cell
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.registry import Registry
+from vhd.store import columns as record_columns
 from vhd.store.columns import RECORD_COLUMNS, Column, add_column, parquet_schema, record
 from vhd.store.sqlite import Store
 
@@ -202,29 +203,37 @@ class Vhd11kCsvFormat(ExportFormat):
     def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
         """Write one CSV, or ``<stem>_images.csv`` and ``<stem>_videos.csv``.
 
-        Rows are spooled (one JSON line each) to a temporary file per kind in the target folder
-        until the largest number of debate rounds, which sets the header, is known.
+        Rows are spooled (one CSV line each: the number of rounds, then the cells, already escaped)
+        to a temporary file per kind in the target folder until the largest number of debate
+        rounds, which sets the header, is known.
         """
         out.parent.mkdir(parents=True, exist_ok=True)
         spools: dict[Kind, IO[str]] = {}
+        writers: dict[Kind, Any] = {}
         rounds: dict[Kind, int] = {}
         try:
             for sample, ann in rows:
-                k = Kind(sample.kind)
-                if k not in spools:
-                    spools[k] = tempfile.TemporaryFile("w+", encoding="utf-8", dir=out.parent)  # noqa: SIM115 (closed below)
+                k = sample.kind if type(sample.kind) is Kind else Kind(sample.kind)
+                spool_writer = writers.get(k)
+                if spool_writer is None:
+                    spools[k] = tempfile.TemporaryFile("w+", encoding="utf-8", newline="", dir=out.parent)  # noqa: SIM115 (closed below)
+                    spool_writer = writers[k] = csv.writer(spools[k])
                     rounds[k] = 1  # at least one argument pair, as in the authors' files
-                n = _rounds(ann)
-                rounds[k] = max(rounds[k], n)
-                cells = {
-                    "path": sample.path,
-                    "decision": vhd11k_decision(ann),
-                    "reason": ann.verdict.reason,
-                    "aff": [_argument(ann, Role.AFFIRMATIVE, r + 1) for r in range(n)],
-                    "neg": [_argument(ann, Role.NEGATIVE, r + 1) for r in range(n)],
-                    "categories": ";".join(ann.verdict.categories),
-                }
-                spools[k].write(json.dumps(cells, ensure_ascii=False) + "\n")
+                aff, neg = _arguments(ann)
+                n = len(aff)
+                if n > rounds[k]:
+                    rounds[k] = n
+                spool_writer.writerow(
+                    [
+                        n,
+                        escape_cell(sample.path),
+                        vhd11k_decision(ann),
+                        escape_cell(ann.verdict.reason),
+                        *map(escape_cell, aff),
+                        *map(escape_cell, neg),
+                        escape_cell(";".join(ann.verdict.categories)),
+                    ]
+                )
             kinds = sorted(spools, key=lambda k: k.value)
             if len(kinds) > 1:
                 files = []
@@ -285,19 +294,25 @@ def vhd11k_columns(kind: Kind, rounds: int) -> list[str]:
     ]
 
 
-def _rounds(ann: Annotation) -> int:
-    return max((t.round for t in ann.turns), default=0)
+def _arguments(ann: Annotation) -> tuple[list[str], list[str]]:
+    """The affirmative and negative arguments of rounds 1..n (n: the last round of any turn).
 
-
-def _argument(ann: Annotation, role: Role, round_no: int) -> str:
+    Each is the first non-blank text of that role in that round, or ``"None"``.
+    """
+    n = 0
+    found: dict[tuple[Role, int], str] = {}
     for t in ann.turns:
-        if t.role is role and t.round == round_no and t.text.strip():
-            return t.text
-    return "None"
+        if t.round > n:
+            n = t.round
+        if (t.role is Role.AFFIRMATIVE or t.role is Role.NEGATIVE) and t.text.strip():
+            found.setdefault((t.role, t.round), t.text)
+    aff = [found.get((Role.AFFIRMATIVE, r), "None") for r in range(1, n + 1)]
+    neg = [found.get((Role.NEGATIVE, r), "None") for r in range(1, n + 1)]
+    return aff, neg
 
 
 def _write_vhd11k_csv(path: Path, spool: IO[str] | None, kind: Kind, rounds: int) -> None:
-    """Write the CSV from a spool of JSON lines, padding every row to ``rounds`` argument pairs."""
+    """Write the CSV from a spool of CSV lines, padding every row to ``rounds`` argument pairs."""
 
     def write(f: IO[str]) -> None:
         writer = csv.writer(f)
@@ -305,11 +320,18 @@ def _write_vhd11k_csv(path: Path, spool: IO[str] | None, kind: Kind, rounds: int
         if spool is None:
             return
         spool.seek(0)
-        for line in spool:
-            c = json.loads(line)
-            pad = ["None"] * (rounds - len(c["aff"]))
-            cells = [c["path"], c["decision"], c["reason"], *c["aff"], *pad, *c["neg"], *pad, c["categories"]]
-            writer.writerow([escape_cell(x) for x in cells])  # model text never runs as a formula
+        page: list[list[str]] = []
+        for row in csv.reader(spool):
+            n = int(row[0])
+            if n == rounds:
+                page.append(row[1:])
+            else:
+                pad = ["None"] * (rounds - n)
+                page.append([*row[1 : 4 + n], *pad, *row[4 + n : 4 + 2 * n], *pad, row[-1]])
+            if len(page) >= ROW_GROUP:
+                writer.writerows(page)
+                page.clear()
+        writer.writerows(page)
 
     atomic_write(path, write)
 
@@ -334,15 +356,29 @@ def _write_parquet(path: Path, rows: Iterable[tuple[Sample, Annotation]]) -> Non
         raise MissingDependencyError("pyarrow", "parquet") from exc
     schema = parquet_schema()
 
+    columns = list(record_columns.RECORD_COLUMNS)  # read now: `add_column` may have added some
+    types = [schema.field(c.name).type for c in columns]
+
+    def flush(writer: Any, cells: list[list[Any]]) -> None:
+        # column-wise: one pa.array per column of the row group, no dict per row
+        arrays = [pa.array(values, type=t) for values, t in zip(cells, types, strict=True)]
+        writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+
     def write(f: IO[bytes]) -> None:
         with pq.ParquetWriter(f, schema) as writer:
-            batch: list[dict[str, Any]] = []
+            cells: list[list[Any]] = [[] for _ in columns]
+            pairs = [(c.value, cells[i].append) for i, c in enumerate(columns)]
+            n = 0
             for sample, ann in rows:
-                batch.append(record(sample, ann))
-                if len(batch) >= ROW_GROUP:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                    batch = []
-            if batch:
-                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                for value, append in pairs:
+                    append(value(sample, ann))
+                n += 1
+                if n >= ROW_GROUP:
+                    flush(writer, cells)
+                    for column in cells:
+                        column.clear()
+                    n = 0
+            if n:
+                flush(writer, cells)
 
     atomic_write(path, write, binary=True)

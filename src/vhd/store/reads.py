@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from vhd.errors import ConfigError
-from vhd.records import Annotation, Role, Sample, Status, Turn
-from vhd.store.rows import VerdictRow, annotation_from_row, sample_from_row
+from vhd.records import Annotation, Kind, Role, Sample, Source, Status, Turn, Usage, Verdict
+from vhd.store.rows import VerdictRow, annotation_from_row, loads
 
 _FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value)
 _CHUNK = 256
+_ROLES = {r.value: r for r in Role}
+_KINDS = {k.value: k for k in Kind}
+_STATUSES = {s.value: s for s in Status}
 _LOOKUP = 500
 SAMPLE_FIELDS = "s.kind, s.path, s.source, s.keyword, s.generator, s.split, s.label, s.frames_json, s.meta_json"
 _ANN_COLS = (
@@ -24,6 +27,47 @@ _ANN_COLS = (
     "a.categories_json, a.score, a.refused, a.prompt_tokens, a.completion_tokens, a.calls, "
     "a.cost, a.error, a.started_at, a.finished_at, a.decided_by"
 )
+
+
+def pair_from_row(r: Sequence[Any], turns: list[Turn]) -> tuple[Sample, Annotation]:
+    """The sample and annotation of a row of ``SELECT {_ANN_COLS}, {SAMPLE_FIELDS}``, read by position.
+
+    `vhd.store.rows.sample_from_row` and `annotation_from_row` read the same by name; by position
+    it is several times cheaper, which counts on a million rows.
+    """
+    harmful, label, source, meta = r[5], r[24], r[20], r[26]
+    sample = Sample(
+        id=r[1],
+        kind=_KINDS.get(r[18]) or Kind(r[18]),
+        path=r[19],
+        source=None if source is None else Source.parse(source),
+        keyword=r[21],
+        generator=r[22],
+        split=r[23],
+        harmful=None if label is None else bool(label),
+        frames=loads(r[25]),
+        meta=loads(meta),
+    )
+    ann = Annotation(
+        sample_id=r[1],
+        run_id=r[2],
+        config_hash=r[3],
+        verdict=Verdict(
+            harmful=None if harmful is None else bool(harmful),
+            reason=r[6],
+            categories=loads(r[7]),
+            score=r[8],
+            status=_STATUSES.get(r[4]) or Status(r[4]),
+            refused=bool(r[9]),
+        ),
+        turns=turns,
+        usage=Usage(calls=r[12], prompt_tokens=r[10], completion_tokens=r[11], cost=r[13]),
+        error=r[14],
+        started_at=r[15] or 0.0,
+        finished_at=r[16] or 0.0,
+        decided_by=r[17],
+    )
+    return sample, ann
 
 
 def final_statuses(retry_unparsed: bool = False) -> list[str]:
@@ -221,9 +265,9 @@ class AnnotationReads(abc.ABC):
                 return
             turns = self._turns([int(r["id"]) for r in rows])
             for r in rows:
-                yield sample_from_row(r, id_key="sample_id"), annotation_from_row(r, turns.get(int(r["id"]), []))
+                yield pair_from_row(r, turns.get(r[0], []))
             last = rows[-1]
-            key = (str(last["path"]), str(last["sample_id"]), int(last["id"]))
+            key = (str(last[19]), str(last[1]), int(last[0]))
             if len(rows) < page:
                 return
 
@@ -236,17 +280,21 @@ class AnnotationReads(abc.ABC):
             list(ann_ids),
         )
         out: dict[int, list[Turn]] = {}
-        for r in rows:
-            out.setdefault(int(r[0]), []).append(
+        roles = _ROLES
+        for ann_id, role, round_no, text, prompt_tokens, completion_tokens, latency_s, refused, model in rows:
+            turns = out.get(ann_id)
+            if turns is None:
+                turns = out[ann_id] = []
+            turns.append(
                 Turn(
-                    role=Role(r["role"]),
-                    round=r["round"],
-                    text=r["text"],
-                    prompt_tokens=r["prompt_tokens"],
-                    completion_tokens=r["completion_tokens"],
-                    latency_s=r["latency_s"],
-                    refused=bool(r["refused"]),
-                    model=r["model"],
+                    roles.get(role) or Role(role),
+                    round_no,
+                    text,
+                    prompt_tokens,
+                    completion_tokens,
+                    latency_s,
+                    bool(refused),
+                    model,
                 )
             )
         return out

@@ -84,6 +84,17 @@ class VerdictRow:
     decided_by: str | None = None
 
 
+_KINDS = {k.value: k for k in Kind}
+_STATUSES = {s.value: s for s in Status}
+_EMPTY_JSON: dict[str, Any] = {"[]": list, "{}": dict}
+
+
+def loads(text: str) -> Any:
+    """JSON from a store column; the empty list and object (most rows) skip the parser."""
+    empty = _EMPTY_JSON.get(text)
+    return empty() if empty is not None else json.loads(text)
+
+
 def dumps(value: Any) -> str:
     """JSON for a store column (UTF-8 kept, unknown types as strings)."""
     return json.dumps(value, ensure_ascii=False, default=str)
@@ -93,15 +104,15 @@ def sample_from_row(r: sqlite3.Row, *, id_key: str = "id") -> Sample:
     """Build a `Sample` from a row holding the sample columns (the ``label`` column is `Sample.harmful`)."""
     return Sample(
         id=r[id_key],
-        kind=Kind(r["kind"]),
+        kind=_KINDS.get(r["kind"]) or Kind(r["kind"]),
         path=r["path"],
-        source=Source.parse(r["source"]),
+        source=None if r["source"] is None else Source.parse(r["source"]),
         keyword=r["keyword"],
         generator=r["generator"],
         split=r["split"],
         harmful=None if r["label"] is None else bool(r["label"]),
-        frames=json.loads(r["frames_json"]),
-        meta=json.loads(r["meta_json"]),
+        frames=loads(r["frames_json"]),
+        meta=loads(r["meta_json"]),
     )
 
 
@@ -114,9 +125,9 @@ def annotation_from_row(r: sqlite3.Row, turns: list[Turn]) -> Annotation:
         verdict=Verdict(
             harmful=None if r["harmful"] is None else bool(r["harmful"]),
             reason=r["reason"],
-            categories=json.loads(r["categories_json"]),
+            categories=loads(r["categories_json"]),
             score=r["score"],
-            status=Status(r["status"]),
+            status=_STATUSES.get(r["status"]) or Status(r["status"]),
             refused=bool(r["refused"]),
         ),
         turns=turns,
