@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from annotate_scale import timed  # noqa: E402  (a sibling script)
+from annotate_scale import timed  # a sibling script
 
 
 def make_noise(folder: Path, n: int) -> None:
