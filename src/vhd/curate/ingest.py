@@ -299,10 +299,12 @@ def ingest(
     folder = Path(os.path.abspath(quarantine_dir)) if quarantine_dir else None
     paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     from vhd.store.label_rules import known_sample
+    from vhd.store.statindex import ScratchSet
 
     check_inputs([os.fspath(p) for p in paths])
     result = IngestResult(listed=listed)
     discovered = 0
+    seen = ScratchSet()
 
     def items() -> Iterator[MediaItem]:
         """Discovery, streamed: files are checked while the folders are still being walked."""
@@ -312,6 +314,8 @@ def ingest(
             frame_folders=frame_folders,
             allow_outside_paths=allow_outside_paths,
             known=lambda sample_id, path: known_sample(store, sample_id, path),
+            first_seen=seen.add,  # paths met: on disk, not a set in memory
+            record_new=seen.put_new,
         ):
             if isinstance(found, Skipped):
                 store.record_skip(None, found.path, f"ingest: {found.reason}")
@@ -338,9 +342,12 @@ def ingest(
         except MediaError as exc:
             return _Checked(item, ident, "invalid", str(exc))
 
-    for done, checked in enumerate(thread_map(check, items(), jobs), start=1):
-        _record(store, checked, result, folder)
-        if on_progress is not None:
-            on_progress(done, max(done, discovered))  # the total grows while folders are walked
+    try:
+        for done, checked in enumerate(thread_map(check, items(), jobs), start=1):
+            _record(store, checked, result, folder)
+            if on_progress is not None:
+                on_progress(done, max(done, discovered))  # the total grows while folders are walked
+    finally:
+        seen.close()
     result.elapsed_s = time.perf_counter() - start
     return result
