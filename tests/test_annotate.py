@@ -163,6 +163,25 @@ def test_dry_run_estimates_without_calls(tmp_path: Path) -> None:
     assert not (tmp_path / "d.db").exists()
 
 
+def test_dry_run_streams_and_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Done samples are looked up in batches; duplicates count once; skipped inputs are counted, a few kept."""
+    import vhd.annotate.estimate
+    import vhd.annotate.loop
+
+    monkeypatch.setattr(vhd.annotate.estimate, "LOOKUP", 2)
+    monkeypatch.setattr(vhd.annotate.loop, "SKIP_REASONS_KEPT", 1)
+    paths = make_images(tmp_path / "m", 5)
+    vhd.annotate(paths[:3], model="scripted:demo", store=tmp_path / "d.db")
+    (tmp_path / "m" / "copy.png").write_bytes(paths[0].read_bytes())
+    for k in range(3):
+        (tmp_path / "m" / f"notes{k}.txt").write_text("not media")
+    s = vhd.annotate([tmp_path / "m"], model="scripted:demo", store=tmp_path / "d.db", dry_run=True)
+    e = s.estimate
+    assert e is not None and e["samples"] == 5 and e["already_done"] == 3 and e["to_annotate"] == 2
+    assert e["images"] == 5 and e["calls"] == 2 * 5
+    assert s.skipped >= 3 and len(s.skip_reasons) == 1
+
+
 def test_max_cost_stops_cleanly(tmp_path: Path) -> None:
     make_images(tmp_path / "m", 6)
     cfg = tmp_path / "c.toml"

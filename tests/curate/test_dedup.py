@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,21 @@ def test_worker_processes_give_the_same_result(photos: dict[str, Path]) -> None:
     assert [(m.fp.path, m.cluster, m.kept, m.distance) for m in one.members] == [
         (m.fp.path, m.cluster, m.kept, m.distance) for m in two.members
     ]
+
+
+def test_fingerprint_many_reads_jobs_lazily(photos: dict[str, Path]) -> None:
+    """Jobs come from a generator and are pulled one at a time: no list of jobs is built first."""
+    from vhd.curate.fingerprint import fingerprint_many
+
+    files = sorted(p for p in photos["a"].parent.iterdir() if p.is_file())
+    pulled: list[int] = []
+
+    def jobs() -> Iterator[Job]:
+        for k, p in enumerate(files):
+            pulled.append(k)
+            yield Job(k, str(p), "image")
+
+    seen_at_done: list[int] = []
+    fps = fingerprint_many(jobs(), 1, lambda done: seen_at_done.append(len(pulled)))
+    assert [fp.order for fp in fps] == list(range(len(files))) and all(fp.error is None for fp in fps)
+    assert seen_at_done[0] == 2 < len(files)  # one file hashed after two were asked for (2 x workers)

@@ -171,3 +171,21 @@ def test_cli_json_summary(tmp_path: Path, media: Path, capsys: pytest.CaptureFix
     data = json.loads(capsys.readouterr().out)
     assert data["added"] == 2 and len(data["invalid"]) == 3
     assert main(["ingest", str(tmp_path / "missing"), "--store", str(tmp_path / "r.db")]) == 2
+
+
+def test_ingest_result_is_bounded_and_the_store_keeps_everything(tmp_path: Path, media: Path) -> None:
+    """With ``listed=1`` the result keeps one entry per kind; counts and the store have them all."""
+    bad = media / "bad"
+    for k in range(5):
+        (bad / f"x{k}.jpg").parent.mkdir(parents=True, exist_ok=True)
+        (bad / f"x{k}.jpg").write_bytes(b"\xff\xd8\xff" + bytes([k]) * 10)
+    with Store(tmp_path / "run.db") as store:
+        result = ingest([media], store, defaults=IngestDefaults(source="real"), listed=1)
+        assert len(result.added) == 1 and result.count("added") == 4 == result.registered
+        invalid = result.count("invalid")
+        assert invalid >= 7 and len(result.invalid) == 1  # 5 broken jpgs, broken.jpg, the bomb, ...
+        assert len([s for s in store.skips() if s.reason.startswith("ingest: ")]) == invalid
+        summary = result.to_dict()
+        assert summary["added"] == 4 and summary["counts"]["invalid"] == invalid and len(summary["invalid"]) == 1
+        again = ingest([media], store, listed=2)
+        assert again.count("unchanged") == 4 and len(again.unchanged) == 2 and not again.added

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +37,12 @@ def _words(text: str) -> int:
     return int(len(text.split()) * TOKENS_PER_WORD) + 1
 
 
+LOOKUP = 500
+"""Sample ids looked up in the store at once."""
+
+
 async def estimate(
-    items: Sequence[MediaItem],
+    items: Iterable[MediaItem],
     config: AnnotateConfig,
     prompts: Prompts,
     examples: Sequence[ICLExample],
@@ -47,34 +51,53 @@ async def estimate(
 ) -> dict[str, Any]:
     """Count samples still to annotate and bound the calls, tokens and cost they need.
 
-    Completion tokens are bounded by the token caps; prompt tokens assume every earlier
-    argument used its whole cap, so the figures are upper bounds.
+    The items are streamed: sample ids met go to an on-disk set and are looked up in the store
+    `LOOKUP` at a time, so memory does not grow with the number of files. Completion tokens are
+    bounded by the token caps; prompt tokens assume every earlier argument used its whole cap,
+    so the figures are upper bounds.
     """
     from vhd.media.load import sample_id
+    from vhd.store.sqlite import Store
+    from vhd.store.statindex import ScratchSet
 
-    done: set[str] = set()
-    if store.exists():
-        from vhd.store.sqlite import Store
-
-        with Store(store) as db:
-            done = db.final_ids(config_hash)
-    ids: dict[str, Kind] = {}
+    found = dict.fromkeys(Kind, 0)
+    todo_by_kind = dict.fromkeys(Kind, 0)
     unreadable = 0
-    for item in items:
-        try:
-            sid = await asyncio.to_thread(sample_id, item)
-        except MediaError:
-            unreadable += 1
-            continue
-        ids.setdefault(sid, item.kind)
-    todo = {sid: kind for sid, kind in ids.items() if sid not in done}
+    batch: list[tuple[str, Kind]] = []
+    db = Store(store) if store.exists() else None
+    seen = ScratchSet()
+
+    def flush() -> None:
+        done = db.done_ids(config_hash, [sid for sid, _ in batch]) if db is not None else set()
+        for sid, kind in batch:
+            todo_by_kind[kind] += sid not in done
+        batch.clear()
+
+    try:
+        for item in items:
+            try:
+                sid = await asyncio.to_thread(sample_id, item)
+            except MediaError:
+                unreadable += 1
+                continue
+            if seen.add(sid):
+                found[item.kind] += 1
+                batch.append((sid, item.kind))
+                if len(batch) >= LOOKUP:
+                    flush()
+        flush()
+    finally:
+        seen.close()
+        if db is not None:
+            db.close()
+    samples, to_annotate = sum(found.values()), sum(todo_by_kind.values())
     rounds = config.debate.rounds
     _, debater_cap = config.role_settings("affirmative")
     _, judge_cap = config.role_settings("judge")
     side = config.media.max_side
     per_image = image_tokens(side, side)
     tokens = {role: [0, 0] for role in ("affirmative", "negative", "judge")}  # [prompt, completion]
-    for kind in todo.values():
+    for kind, n in todo_by_kind.items():
         n_images = 1 if kind is Kind.IMAGE else config.media.frames
         system = _words(prompts.render(f"affirmative_{kind.value}", rounds=rounds, n_frames=n_images, definition=""))
         judge_system = _words(prompts.render(f"judge_{kind.value}", n_frames=n_images, definition=""))
@@ -82,11 +105,11 @@ async def estimate(
         media = n_images * per_image
         for k in range(2 * rounds):
             counts = tokens["affirmative" if k % 2 == 0 else "negative"]
-            counts[0] += system + definition + media + 40 + k * debater_cap
-            counts[1] += debater_cap
+            counts[0] += n * (system + definition + media + 40 + k * debater_cap)
+            counts[1] += n * debater_cap
         icl = sum(len(e.images) * per_image + 30 for e in examples if e.kind is kind)
-        tokens["judge"][0] += judge_system + definition + icl + media + 40 + 2 * rounds * debater_cap
-        tokens["judge"][1] += judge_cap
+        tokens["judge"][0] += n * (judge_system + definition + icl + media + 40 + 2 * rounds * debater_cap)
+        tokens["judge"][1] += n * judge_cap
     cost: float | None = 0.0
     for role, (prompt, completion) in tokens.items():
         price = config.prices.get(config.role_model(role))
@@ -95,13 +118,13 @@ async def estimate(
             break
         cost = (cost or 0.0) + price.cost(prompt, completion)  # an upper bound: no cache hits assumed
     return {
-        "samples": len(ids),
-        "images": sum(1 for k in ids.values() if k is Kind.IMAGE),
-        "videos": sum(1 for k in ids.values() if k is Kind.VIDEO),
-        "already_done": len(ids) - len(todo),
-        "to_annotate": len(todo),
+        "samples": samples,
+        "images": found[Kind.IMAGE],
+        "videos": found[Kind.VIDEO],
+        "already_done": samples - to_annotate,
+        "to_annotate": to_annotate,
         "unreadable": unreadable,
-        "calls": len(todo) * (2 * rounds + 1),
+        "calls": to_annotate * (2 * rounds + 1),
         "prompt_tokens_max": sum(t[0] for t in tokens.values()),
         "completion_tokens_max": sum(t[1] for t in tokens.values()),
         "cost_max_usd": cost,

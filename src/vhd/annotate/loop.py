@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AsyncExitStack, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,7 +83,7 @@ async def run(
     from vhd.debate.icl import load_examples
     from vhd.debate.identity import config_identity, digest
     from vhd.debate.prompts import Prompts
-    from vhd.media.discover import check_inputs, discover, iter_discover
+    from vhd.media.discover import check_inputs, iter_discover
     from vhd.media.load import media_settings
     from vhd.store.statindex import ScratchSet
 
@@ -113,12 +113,28 @@ async def run(
     if dry_run:
         from vhd.annotate.estimate import estimate
 
-        found = discover(
-            list(inputs), frame_folders=frame_folders, allow_outside_paths=allow_outside_paths, known=known
-        )
-        summary.skip_reasons = [(display_path(s.path), s.reason) for s in found.skipped[:SKIP_REASONS_KEPT]]
-        summary.skipped = len(found.skipped)
-        summary.estimate = await estimate(found.items, config, prompts, examples, store, config_hash)
+        paths_seen = ScratchSet()
+
+        def streamed_items() -> Iterator[MediaItem]:
+            """Discovery, streamed into the estimate; skipped inputs are counted, a few kept."""
+            for found in iter_discover(
+                list(inputs),
+                frame_folders=frame_folders,
+                allow_outside_paths=allow_outside_paths,
+                known=known,
+                first_seen=paths_seen.add,
+            ):
+                if isinstance(found, Skipped):
+                    if len(summary.skip_reasons) < SKIP_REASONS_KEPT:
+                        summary.skip_reasons.append((display_path(found.path), found.reason))
+                    summary.skipped += 1
+                else:
+                    yield found
+
+        try:
+            summary.estimate = await estimate(streamed_items(), config, prompts, examples, store, config_hash)
+        finally:
+            paths_seen.close()
         summary.found = summary.estimate["samples"]
         summary.already_done = summary.estimate["already_done"]
         return summary

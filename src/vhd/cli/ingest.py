@@ -11,6 +11,12 @@ from vhd.cli.label_flags import add_outside_flag
 from vhd.fileio import printable
 from vhd.records import Source
 
+WHERE = {
+    "invalid": "all are in the store's skips table",
+    "blocked": "all are in the store's quarantine table",
+    "refused": "all are in the store's removals table",
+}
+
 
 def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
@@ -88,14 +94,15 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print(
-            f"{len(result.added)} sample(s) added, {len(result.updated)} updated, {len(result.unchanged)} already "
-            f"there, {len(result.invalid)} invalid, {len(result.blocked)} blocked, {len(result.refused)} removed "
-            f"earlier ({result.elapsed_s:.1f} s); store: {args.store}"
+            f"{result.count('added')} sample(s) added, {result.count('updated')} updated, "
+            f"{result.count('unchanged')} already there, {result.count('invalid')} invalid, "
+            f"{result.count('blocked')} blocked, {result.count('refused')} removed earlier "
+            f"({result.elapsed_s:.1f} s); store: {args.store}"
         )
         for label, entries in (("invalid", result.invalid), ("blocked", result.blocked), ("refused", result.refused)):
             for path, reason in entries[:20]:
                 print(printable(f"{label} {path}: {reason}"))
-            if len(entries) > 20:
-                print(f"... {len(entries) - 20} more {label} (use --json for all)")
-    bad = result.invalid or result.blocked
+            if result.count(label) > 20:
+                print(f"... {result.count(label) - 20} more {label} ({WHERE[label]})")
+    bad = result.problems
     return 1 if args.strict and bad else 0

@@ -31,7 +31,7 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -150,28 +150,38 @@ def _jobs_from_paths(
     inputs: Sequence[str | Path],
     settings: dict[str, int],
     frame_folders: bool,
-    unreadable: list[tuple[str, str]],
+    result: DedupResult,
     allow_outside_paths: bool = False,
     store: Store | None = None,
-) -> tuple[list[Job], dict[str, str]]:
-    from vhd.media.discover import discover
-    from vhd.store.label_rules import known_sample
+) -> Iterator[Job]:
+    """Discovery, streamed into jobs (paths met in an on-disk set).
 
-    found = discover(
-        inputs,
-        frame_folders=frame_folders,
-        allow_outside_paths=allow_outside_paths,
-        known=lambda sample_id, path: known_sample(store, sample_id, path),
-    )
-    unreadable.extend((display_path(s.path), s.reason) for s in found.skipped)
-    jobs: list[Job] = []
-    manifest_splits: dict[str, str] = {}
-    for item in found.items:
-        path = display_path(item.path)
-        jobs.append(Job(len(jobs), path, item.kind.value, item.is_frame_folder, **settings))
-        if item.split:
-            manifest_splits[path] = item.split
-    return jobs, manifest_splits
+    Skipped inputs go to ``result.unreadable``, manifest splits to ``result.splits``.
+    """
+    from vhd.media.discover import Skipped, iter_discover
+    from vhd.store.label_rules import known_sample
+    from vhd.store.statindex import ScratchSet
+
+    order, seen = 0, ScratchSet()
+    try:
+        for found in iter_discover(
+            inputs,
+            frame_folders=frame_folders,
+            allow_outside_paths=allow_outside_paths,
+            known=lambda sample_id, path: known_sample(store, sample_id, path),
+            first_seen=seen.add,
+            record_new=seen.put_new,
+        ):
+            if isinstance(found, Skipped):
+                result.unreadable.append((display_path(found.path), found.reason))
+                continue
+            path = display_path(found.path)
+            if found.split:
+                result.splits[path] = found.split
+            yield Job(order, path, found.kind.value, found.is_frame_folder, **settings)
+            order += 1
+    finally:
+        seen.close()
 
 
 def find_duplicates(
@@ -226,24 +236,31 @@ def find_duplicates(
         raise ConfigError("nothing to check: give files, folders, manifests or a store")
     settings = {"n_frames": n_frames, "first_frames": first_frames, "max_pixels": max_pixels}
     result = DedupResult(threshold=threshold, keep=keep)
+    discovered = 0
     if len(paths) == 1 and is_store_file(paths[0]):
         with Store(paths[0]) as db:
             job_list, result.splits, result.sample_ids = _jobs_from_store(db, settings)
+        jobs_in: Iterable[Job] = job_list
+        discovered = len(job_list)
     else:
-        job_list, result.splits = _jobs_from_paths(
-            [os.fspath(p) for p in paths], settings, frame_folders, result.unreadable, allow_outside_paths, store
+        from vhd.media.discover import check_inputs
+
+        check_inputs([os.fspath(p) for p in paths])
+        jobs_in = _jobs_from_paths(
+            [os.fspath(p) for p in paths], settings, frame_folders, result, allow_outside_paths, store
         )
-    total = len(job_list)
+
     workers = max(1, jobs if jobs else (os.cpu_count() or 1))
 
     def hashed(done: int) -> None:
         if on_progress is not None:
-            on_progress(done, total, stage="hash")
+            on_progress(done, max(done, discovered), stage="hash")  # unknown while folders are walked
 
     from vhd.execution import executor as find_executor
 
     runner = find_executor(executor, executor_options)
-    fps = fingerprint_many(job_list, workers, hashed, executor=None if runner.in_process else runner)
+    fps = fingerprint_many(jobs_in, workers, hashed, executor=None if runner.in_process else runner)
+    total = len(fps)
     result.unreadable.extend((fp.path, fp.error) for fp in fps if fp.error is not None)
     if store is not None:
         _attach_store(result, store, fps)

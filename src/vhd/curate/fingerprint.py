@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -236,13 +238,28 @@ class FingerprintWork(Work[Job, Fingerprint]):
         return await asyncio.to_thread(fingerprint, item)
 
 
+def checked_jobs(jobs: Iterable[Job]) -> Iterator[Job]:
+    """Pass jobs through, failing on the first video when PyAV is missing (before it is sent to a worker)."""
+    from vhd.errors import require
+
+    need_av = True
+    for job in jobs:
+        if need_av and job.kind == "video":
+            require("av", "video")
+            need_av = False
+        yield job
+
+
 def fingerprint_many(
-    jobs: list[Job], workers: int, on_done: Any = None, *, executor: Executor | None = None
+    jobs: Iterable[Job], workers: int, on_done: Any = None, *, executor: Executor | None = None
 ) -> list[Fingerprint]:
     """Fingerprint files in ``workers`` processes (in this process when 1), in input order.
 
+    The jobs are read lazily (a generator streams: no list of jobs is held), so only the
+    fingerprints, which duplicate search compares, stay in memory.
+
     Args:
-        jobs: The files.
+        jobs: The files, in order (``order`` counting from 0).
         workers: Worker processes.
         on_done: Called with the number of files done so far, now and then.
         executor: Fingerprint on this executor's workers instead (``workers`` is then how many
@@ -254,13 +271,13 @@ def fingerprint_many(
     from vhd.errors import require
 
     require("imagehash", "dedup")  # fail here, once, rather than in every worker
-    if any(job.kind == "video" for job in jobs):
-        require("av", "video")
+    source = checked_jobs(jobs)
     results: list[Fingerprint] = []
     if executor is not None and not executor.in_process:
-        return _on_executor(executor, jobs, workers, on_done)
-    if workers <= 1 or len(jobs) < 2 * workers:
-        for job in jobs:
+        return _on_executor(executor, source, workers, on_done)
+    head = list(itertools.islice(source, 2 * workers))
+    if workers <= 1 or len(head) < 2 * workers:
+        for job in itertools.chain(head, source):
             results.append(fingerprint(job))
             if on_done is not None:
                 on_done(len(results))
@@ -269,7 +286,7 @@ def fingerprint_many(
 
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers) as pool:
-        for result in pool.imap(fingerprint, jobs, chunksize=16):
+        for result in pool.imap(fingerprint, itertools.chain(head, source), chunksize=16):
             results.append(result)
             if on_done is not None and len(results) % 64 == 0:
                 on_done(len(results))
@@ -278,7 +295,7 @@ def fingerprint_many(
     return results
 
 
-def _on_executor(executor: Executor, jobs: list[Job], workers: int, on_done: Any) -> list[Fingerprint]:
+def _on_executor(executor: Executor, jobs: Iterable[Job], workers: int, on_done: Any) -> list[Fingerprint]:
     """`fingerprint_many` on an executor: results stream back in any order and are put in input order."""
     from vhd.execution import map_unordered
 
@@ -294,4 +311,4 @@ def _on_executor(executor: Executor, jobs: list[Job], workers: int, on_done: Any
             on_done(len(found))
     if on_done is not None:
         on_done(len(found))
-    return [found[job.order] for job in jobs]
+    return [found[k] for k in sorted(found)]

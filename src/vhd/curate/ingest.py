@@ -83,17 +83,30 @@ class IngestDefaults:
         )
 
 
+LISTED = 100
+"""Ids and ``(path, reason)`` pairs an `IngestResult` keeps per kind; the rest are counted."""
+KINDS = ("added", "updated", "unchanged", "invalid", "blocked", "refused")
+
+
 @dataclass
 class IngestResult:
-    """What `ingest` did.
+    """What `ingest` did, in memory that does not grow with the number of files.
+
+    Every outcome is counted in ``counts``; the lists keep only the first ``listed`` entries of
+    each kind (`LISTED`), so ingesting a million files holds a few hundred ids, not a million.
+    The full record is in the store: samples (added, updated, unchanged) in its samples table,
+    invalid files with their reason in its skips table (`Store.skips`, run id None), blocked
+    files in its quarantine table and refused ones in its removals table.
 
     Attributes:
-        added: Ids of samples new to the store.
+        added: Ids of samples new to the store (the first ``listed``).
         updated: Ids of samples already stored under another path or with missing fields.
         unchanged: Ids of samples already stored under the same path (not decoded again).
         invalid: ``(path, reason)`` of files skipped as unreadable or invalid.
         blocked: ``(path, reason)`` of files on the block list (quarantined).
         refused: ``(path, reason)`` of files whose sample was removed on request earlier.
+        counts: How many of each kind, keyed by the attribute names above.
+        listed: How many entries each list keeps.
         elapsed_s: Wall time.
     """
 
@@ -103,22 +116,42 @@ class IngestResult:
     invalid: list[tuple[str, str]] = field(default_factory=list)
     blocked: list[tuple[str, str]] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    listed: int = LISTED
     elapsed_s: float = 0.0
+
+    def note(self, kind: str, entry: Any) -> None:
+        """Count one outcome of ``kind`` and keep it when its list is not full."""
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        kept: list[Any] = getattr(self, kind)
+        if len(kept) < self.listed:
+            kept.append(entry)
+
+    def count(self, kind: str) -> int:
+        """How many outcomes of ``kind`` (``added``, ``invalid``, ...) there were."""
+        return self.counts.get(kind, 0)
 
     @property
     def registered(self) -> int:
         """Samples now in the store from these inputs."""
-        return len(self.added) + len(self.updated) + len(self.unchanged)
+        return self.count("added") + self.count("updated") + self.count("unchanged")
+
+    @property
+    def problems(self) -> int:
+        """Files that were invalid or blocked."""
+        return self.count("invalid") + self.count("blocked")
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable summary."""
+        """A JSON-serialisable summary: counts, and the first ``listed`` problem files of each kind."""
         return {
-            "added": len(self.added),
-            "updated": len(self.updated),
-            "unchanged": len(self.unchanged),
+            "added": self.count("added"),
+            "updated": self.count("updated"),
+            "unchanged": self.count("unchanged"),
             "invalid": [{"path": p, "reason": r} for p, r in self.invalid],
             "blocked": [{"path": p, "reason": r} for p, r in self.blocked],
             "refused": [{"path": p, "reason": r} for p, r in self.refused],
+            "counts": dict(self.counts),
+            "listed": self.listed,
             "elapsed_s": round(self.elapsed_s, 3),
         }
 
@@ -195,19 +228,20 @@ def _record(store: Store, checked: _Checked, result: IngestResult, folder: Path 
     when = removed_at(store, checked.ident) if checked.ident else None
     if checked.status == "blocked":
         _quarantine(store, checked.item, checked.ident, checked.reason, folder)
-        result.blocked.append((path, checked.reason))
+        result.note("blocked", (path, checked.reason))
     elif when is not None:
         stamp = time.strftime("%Y-%m-%d", time.gmtime(when))
-        result.refused.append((path, f"sample removed from the store on {stamp}; not ingested again"))
+        result.note("refused", (path, f"sample removed from the store on {stamp}; not ingested again"))
     elif checked.status == "unchanged":
-        result.unchanged.append(checked.ident)
+        result.note("unchanged", checked.ident)
     elif checked.status == "invalid":
-        result.invalid.append((path, checked.reason))
+        store.record_skip(None, path, f"ingest: {checked.reason}")
+        result.note("invalid", (path, checked.reason))
     else:
         sample = checked.loaded.sample
         new = store.get_sample(sample.id) is None
         store.upsert_sample(sample)
-        (result.added if new else result.updated).append(sample.id)
+        result.note("added" if new else "updated", sample.id)
 
 
 def ingest(
@@ -223,6 +257,7 @@ def ingest(
     on_progress: ProgressFn | None = None,
     allow_outside_paths: bool = False,
     rehash: bool = False,
+    listed: int = LISTED,
 ) -> IngestResult:
     """Register files, folders and manifests as samples of a store.
 
@@ -241,9 +276,11 @@ def ingest(
         allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
             (rows naming a sample the store holds are always accepted).
         rehash: Read and hash every file again instead of trusting the store's stat index.
+        listed: Ids or files of each kind the result keeps (the rest are counted).
 
     Returns:
-        What was added, updated, skipped and blocked.
+        What was added, updated, skipped and blocked: counts, and the first `LISTED` ids or
+        files of each kind (invalid files are all in the store's skips table).
 
     Raises:
         ConfigError: An input does not exist, a manifest or the block list cannot be read.
@@ -262,10 +299,12 @@ def ingest(
     folder = Path(os.path.abspath(quarantine_dir)) if quarantine_dir else None
     paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     from vhd.store.label_rules import known_sample
+    from vhd.store.statindex import ScratchSet
 
     check_inputs([os.fspath(p) for p in paths])
-    result = IngestResult()
+    result = IngestResult(listed=listed)
     discovered = 0
+    seen = ScratchSet()
 
     def items() -> Iterator[MediaItem]:
         """Discovery, streamed: files are checked while the folders are still being walked."""
@@ -275,9 +314,12 @@ def ingest(
             frame_folders=frame_folders,
             allow_outside_paths=allow_outside_paths,
             known=lambda sample_id, path: known_sample(store, sample_id, path),
+            first_seen=seen.add,  # paths met: on disk, not a set in memory
+            record_new=seen.put_new,
         ):
             if isinstance(found, Skipped):
-                result.invalid.append((display_path(found.path), found.reason))
+                store.record_skip(None, found.path, f"ingest: {found.reason}")
+                result.note("invalid", (display_path(found.path), found.reason))
                 continue
             discovered += 1
             yield defaults.apply(found)
@@ -300,9 +342,12 @@ def ingest(
         except MediaError as exc:
             return _Checked(item, ident, "invalid", str(exc))
 
-    for done, checked in enumerate(thread_map(check, items(), jobs), start=1):
-        _record(store, checked, result, folder)
-        if on_progress is not None:
-            on_progress(done, max(done, discovered))  # the total grows while folders are walked
+    try:
+        for done, checked in enumerate(thread_map(check, items(), jobs), start=1):
+            _record(store, checked, result, folder)
+            if on_progress is not None:
+                on_progress(done, max(done, discovered))  # the total grows while folders are walked
+    finally:
+        seen.close()
     result.elapsed_s = time.perf_counter() - start
     return result
