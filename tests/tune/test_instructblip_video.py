@@ -100,3 +100,24 @@ def test_instructblip_video_tunes_on_clips_and_scores_through_vhd_bench(
     assert main(bench) == 0
     out = capsys.readouterr().out
     assert "| tuned | 8/8 |" in out and "0 failed" in out  # every clip scored as one video
+
+
+def test_a_video_processor_config_alone_is_applied_per_frame(tiny_video_dir: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from vhd.backends.blip_video import load_processor
+
+    only_video = tmp_path / "only_video"
+    shutil.copytree(tiny_video_dir, only_video)
+    settings = json.loads((only_video / "preprocessor_config.json").read_text())
+    (only_video / "preprocessor_config.json").unlink()
+    settings["size"] = {"height": 24, "width": 24}
+    (only_video / "video_preprocessor_config.json").write_text(json.dumps(settings))
+    processor = load_processor(str(only_video), {"local_files_only": True})
+    assert processor.image_processor.size["height"] == 24
+    (only_video / "video_preprocessor_config.json").unlink()
+    from vhd.errors import BackendUnavailableError
+
+    with pytest.raises(BackendUnavailableError, match=r"video_preprocessor_config\.json"):
+        load_processor(str(only_video), {"local_files_only": True})

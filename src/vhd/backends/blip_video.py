@@ -14,9 +14,10 @@ torchvision, so training and scoring see the same inputs everywhere.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from vhd.errors import BackendError
+from vhd.errors import BackendError, BackendUnavailableError
 
 MODEL_TYPE = "instructblipvideo"
 """The ``model_type`` of InstructBLIP-Video checkpoints."""
@@ -131,5 +132,36 @@ def load_processor(path: str, common: dict[str, Any]) -> VideoBlipProcessor:
     config = transformers.AutoConfig.from_pretrained(path, **common)
     tokenizer = transformers.AutoTokenizer.from_pretrained(path, **common)
     qformer = transformers.AutoTokenizer.from_pretrained(path, subfolder="qformer_tokenizer", **common)
-    image_processor = transformers.AutoImageProcessor.from_pretrained(path, **common)
+    try:
+        image_processor = transformers.AutoImageProcessor.from_pretrained(path, **common)
+    except (OSError, ValueError):  # only a video processor config: the same settings, applied per frame
+        image_processor = frame_processor(path, common)
     return VideoBlipProcessor(tokenizer, qformer, image_processor, int(config.num_query_tokens))
+
+
+FRAME_SETTINGS = ("size", "resample", "do_resize", "do_rescale", "rescale_factor", "do_normalize", "image_mean")
+"""Settings a video processor config shares with BLIP's image processor (plus ``image_std``, ``do_convert_rgb``)."""
+
+
+def frame_processor(path: str, common: dict[str, Any]) -> Any:
+    """A BLIP image processor with the settings of the checkpoint's ``video_preprocessor_config.json``.
+
+    Raises:
+        BackendUnavailableError: The checkpoint has neither an image nor a video processor config.
+    """
+    import json
+
+    import transformers as tf
+
+    hub: Any = tf.utils
+    try:
+        config_file = hub.cached_file(path, "video_preprocessor_config.json", **common)
+    except OSError as exc:
+        raise BackendUnavailableError(
+            f"{path!r} has no preprocessor_config.json or video_preprocessor_config.json: "
+            "save the image processor with the model"
+        ) from exc
+    settings = json.loads(Path(str(config_file)).read_text())
+    keys = (*FRAME_SETTINGS, "image_std", "do_convert_rgb")
+    blip: Any = tf.models.blip.BlipImageProcessorPil
+    return blip(**{k: settings[k] for k in keys if k in settings})
