@@ -121,3 +121,32 @@ def test_a_video_processor_config_alone_is_applied_per_frame(tiny_video_dir: Pat
 
     with pytest.raises(BackendUnavailableError, match=r"video_preprocessor_config\.json"):
         load_processor(str(only_video), {"local_files_only": True})
+
+
+def test_the_hf_backend_generates_over_a_clip(tiny_video_dir: Path) -> None:
+    import asyncio
+    import io
+
+    from PIL import Image
+
+    from vhd.backends.base import GenerateConfig, Message
+    from vhd.backends.hf import HFBackend
+    from vhd.media.encoded import EncodedImage
+
+    def frame(color: str) -> EncodedImage:
+        buf = io.BytesIO()
+        Image.new("RGB", (40, 40), color).save(buf, "PNG")
+        return EncodedImage(buf.getvalue(), "image/png", 40, 40)
+
+    async def go() -> tuple[int, int]:
+        backend = HFBackend(str(tiny_video_dir), {"device": "cpu", "dtype": "float32"})
+        try:
+            clip = (frame("red"), frame("blue"), frame("green"), "Is this video harmful?")
+            out = await backend.generate([Message("user", clip)], GenerateConfig(max_tokens=3, temperature=0))
+        finally:
+            await backend.aclose()
+        return out.prompt_tokens, out.completion_tokens
+
+    prompt_tokens, completion_tokens = asyncio.run(go())
+    assert prompt_tokens > 4 * 3  # the 3 frames' video tokens lead the prompt
+    assert 1 <= completion_tokens <= 3
