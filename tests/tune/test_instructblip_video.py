@@ -8,7 +8,7 @@ import pytest
 
 from tests.optional import need_module
 from tests.tune.test_tune import config, tuned_scores
-from vhd.backends.soft_prompt_ckpt import read_checkpoint
+from vhd.backends.soft_prompt_ckpt import META_FILE, read_checkpoint
 from vhd.records import LabelledSample
 
 
@@ -150,3 +150,15 @@ def test_the_hf_backend_generates_over_a_clip(tiny_video_dir: Path) -> None:
     prompt_tokens, completion_tokens = asyncio.run(go())
     assert prompt_tokens > 4 * 3  # the 3 frames' video tokens lead the prompt
     assert 1 <= completion_tokens <= 3
+
+
+def test_cache_vision_is_refused_for_the_video_class(
+    tiny_video_dir: Path, clips: tuple[Path, list[LabelledSample]], tmp_path: Path
+) -> None:
+    from vhd.errors import ConfigError
+    from vhd.tune.train import train
+
+    cfg = config(tiny_video_dir, frames=3, train_crop="center", cache_vision=True)
+    with pytest.raises(ConfigError, match="cache-vision is not supported for InstructBlipVideo"):
+        train(cfg, clips[1], tmp_path / "ck")
+    assert not (tmp_path / "ck" / META_FILE).exists()
