@@ -402,3 +402,58 @@ def build_tiny_instructblip(path: Path, *, seed: int = 0, text_init: float = 0.2
         model.query_tokens.normal_(0.0, 1.0)
         model.language_projection.weight.normal_(0.0, text_init)
     return _save(model, processor, tokenizer, path)
+
+
+def build_tiny_instructblip_video(path: Path, *, seed: int = 0, text_init: float = 0.2) -> Path:
+    """Build and save a tiny InstructBLIP-Video (`InstructBlipVideoForConditionalGeneration`).
+
+    The same tower sizes and initialisation as `build_tiny_instructblip`. transformers' video
+    processor imports torchvision, so the directory holds what vhd's own
+    `vhd.backends.blip_video.VideoBlipProcessor` loads: the tokenizer (with ``<video>``), the
+    Q-Former tokenizer under ``qformer_tokenizer/`` and a BLIP image processor applied per frame.
+
+    Args:
+        path: Directory to write (created if missing).
+        seed: Seed for the random weights.
+        text_init: The text config's ``initializer_range``.
+
+    Returns:
+        ``path``, loadable with `vhd.backends.hf.load_model`.
+    """
+    import torch
+
+    tf = _transformers()
+    tokenizer = _tokenizer(["<video>"])
+    qformer_tokenizer = _tokenizer([])
+    image_processor = tf.models.blip.BlipImageProcessorPil(size={"height": SIDE, "width": SIDE})
+    query_tokens = 4
+    vision = tf.InstructBlipVideoVisionConfig(**_vision(initializer_range=0.02))
+    qformer = tf.InstructBlipVideoQFormerConfig(
+        vocab_size=len(qformer_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        encoder_hidden_size=64,
+        cross_attention_frequency=1,
+        pad_token_id=qformer_tokenizer.pad_token_id,
+    )
+    text = _text_config(tokenizer)
+    text.initializer_range = text_init
+    config = tf.InstructBlipVideoConfig(
+        vision_config=vision.to_dict(),
+        qformer_config=qformer.to_dict(),
+        text_config=text.to_dict(),
+        num_query_tokens=query_tokens,
+        video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
+    )
+    torch.manual_seed(seed)
+    model = tf.InstructBlipVideoForConditionalGeneration(config).eval()
+    with torch.no_grad():  # zero query tokens (the default) and a faint projection hide the frames
+        model.query_tokens.normal_(0.0, 1.0)
+        model.language_projection.weight.normal_(0.0, text_init)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    _write(path, model, tokenizer, image_processor)
+    qformer_tokenizer.save_pretrained(path / "qformer_tokenizer")
+    return path

@@ -219,7 +219,12 @@ class HFBackend(Backend):
             if is_text_only(path, common):  # a text-only chat model (e.g. for `vhd prompts`)
                 processor, model = load_text_model(path, common, dtype, device, extra)
             else:
-                processor = transformers.AutoProcessor.from_pretrained(path, **common)
+                from vhd.backends.blip_video import is_video_blip, load_processor
+
+                if is_video_blip(path, common):  # its own processor needs torchvision and 4 frames
+                    processor = load_processor(path, common)
+                else:
+                    processor = transformers.AutoProcessor.from_pretrained(path, **common)
                 model = transformers.AutoModelForImageTextToText.from_pretrained(
                     path, dtype=dtype, device_map=device, **common, **extra
                 )

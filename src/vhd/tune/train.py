@@ -192,7 +192,8 @@ class _VisionCache:
         import inspect
 
         model = soft.loaded.model
-        if "mm_encoder_outputs" not in inspect.signature(model.forward).parameters:
+        forward_params = inspect.signature(model.forward).parameters
+        if "mm_encoder_outputs" not in forward_params or not hasattr(model, "get_image_features"):
             raise ConfigError(f"--cache-vision is not supported for {type(model).__name__}: train without it")
         self.soft = soft
         self.keys = set(inspect.signature(model.get_image_features).parameters) - {"input_ids"}
