@@ -346,6 +346,36 @@ def build_tiny_text_llm(path: Path, *, seed: int = 0) -> Path:
     return _save(model, tokenizer, tokenizer, path)
 
 
+def _blip_towers(
+    vision_cls: Any, qformer_cls: Any, tokenizer: Any, qformer_tokenizer: Any, text_init: float
+) -> dict[str, Any]:
+    """The vision, Q-Former and text configs of a tiny InstructBLIP (image or video) as config keywords."""
+    vision = vision_cls(**_vision(initializer_range=0.02))
+    qformer = qformer_cls(
+        vocab_size=len(qformer_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        encoder_hidden_size=64,
+        cross_attention_frequency=1,
+        pad_token_id=qformer_tokenizer.pad_token_id,
+    )
+    text = _text_config(tokenizer)
+    text.initializer_range = text_init
+    return {"vision_config": vision.to_dict(), "qformer_config": qformer.to_dict(), "text_config": text.to_dict()}
+
+
+def _wake_qformer(model: Any, text_init: float) -> Any:
+    """Draw the query tokens (zeros by default) and the projection, which would otherwise hide the image."""
+    import torch
+
+    with torch.no_grad():
+        model.query_tokens.normal_(0.0, 1.0)
+        model.language_projection.weight.normal_(0.0, text_init)
+    return model
+
+
 def build_tiny_instructblip(path: Path, *, seed: int = 0, text_init: float = 0.2) -> Path:
     """Build and save a tiny InstructBLIP (BLIP vision tower, Q-Former, Llama text model).
 
@@ -376,31 +406,13 @@ def build_tiny_instructblip(path: Path, *, seed: int = 0, text_init: float = 0.2
         qformer_tokenizer=_tokenizer([]),
         num_query_tokens=query_tokens,
     )
-    vision = tf.InstructBlipVisionConfig(**_vision(initializer_range=0.02))
-    qformer = tf.InstructBlipQFormerConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        encoder_hidden_size=64,
-        cross_attention_frequency=1,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    text = _text_config(tokenizer)
-    text.initializer_range = text_init
     config = tf.InstructBlipConfig(
-        vision_config=vision.to_dict(),
-        qformer_config=qformer.to_dict(),
-        text_config=text.to_dict(),
+        **_blip_towers(tf.InstructBlipVisionConfig, tf.InstructBlipQFormerConfig, tokenizer, tokenizer, text_init),
         num_query_tokens=query_tokens,
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
     )
     torch.manual_seed(seed)
-    model = tf.InstructBlipForConditionalGeneration(config).eval()
-    with torch.no_grad():  # zero query tokens (the default) and a faint projection hide the image
-        model.query_tokens.normal_(0.0, 1.0)
-        model.language_projection.weight.normal_(0.0, text_init)
+    model = _wake_qformer(tf.InstructBlipForConditionalGeneration(config).eval(), text_init)
     return _save(model, processor, tokenizer, path)
 
 
@@ -427,31 +439,15 @@ def build_tiny_instructblip_video(path: Path, *, seed: int = 0, text_init: float
     qformer_tokenizer = _tokenizer([])
     image_processor = tf.models.blip.BlipImageProcessorPil(size={"height": SIDE, "width": SIDE})
     query_tokens = 4
-    vision = tf.InstructBlipVideoVisionConfig(**_vision(initializer_range=0.02))
-    qformer = tf.InstructBlipVideoQFormerConfig(
-        vocab_size=len(qformer_tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        encoder_hidden_size=64,
-        cross_attention_frequency=1,
-        pad_token_id=qformer_tokenizer.pad_token_id,
-    )
-    text = _text_config(tokenizer)
-    text.initializer_range = text_init
     config = tf.InstructBlipVideoConfig(
-        vision_config=vision.to_dict(),
-        qformer_config=qformer.to_dict(),
-        text_config=text.to_dict(),
+        **_blip_towers(
+            tf.InstructBlipVideoVisionConfig, tf.InstructBlipVideoQFormerConfig, tokenizer, qformer_tokenizer, text_init
+        ),
         num_query_tokens=query_tokens,
         video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
     )
     torch.manual_seed(seed)
-    model = tf.InstructBlipVideoForConditionalGeneration(config).eval()
-    with torch.no_grad():  # zero query tokens (the default) and a faint projection hide the frames
-        model.query_tokens.normal_(0.0, 1.0)
-        model.language_projection.weight.normal_(0.0, text_init)
+    model = _wake_qformer(tf.InstructBlipVideoForConditionalGeneration(config).eval(), text_init)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     _write(path, model, tokenizer, image_processor)
