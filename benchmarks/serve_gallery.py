@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import sys
 import time
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, os.environ.get("VHD_SRC") or str(ROOT / "src"))  # VHD_SRC: time another checkout's code
 
 from vhd.store.gallery import GalleryFilter, QueueEntry  # noqa: E402
 from vhd.store.sqlite import Store  # noqa: E402
@@ -105,6 +106,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=1_000_000)
     ap.add_argument("--cache", type=Path)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--cases", default="", help="only the views whose name matches this regular expression")
     args = ap.parse_args()
     path = args.cache or Path(f"/tmp/vhd-bench-serve-v2-{args.samples}.db")
     if not path.exists():
@@ -118,27 +120,64 @@ def main() -> None:
         ("source=synthetic", {"source": "synthetic"}, "ingest"),
         ("generator=sdxl", {"generator": "sdxl"}, "ingest"),
         ("keyword (0.1%)", {"keyword": "keyword 7"}, "ingest"),
+        ("keyword no sample has", {"keyword": "nobody"}, "ingest"),
         ("split=test", {"split": "test"}, "ingest"),
         ("decision=harmful", {"decision": "harmful"}, "ingest"),
-        ("status=error", {"status": "error"}, "ingest"),
+        ("decision=not_harmful", {"decision": "not_harmful"}, "ingest"),
+        ("decision=none (3%)", {"decision": "none"}, "ingest"),
+        ("status=ok", {"status": "ok"}, "ingest"),
+        ("status=error (1%)", {"status": "error"}, "ingest"),
+        ("status=refused (none)", {"status": "refused"}, "ingest"),
+        ("status=missing (none)", {"status": "missing"}, "ingest"),
         ("category", {"category": CATS[1]}, "ingest"),
+        ("category no sample has", {"category": "Nobody's Category"}, "ingest"),
         ("decided_by=debate (30%)", {"decided_by": "debate"}, "ingest"),
         ("decided_by=rare (0.1%)", {"decided_by": "rare"}, "ingest"),
         ("decided_by=none (no match)", {"decided_by": "none"}, "ingest"),
         ("score 0.45-0.55", {"score_min": 0.45, "score_max": 0.55}, "ingest"),
+        ("score above 2 (none)", {"score_min": 2.0}, "ingest"),
         ("disagreement=configs", {"disagreement": "configs"}, "ingest"),
+        ("disagreement=human (no labels)", {"disagreement": "human"}, "ingest"),
+        ("disagreement=detector", {"disagreement": "detector"}, "ingest"),
+        ("disagreement=reviewers", {"disagreement": "reviewers"}, "ingest"),
         ("review=unreviewed", {"review": "unreviewed"}, "ingest"),
         ("review=mine", {"review": "mine"}, "ingest"),
+        ("review=not_mine", {"review": "not_mine"}, "ingest"),
         ("review=labelled", {"review": "labelled"}, "ingest"),
+        ("review=unlabelled", {"review": "unlabelled"}, "ingest"),
+        ("review=disputed", {"review": "disputed"}, "ingest"),
+        ("review=needs_more", {"review": "needs_more"}, "ingest"),
+        ("queue only", {"queue_only": True}, "ingest"),
+        ("source=real + generator=sdxl (empty)", {"source": "real", "generator": "sdxl"}, "ingest"),
+        ("status=error + decision=harmful (empty)", {"status": "error", "decision": "harmful"}, "ingest"),
+        ("synthetic + test + harmful", {"source": "synthetic", "split": "test", "decision": "harmful"}, "ingest"),
+        ("debate + category + score>0.9", {"decided_by": "debate", "category": CATS[0], "score_min": 0.9}, "ingest"),
+        (
+            "unreviewed + harmful + keyword",
+            {"review": "unreviewed", "decision": "harmful", "keyword": "keyword 3"},
+            "ingest",
+        ),
+        ("configs + category", {"disagreement": "configs", "category": CATS[2]}, "ingest"),
+        ("score 0.45-0.55 + synthetic", {"score_min": 0.45, "score_max": 0.55, "source": "synthetic"}, "ingest"),
+        ("config b: status=missing (95%)", {"config_hash": "b" * 64, "status": "missing"}, "ingest"),
+        ("config b: status=ok + split=val", {"config_hash": "b" * 64, "status": "ok", "split": "val"}, "ingest"),
         ("order=path", {}, "path"),
+        ("order=path + category no sample has", {"category": "Nobody's Category"}, "path"),
+        ("order=path + status=missing (none)", {"status": "missing"}, "path"),
+        ("order=path + decision=harmful", {"decision": "harmful"}, "path"),
+        ("order=path + status=error", {"status": "error"}, "path"),
         ("queue (10,000)", {}, "queue"),
+        ("queue + category no sample has", {"category": "Nobody's Category"}, "queue"),
     ]
+    cases = [c for c in cases if re.search(args.cases, c[0])]
     rows = []
-    with Store(path) as store:
+    t = time.perf_counter()
+    with Store(path) as store:  # an older store gets its gallery index here (migration 0011_gallery_index)
+        opened = time.perf_counter() - t
         queue_ids = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(0, args.samples, args.samples // 10000)]
-        store.load_queue([QueueEntry(sid, k) for k, sid in enumerate(queue_ids, start=1)])
+        store.load_queue([QueueEntry(sid, k, k % 7 == 0) for k, sid in enumerate(queue_ids, start=1)])
         for name, extra, sort in cases:
-            flt = GalleryFilter(**base, **extra)
+            flt = GalleryFilter(**{**base, **extra})
             first = timed(lambda flt=flt, sort=sort: store.gallery_page(flt, sort=sort), args.repeat)
             after = queue_ids[9000] if sort == "queue" else deep
             deep_t = timed(
@@ -146,6 +185,7 @@ def main() -> None:
                 args.repeat,
             )
             rows.append((name, first[0], first[1], len(first[2]), deep_t[0], deep_t[1], len(deep_t[2])))
+            print(f"{name}: {first[0]:.1f} / {deep_t[0]:.1f} ms", file=sys.stderr, flush=True)
         progress = timed(lambda: store.review_progress("review"), args.repeat)
         stages = timed(lambda: store.gallery_stages("a" * 64), args.repeat)
     from starlette.testclient import TestClient
@@ -155,7 +195,8 @@ def main() -> None:
     with TestClient(create_app(ServeSettings(store=path, reviewer="alice")), base_url="http://127.0.0.1") as c:
         page = timed(lambda: c.get("/"), args.repeat)
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    print(f"store: {args.samples:,} samples, {path.stat().st_size / 2**20:,.0f} MiB\n")
+    print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"store: {args.samples:,} samples, {path.stat().st_size / 2**20:,.0f} MiB; opened in {opened:.1f} s\n")
     print("| view | first page (median / worst) | rows | 900,000 deep (median / worst) | rows |")
     print("|---|---:|---:|---:|---:|")
     for name, m1, w1, n1, m2, w2, n2 in rows:

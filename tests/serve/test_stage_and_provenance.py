@@ -8,6 +8,7 @@ fails on green) go to the debate.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from PIL import Image
 
 from tests.optional import need_module
 from tests.serve.conftest import EVIL, sample_ids
-from vhd.annotate.cascade import DEBATE, StageDecision, stage_model
+from vhd.annotate.cascade import DEBATE, StageDecision, run_stage_models, stage_model
 from vhd.cli.main import main
 from vhd.detectors import registry
 from vhd.records import Source
@@ -90,6 +91,39 @@ def test_decided_by_filter_choices_and_sample_page(
     assert shown and re.fullmatch(r"stage cheap · score 0\.99\d\d · model red", shown.group(1)), shown
     half = client.get(f"/sample/{ids['half']}").text
     assert re.search(r'<dd id="decided-by">the debate[^<]*</dd>', half)
+
+
+def test_stage_model_comes_from_the_run_and_older_runs_from_the_reason(
+    cascade_store: tuple[Path, dict[str, str]], client_for: Any
+) -> None:
+    db, ids = cascade_store
+    with Store(db) as store:
+        (run,) = store.runs()
+        assert run.config["cascade"] == {
+            "stages": [{"label": "cheap", "model": "red", "low": 0.2, "high": 0.8, "calibration": None}]
+        }
+        assert run_stage_models(run.config) == {"cheap": "red"} and run_stage_models({}) == {}
+        with store.conn:  # the reason no longer names the model: the run's record still does
+            store.conn.execute("UPDATE annotations SET reason = 'decided early' WHERE sample_id = ?", (ids["red"],))
+    client = _client(client_for, db)
+
+    def shown() -> str:
+        found = re.search(r'<dd id="decided-by">(.*?)</dd>', client.get(f"/sample/{ids['red']}").text)
+        assert found
+        return found.group(1)
+
+    assert shown().endswith(" · model red")
+    with Store(db) as store, store.conn:  # a run recorded before the stages were stored with it
+        config = {k: v for k, v in run.config.items() if k != "cascade"}
+        store.conn.execute("UPDATE runs SET config_json = ? WHERE id = ?", (json.dumps(config), run.id))
+        store.conn.execute(
+            "UPDATE annotations SET reason = ? WHERE sample_id = ?",
+            (StageDecision("cheap", "red:older", True, 0.99).reason(), ids["red"]),
+        )
+    assert shown().endswith(" · model red:older")
+    with Store(db) as store, store.conn:
+        store.conn.execute("UPDATE annotations SET reason = 'decided early' WHERE sample_id = ?", (ids["red"],))
+    assert re.fullmatch(r"stage cheap · score 0\.99\d\d", shown())  # neither names it: no model shown
 
 
 def test_no_decided_by_outside_a_cascade(store_copy: Path, client_for: Any) -> None:

@@ -7,7 +7,8 @@ prediction has a decision (``harmful`` not None, no error) and its score, raw or
 ``[low, high]``: below ``low`` the sample is unharmful, above ``high`` harmful. Refused, unparsed
 and failed predictions, and scores inside the band, go on to the next stage and finally to the
 debate. Every verdict records which stage decided it (``Annotation.decided_by``: the stage's
-label, or ``debate``), with the stage's score and model in its reason.
+label, or ``debate``), with the stage's score and model in its reason; the run records the
+stages in order (label, model, thresholds, calibration) under ``cascade`` in its configuration.
 
 Calls: a stage costs one call per image, or per frame for a detector that judges videos frame by
 frame; they are counted in the run's usage (with no tokens: detectors do not report any).
@@ -52,6 +53,11 @@ class Stage:
     def label(self) -> str:
         """The stage's name: its detector's label."""
         return self.detector.label
+
+    @property
+    def model(self) -> str:
+        """The stage's detector spec, ``NAME[:MODEL]``."""
+        return self.detector.name + (f":{self.detector.model}" if self.detector.model else "")
 
     def score(self, pred: Prediction) -> float | None:
         """The score the thresholds apply to: calibrated when a calibration is given."""
@@ -112,8 +118,28 @@ class StageDecision:
         return f"decided by cascade stage {self.label} ({self.model}), score {self.score:.4f}"
 
 
+def run_stage_models(run_config: Mapping[str, Any]) -> dict[str, str]:
+    """Stage label to detector spec, from a run's stored configuration (`Cascade.record`).
+
+    Empty for a run without a cascade, and for a cascade run recorded before its stages were stored
+    (read its verdicts' reasons with `stage_model` then).
+    """
+    cascade = run_config.get("cascade")
+    stages = cascade.get("stages") if isinstance(cascade, Mapping) else None
+    if not isinstance(stages, list):
+        return {}
+    out = {}
+    for stage in stages:
+        if isinstance(stage, Mapping) and isinstance(stage.get("label"), str) and isinstance(stage.get("model"), str):
+            out[stage["label"]] = stage["model"]
+    return out
+
+
 def stage_model(reason: str, label: str) -> str | None:
-    """The detector spec a stage's verdict reason names (`StageDecision.reason`), or None for another reason."""
+    """The detector spec a stage's verdict reason names (`StageDecision.reason`), or None for another reason.
+
+    For runs recorded before the cascade's stages were stored with the run (`run_stage_models`).
+    """
     head = f"decided by cascade stage {label} ("
     end = reason.rfind("), score ")
     return reason[len(head) : end] if reason.startswith(head) and end >= len(head) else None
@@ -152,6 +178,21 @@ class Cascade:
         """Every stage's identity, in order (part of the run's configuration hash)."""
         return {"stages": [s.identity() for s in self.stages]}
 
+    def record(self) -> dict[str, Any]:
+        """The stages as the run records them (``cascade`` in its stored configuration; `run_stage_models` reads it)."""
+        return {
+            "stages": [
+                {
+                    "label": s.label,
+                    "model": s.model,
+                    "low": s.low,
+                    "high": s.high,
+                    "calibration": dict(s.calibration_info) if s.calibration_info is not None else None,
+                }
+                for s in self.stages
+            ]
+        }
+
     async def check(self) -> None:
         """Check every stage's detector before any work."""
         for stage in self.stages:
@@ -179,8 +220,7 @@ class Cascade:
                 continue
             score = stage.score(pred)
             assert score is not None
-            model = stage.detector.name + (f":{stage.detector.model}" if stage.detector.model else "")
-            outcome.decision = StageDecision(stage.label, model, harmful, score, pred.raw, list(pred.categories))
+            outcome.decision = StageDecision(stage.label, stage.model, harmful, score, pred.raw, list(pred.categories))
             return outcome
         return outcome
 

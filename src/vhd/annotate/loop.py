@@ -156,8 +156,11 @@ async def run(
     paths_seen, ids_seen = ScratchSet(), ScratchSet()
     try:
         try:
+            recorded = redact(config.model_dump())
+            if cascade is not None:  # the stages, for `vhd runs` and the review app's "decided by"
+                recorded = {**recorded, "cascade": cascade.record()}
             run_id = db.start_run(
-                redact(config.model_dump()),
+                recorded,
                 config_hash,
                 {role.value: b.spec for role, b in backends.items()},
                 prompts.digest(),

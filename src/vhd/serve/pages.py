@@ -11,7 +11,7 @@ import io
 import json
 from typing import TYPE_CHECKING, Any
 
-from vhd.annotate.cascade import DEBATE, stage_model
+from vhd.annotate.cascade import DEBATE, run_stage_models, stage_model
 from vhd.errors import VhdError
 from vhd.fileio import escape_cell
 from vhd.records import Sample
@@ -159,10 +159,13 @@ async def sample_page(request: Request) -> Response:
     votes = {r.harmful for r in current.values()}
     query = filter_query(flt, sort, request.query_params.get("config"))
     following = next_sample(request, flt, sort, sample_id)
+    run = runs.get(annotation.run_id) if annotation else None
     stage = None  # (label, model) of the cascade stage that decided, when not the debate
     if annotation is not None and annotation.decided_by not in (None, DEBATE):
         label = str(annotation.decided_by)
-        stage = (label, stage_model(annotation.verdict.reason, label))
+        # the run's recorded stages; a run recorded before they were stored named the model in the reason
+        model = run_stage_models(run.config).get(label) if run is not None else None
+        stage = (label, model or stage_model(annotation.verdict.reason, label))
     provenance = sample_provenance(st.store, sample_id)  # what `vhd generate` recorded, if it made the file
     return render(
         request,
@@ -174,7 +177,7 @@ async def sample_page(request: Request) -> Response:
         ],
         reveal=reveal,
         annotation=annotation,
-        run=runs.get(annotation.run_id) if annotation else None,
+        run=run,
         stage=stage,
         provenance=provenance_items(provenance.data) if provenance else [],
         provenance_row=provenance,

@@ -1,11 +1,19 @@
 """The review app's gallery queries: filtered, keyset-paged listings of samples with their verdicts.
 
-`Gallery` is mixed into `vhd.store.sqlite.Store`. A page is one indexed query whatever the store's
-size: rows come in a stable order (ingest order, path, or the review queue's rank) and the next
-page starts after the last sample shown (keyset pagination: no ``OFFSET``, so page 1,000 costs
-what page 1 costs). Filters are columns of the sample, of its annotation under one
-configuration, of the labelled set under review, or of the review queue; a new filter is one
-more entry in `GalleryFilter` and one more condition in `_conditions`.
+`Gallery` is mixed into `vhd.store.sqlite.Store`. Rows come in a stable order (ingest order, path,
+or the review queue's rank) and the next page starts after the last sample shown (keyset
+pagination: no ``OFFSET``, so page 1,000 costs what page 1 costs). Filters are columns of the
+sample, of its annotation under one configuration, of the labelled set under review, or of the
+review queue (`vhd.store.gallery_filter`: a new filter is one more field of `GalleryFilter`, one
+more condition in `conditions` and, if it can be looked up, one more `Driver`).
+
+A page is found from an index, never by reading the store until enough rows match: each active
+filter's matching samples are first counted through its index, up to `RARE`. A filter that nothing
+matches answers an empty page at once. If one has fewer than `RARE` matches, the rarest is listed
+(``s.rowid IN (...)``) and only its samples are checked against the other filters. Otherwise, in
+ingest order, the shortest index that lists samples in that order is walked (a configuration's
+facet, a column of the samples, or the blocks that can hold an absence), so a page costs at most
+the length of that index; in path or queue order the order's own index is walked.
 
 The review queue (`vhd review-queue`'s CSV) is loaded into a temporary table of this connection
 with `load_queue`, so its order and its detector votes join like any other column.
@@ -18,67 +26,37 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SORTS = ("ingest", "path", "queue")
-"""Orders of the gallery: ingest order, media path, the review queue's rank."""
+from vhd.store.gallery_filter import (
+    DECISIONS,
+    DISAGREEMENTS,
+    REVIEW_STATES,
+    SORTS,
+    STATUSES,
+    Driver,
+    GalleryFilter,
+    conditions,
+    drivers,
+    ranges,
+)
 
-DECISIONS = ("harmful", "not_harmful", "none")
-STATUSES = ("ok", "refused", "unparsed", "error", "missing")
-DISAGREEMENTS = ("configs", "human", "detector", "reviewers")
-REVIEW_STATES = ("unreviewed", "mine", "not_mine", "labelled", "unlabelled", "disputed", "needs_more")
-
-
-@dataclass
-class GalleryFilter:
-    """What the gallery shows; every field left None shows everything.
-
-    Attributes:
-        config_hash: The configuration whose annotation is shown and filtered on.
-        set_name: The labelled set under review.
-        reviewer: The person looking (for ``review="mine"`` / ``"not_mine"``).
-        reviews_per_sample: Reviews wanted per sample (for ``review="needs_more"``).
-        decision: ``harmful``, ``not_harmful`` or ``none`` (no readable decision).
-        status: ``ok``, ``refused``, ``unparsed``, ``error`` or ``missing`` (no annotation).
-        category: A harm category name the verdict gives.
-        source: ``real`` or ``synthetic``.
-        keyword: The search keyword or prompt keyword.
-        generator: The generator that made a synthetic sample.
-        split: The dataset split.
-        decided_by: The cascade stage that decided the verdict, or ``debate`` (`vhd annotate --cascade`).
-        score_min: Lowest P(harmful) shown.
-        score_max: Highest P(harmful) shown.
-        disagreement: ``configs`` (another configuration decided otherwise), ``human`` (a human
-            label differs), ``detector`` (a detector of the review queue differs) or ``reviewers``.
-        review: ``unreviewed``, ``mine``, ``not_mine``, ``labelled``, ``unlabelled``, ``disputed``
-            (reviewers disagree, nobody adjudicated) or ``needs_more`` (fewer reviews than asked).
-        queue_only: Only samples in the loaded review queue.
-    """
-
-    config_hash: str | None = None
-    set_name: str = "review"
-    reviewer: str = ""
-    reviews_per_sample: int = 1
-    decision: str | None = None
-    status: str | None = None
-    category: str | None = None
-    source: str | None = None
-    keyword: str | None = None
-    generator: str | None = None
-    split: str | None = None
-    decided_by: str | None = None
-    score_min: float | None = None
-    score_max: float | None = None
-    disagreement: str | None = None
-    review: str | None = None
-    queue_only: bool = False
-
-    def active(self) -> dict[str, Any]:
-        """The filters a user set (the fields below ``reviews_per_sample`` that are not None/False)."""
-        skip = {"config_hash", "set_name", "reviewer", "reviews_per_sample"}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip and getattr(self, f.name)}
+__all__ = [
+    "DECISIONS",
+    "DISAGREEMENTS",
+    "PATH_RARE",
+    "RARE",
+    "REVIEW_STATES",
+    "SORTS",
+    "STATUSES",
+    "WALK_COUNT",
+    "Gallery",
+    "GalleryFilter",
+    "GalleryRow",
+    "QueueEntry",
+]
 
 
 @dataclass(frozen=True)
@@ -137,113 +115,30 @@ _SELECT = (
     "SELECT s.id, s.kind, s.path, s.source, s.keyword, s.generator, s.split, a.status, a.harmful, a.score, "
     "a.categories_json, l.harmful AS label, COALESCE(rs.reviews, 0), COALESCE(rs.harmful_votes, 0), {rank}, "
     "json_array_length(s.frames_json), a.decided_by "
-    "FROM samples s {queue_join} "
+    "FROM {source} {queue_join} "
     "LEFT JOIN annotations a ON a.sample_id = s.id AND a.config_hash = ? "
     "LEFT JOIN labelled_sets l ON l.name = ? AND l.sample_id = s.id "
     "LEFT JOIN review_state rs ON rs.set_name = ? AND rs.sample_id = s.id "
 )
 
+_AFTER = "(SELECT rowid FROM samples WHERE id = ?)"
 _ORDER = {
-    "ingest": ("s.rowid", "(SELECT rowid FROM samples WHERE id = ?)"),
+    "ingest": ("s.rowid", _AFTER),
     "path": ("s.path, s.rowid", "(SELECT path, rowid FROM samples WHERE id = ?)"),
     "queue": ("q.rank", "(SELECT rank FROM temp.review_queue WHERE sample_id = ?)"),
 }
 
+RARE = 20_000
+"""A filter with fewer matching samples than this is answered from its index alone: its samples are
+listed first (``s.rowid IN (...)``) and only they are checked against the other filters."""
 
-RARE = 2000
-"""A status or deciding stage with fewer annotations than this is listed from its index rather than by
-scanning the store."""
+PATH_RARE = 2_000
+"""In path order a listed filter's samples are all sorted by path before the first page: only a filter
+with fewer matches than this is listed; a commoner one is checked along the path index."""
 
-_RARE_COLUMNS = ("status", "decided_by")
-"""Annotation columns filtered through the ``(config_hash, column)`` index when their value is rare."""
-
-
-def _conditions(f: GalleryFilter, rare: frozenset[str] = frozenset()) -> tuple[list[str], list[Any]]:
-    conds: list[str] = ["s.removed_at IS NULL"]
-    params: list[Any] = []
-
-    def add(sql: str, *values: Any) -> None:
-        conds.append(sql)
-        params.extend(values)
-
-    for column in ("source", "keyword", "generator", "split"):
-        if getattr(f, column):
-            add(f"s.{column} = ?", getattr(f, column))
-    # Conditions on the annotation are wrapped in IFNULL: a plain `a.x = ?` would let SQLite turn the
-    # LEFT JOIN into an inner join driven by the annotations index, then sort every match by rowid
-    # (270 ms instead of 16 ms for a first page of 100,000 samples).
-    if f.decision == "harmful":
-        add("IFNULL(a.harmful, -1) = 1")
-    elif f.decision == "not_harmful":
-        add("IFNULL(a.harmful, -1) = 0")
-    elif f.decision == "none":
-        add("a.harmful IS NULL")
-    if f.status == "missing":
-        add("a.id IS NULL")
-    for column in _RARE_COLUMNS:
-        value = getattr(f, column)
-        if not value or (column == "status" and value == "missing"):
-            continue
-        if column not in rare:
-            add(f"IFNULL(a.{column}, '') = ?", value)
-        else:  # a rare value: visit only its samples, through the (config_hash, column) index
-            add(
-                "s.rowid IN (SELECT s2.rowid FROM annotations a2 JOIN samples s2 ON s2.id = a2.sample_id "
-                f"WHERE a2.config_hash = ? AND a2.{column} = ?)",
-                f.config_hash,
-                value,
-            )
-    if f.category:
-        add("EXISTS (SELECT 1 FROM json_each(IFNULL(a.categories_json, '[]')) WHERE value = ?)", f.category)
-    if f.score_min is not None:
-        add("IFNULL(a.score, -1e300) >= ?", f.score_min)
-    if f.score_max is not None:
-        add("IFNULL(a.score, 1e300) <= ?", f.score_max)
-    if f.disagreement == "configs":
-        add(
-            "EXISTS (SELECT 1 FROM annotations b WHERE b.sample_id = s.id AND b.config_hash != a.config_hash "
-            "AND b.harmful IS NOT NULL AND b.harmful != a.harmful)"
-        )
-    elif f.disagreement == "human":
-        add(
-            "((s.label IS NOT NULL AND s.label != a.harmful) OR EXISTS (SELECT 1 FROM labelled_sets h "
-            "WHERE h.sample_id = s.id AND h.harmful != a.harmful))"
-        )
-    elif f.disagreement == "detector":
-        add("q.detector_dissent = 1")
-    # Sparse review states are driven from their own (small) tables: `s.rowid IN (...)` lets SQLite
-    # visit only those samples instead of scanning the store for them (315 ms -> a few ms at 1M).
-    split_votes = "rs2.harmful_votes > 0 AND rs2.harmful_votes < rs2.reviews"
-    in_state = "s.rowid IN (SELECT s2.rowid FROM review_state rs2 JOIN samples s2 ON s2.id = rs2.sample_id "
-    in_state += "WHERE rs2.set_name = ? AND {})"
-    if f.disagreement == "reviewers":
-        add(in_state.format(split_votes), f.set_name)
-    mine = "EXISTS (SELECT 1 FROM reviews r WHERE r.set_name = ? AND r.sample_id = s.id AND r.reviewer = ? "
-    mine += "AND r.undone_at IS NULL AND r.adjudication = 0)"
-    if f.review == "unreviewed":
-        add("rs.sample_id IS NULL AND l.sample_id IS NULL")
-    elif f.review == "mine":
-        add(
-            "s.rowid IN (SELECT s2.rowid FROM reviews r JOIN samples s2 ON s2.id = r.sample_id WHERE r.set_name = ? "
-            "AND r.reviewer = ? AND r.undone_at IS NULL AND r.adjudication = 0)",
-            f.set_name,
-            f.reviewer,
-        )
-    elif f.review == "not_mine":
-        add(f"NOT {mine} AND l.sample_id IS NULL", f.set_name, f.reviewer)
-    elif f.review == "labelled":
-        add(
-            "s.rowid IN (SELECT s2.rowid FROM labelled_sets l2 JOIN samples s2 ON s2.id = l2.sample_id "
-            "WHERE l2.name = ?)",
-            f.set_name,
-        )
-    elif f.review == "unlabelled":
-        add("l.sample_id IS NULL")
-    elif f.review == "disputed":
-        add(in_state.format(f"{split_votes} AND rs2.adjudicated = 0"), f.set_name)
-    elif f.review == "needs_more":
-        add("COALESCE(rs.reviews, 0) < ? AND l.sample_id IS NULL", f.reviews_per_sample)
-    return conds, params
+WALK_COUNT = 200_000
+"""When no filter is rare, the ones whose index can be walked in ingest order are counted up to this to
+find the shortest walk."""
 
 
 def _row(r: Sequence[Any]) -> GalleryRow:
@@ -305,6 +200,9 @@ class Gallery(abc.ABC):
     ) -> list[GalleryRow]:
         """One page of the gallery: up to ``limit`` samples after sample ``after`` in ``sort`` order.
 
+        Every active filter is first counted through its index (up to `RARE`); a filter nothing matches
+        answers an empty page at once, and the rarest filter drives the query (see the module docstring).
+
         Args:
             flt: The filters.
             sort: One of `SORTS`; ``queue`` needs a loaded queue and lists only its samples.
@@ -316,30 +214,126 @@ class Gallery(abc.ABC):
         """
         queue = sort == "queue" or flt.queue_only or flt.disagreement == "detector"
         has_queue = queue and bool(self._query("SELECT 1 FROM temp.sqlite_master WHERE name = 'review_queue'"))
-        order, key = _ORDER[sort if sort in _ORDER and (sort != "queue" or has_queue) else "ingest"]
+        if queue and not has_queue:
+            return []  # asked for the queue's samples and there is no queue
+        sort = sort if sort in _ORDER and (sort != "queue" or has_queue) else "ingest"
+        config = self._gallery_config(flt.config_hash)
+        drivers = self._drivers(flt, config, has_queue and sort != "queue", sort)
+        if drivers is None or any(d.count == 0 for d in drivers):
+            return []
+        rare = {"ingest": RARE, "path": PATH_RARE}.get(sort, 0)
+        listed = [d for d in drivers if d.count < min(rare, d.list_below or rare)]
+        walks = [d for d in drivers if d.walk is not None or d.blocks is not None] if sort == "ingest" else []
+        conds, params = conditions(flt, config)
+        source = "samples s"
+        order, key = _ORDER[sort]
+        if listed:  # the rarest filter's few samples, then the other filters on them
+            best = min(listed, key=lambda d: d.count)
+            conds.insert(0, f"s.rowid IN ({best.rows})")
+            params[:0] = best.params
+        elif walks:  # the shortest index that lists its samples in ingest order
+            best = min(walks, key=lambda d: d.count)
+            if best.walk is None:
+                assert best.blocks is not None
+                return self._page_by_ranges(flt, config, ranges(best.blocks), after, limit, has_queue)
+            source, order, walk_params = best.walk
+            key = _AFTER
+            if walk_params:  # the walked facet: its (config, facet) prefix of the index
+                conds.insert(0, "g.config = ? AND g.facet = ?")
+                params[:0] = walk_params
         sql = _SELECT.format(
+            source=source,
             rank="q.rank" if has_queue else "NULL",
             queue_join="JOIN temp.review_queue q ON q.sample_id = s.id" if has_queue else "",
         )
-        rare: set[str] = set()
-        for column in _RARE_COLUMNS:
-            value = getattr(flt, column)
-            if value and not (column == "status" and value == "missing"):
-                count = self._query(
-                    f"SELECT COUNT(*) FROM (SELECT 1 FROM annotations WHERE config_hash = ? AND {column} = ? LIMIT ?)",
-                    (flt.config_hash, value, RARE),
-                )
-                if int(count[0][0]) < RARE:
-                    rare.add(column)
-        conds, params = _conditions(flt, frozenset(rare))
-        if queue and not has_queue:
-            conds.append("0")  # asked for the queue's samples and there is no queue
         if after is not None:
             conds.append(f"({order}) > {key}")
             params.append(after)
         sql += "WHERE " + " AND ".join(conds) + f" ORDER BY {order} LIMIT ?"
         rows = self._query(sql, [flt.config_hash, flt.set_name, flt.set_name, *params, limit])
         return [_row(r) for r in rows]
+
+    def _page_by_ranges(
+        self,
+        flt: GalleryFilter,
+        config: int | None,
+        ranges: list[tuple[int, int]],
+        after: str | None,
+        limit: int,
+        has_queue: bool,
+    ) -> list[GalleryRow]:
+        """An ingest-ordered page visiting only the rowid ranges that can hold an absence, one after another."""
+        start = 0
+        if after is not None:
+            found = self._query(_AFTER[1:-1], (after,))
+            if not found:
+                return []  # as a keyset query answers for a sample that is not in the store
+            start = int(found[0][0]) + 1
+        sql = _SELECT.format(
+            source="samples s",
+            rank="q.rank" if has_queue else "NULL",
+            queue_join="JOIN temp.review_queue q ON q.sample_id = s.id" if has_queue else "",
+        )
+        conds, params = conditions(flt, config)
+        sql += "WHERE s.rowid BETWEEN ? AND ? AND " + " AND ".join(conds) + " ORDER BY s.rowid LIMIT ?"
+        out: list[GalleryRow] = []
+        for lo, hi in ranges:
+            if hi < start:
+                continue
+            got = self._query(
+                sql,
+                [flt.config_hash, flt.set_name, flt.set_name, max(lo, start), hi, *params, limit - len(out)],
+            )
+            out.extend(_row(r) for r in got)
+            if len(out) >= limit:
+                break
+        return out
+
+    def _gallery_config(self, config_hash: str | None) -> int | None:
+        """The ``gallery_configs`` id of a configuration (None: none given, or nothing annotated under it)."""
+        if config_hash is None:
+            return None
+        rows = self._query("SELECT id FROM gallery_configs WHERE config_hash = ?", (config_hash,))
+        return int(rows[0][0]) if rows else None
+
+    def _absent(self, kind: str, key: str) -> list[int]:
+        """Blocks holding a sample with no annotation under a configuration (``a``) or no label in a set (``l``)."""
+        rows = self._query(
+            "SELECT b.block FROM gallery_blocks b LEFT JOIN gallery_blocks x "
+            "ON x.kind = ? AND x.key = ? AND x.block = b.block "
+            "WHERE b.kind = 's' AND b.key = '' AND b.n > IFNULL(x.n, 0) ORDER BY b.block",
+            (kind, key),
+        )
+        return [int(r[0]) for r in rows]
+
+    def _drivers(self, flt: GalleryFilter, config: int | None, queue: bool, sort: str) -> list[Driver] | None:
+        """An index-backed `Driver` for each active filter that has one, counted; None: nothing can match.
+
+        A lone filter walked in ingest order is only checked for one match (its walk stops at a page);
+        otherwise each is counted up to `RARE`, and when none is rare the walkable ones up to
+        `WALK_COUNT` (each up to the shortest so far), to walk the shortest.
+        """
+        out = drivers(flt, config, queue, self._absent)
+        if out is None:
+            return None
+        walkable = [d for d in out if sort == "ingest" and (d.walk is not None or d.blocks is not None)]
+        alone = len(out) == 1 and len(walkable) == 1
+        for d in out:
+            if d.blocks is None:
+                found = self._count(d, 1 if alone else RARE)
+                d.count = found if not alone or found == 0 else max(RARE, 1)  # one match: walked, not listed
+        if len(walkable) > 1 and min(d.count for d in out) >= RARE:
+            shortest = WALK_COUNT
+            for d in sorted(walkable, key=lambda d: d.walk is not None):  # the blocks' counts are known
+                if d.walk is not None:
+                    d.count = self._count(d, shortest)
+                shortest = min(shortest, d.count)
+        return out
+
+    def _count(self, d: Driver, cap: int) -> int:
+        """How many samples a driver lists, up to ``cap`` (at least 1)."""
+        found = self._query(f"SELECT COUNT(*) FROM ({d.rows} LIMIT ?)", (*d.params, max(cap, 1)))
+        return int(found[0][0])
 
     def gallery_choices(self, limit: int = 200) -> dict[str, list[str]]:
         """Values the filters can take: each of source, keyword, generator and split (at most ``limit``).

@@ -1,0 +1,394 @@
+"""The gallery's index (migration ``0011_gallery_index``): every filter answered from an index, the same rows
+as a plain reading of the store, and the index kept in step with every write."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vhd.records import Annotation, Kind, LabelledSample, Sample, Status, Verdict
+from vhd.store import gallery
+from vhd.store import migrations as mig
+from vhd.store.categories import Assignment, Categorization, save_categorization
+from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, STATUSES, GalleryFilter, QueueEntry
+from vhd.store.sqlite import Store
+
+N = 600
+CATS = ["Violence and Threats", "Substance Misuse", "Explicit and Sexual Content"]
+A, B = "a" * 64, "b" * 64
+
+
+def sid(i: int) -> str:
+    return hashlib.sha256(str(i).encode()).hexdigest()
+
+
+def _sample(i: int) -> Sample:
+    synthetic = i % 10 == 0
+    return Sample(
+        id=sid(i),
+        kind=Kind.IMAGE,
+        path=f"/data/{(i * 7) % N:04d}.jpg",  # path order is not ingest order
+        source="synthetic" if synthetic else "real",  # type: ignore[arg-type]
+        keyword=f"kw{i % 13}",
+        generator=("sdxl" if i % 20 == 0 else "animatediff") if synthetic else None,
+        split=("train", "val", "test")[i % 3],
+        harmful=True if i % 97 == 0 else None,
+    )
+
+
+def _annotation(i: int, run: str, config: str, flip: bool = False) -> Annotation:
+    status = Status.UNPARSED if i % 31 == 1 else Status.ERROR if i % 37 == 2 else Status.OK
+    status = Status.REFUSED if i % 41 == 3 else status
+    score = ((i * 7919) % 1000) / 1000
+    harmful = None if status in (Status.UNPARSED, Status.ERROR) else (score > 0.8) != flip
+    cats = [CATS[i % 3]] if harmful else []
+    stage = None if config != A else "rare" if i % 100 == 5 else "debate" if i % 10 >= 7 else "cheap"
+    verdict = Verdict(harmful=harmful, reason="r", categories=cats, score=score, status=status)
+    return Annotation(sample_id=sid(i), run_id=run, config_hash=config, verdict=verdict, decided_by=stage)
+
+
+def build(store: Store) -> None:
+    """600 samples: most annotated under A (some not), 5% under B too, some removed, reviews and labels."""
+    run_a = store.start_run({}, A, {"judge": "scripted:demo"}, "p")
+    run_b = store.start_run({}, B, {"judge": "scripted:demo"}, "p")
+    for i in range(N):
+        store.upsert_sample(_sample(i))
+        if i % 50 != 49 and i < 560:
+            store.save_annotation(_annotation(i, run_a, A))
+        if i % 20 == 3:
+            store.save_annotation(_annotation(i, run_b, B, flip=i % 40 == 3))
+    for i in range(0, N, 123):
+        store.remove_sample(sid(i + 7))
+    for k, i in enumerate(range(1, N, 11)):
+        store.add_review("review", sid(i), "alice" if k % 2 else "bob", harmful=k % 3 == 0)
+        if k % 4 == 0:
+            store.add_review("review", sid(i), "carol", harmful=k % 3 != 0, reviews_per_sample=2)
+    labels = [
+        LabelledSample(id=sid(i), path=Path(f"/x/{i}"), kind=Kind.IMAGE, harmful=i % 2 == 0) for i in range(5, N, 29)
+    ]
+    store.save_labelled_set("review", labels, source="labels.csv")
+    store.save_labelled_set("other", labels[:3], source="labels.csv")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("gallery-index") / "g.db"
+    with Store(db) as store:
+        build(store)
+    return db
+
+
+@pytest.fixture
+def store(built: Path, tmp_path: Path) -> Iterator[Store]:
+    db = tmp_path / "g.db"
+    mig.backup_store(built, db)
+    with Store(db) as s:
+        yield s
+
+
+# -- a plain reading of the store: what each filter means, row by row ------------------------------------
+
+
+def _expected(store: Store, f: GalleryFilter, sort: str, queue: dict[str, tuple[int, bool]] | None = None) -> list[str]:
+    q = store.conn.execute
+    samples = q("SELECT rowid, id, path, source, keyword, generator, split, label, removed_at FROM samples").fetchall()
+    ann = {
+        r[0]: r[1:]
+        for r in q(
+            "SELECT sample_id, id, status, harmful, score, categories_json, decided_by FROM annotations "
+            "WHERE config_hash = ?",
+            (f.config_hash,),
+        )
+    }
+    others: dict[str, list[tuple[str, int | None]]] = {}
+    for s_id, config, harmful in q("SELECT sample_id, config_hash, harmful FROM annotations"):
+        others.setdefault(s_id, []).append((config, harmful))
+    labelled = dict(q("SELECT sample_id, harmful FROM labelled_sets WHERE name = ?", (f.set_name,)).fetchall())
+    any_label: dict[str, list[int]] = {}
+    for s_id, harmful in q("SELECT sample_id, harmful FROM labelled_sets"):
+        any_label.setdefault(s_id, []).append(harmful)
+    state = {r[0]: r[1:] for r in q("SELECT sample_id, reviews, harmful_votes, adjudicated FROM review_state")}
+    mine = {
+        r[0]
+        for r in q(
+            "SELECT sample_id FROM reviews WHERE set_name = ? AND reviewer = ? AND undone_at IS NULL "
+            "AND adjudication = 0",
+            (f.set_name, f.reviewer),
+        )
+    }
+    out = []
+    for rowid, s_id, path, source, keyword, generator, split, label, removed in samples:
+        a = ann.get(s_id)
+        status, harmful, score, cats, stage = a[1:] if a else (None, None, None, "[]", None)
+        reviews, votes, adjudicated = state.get(s_id, (0, 0, 0))
+        split_votes = 0 < votes < reviews
+        checks = [
+            removed is None,
+            all(
+                getattr(f, c) in (None, v)
+                for c, v in zip(
+                    ("source", "keyword", "generator", "split"), (source, keyword, generator, split), strict=True
+                )
+            ),
+            f.decision is None
+            or {"harmful": harmful == 1, "not_harmful": harmful == 0, "none": harmful is None}[f.decision],
+            f.status is None or (a is None if f.status == "missing" else status == f.status),
+            f.decided_by is None or stage == f.decided_by,
+            f.category is None or f.category in json.loads(cats),
+            f.score_min is None or (score is not None and score >= f.score_min),
+            f.score_max is None or (score is not None and score <= f.score_max),
+            f.disagreement != "configs"
+            or any(
+                c != f.config_hash and h is not None and h != harmful and harmful is not None
+                for c, h in others.get(s_id, [])
+            ),
+            f.disagreement != "human"
+            or (
+                harmful is not None
+                and ((label is not None and label != harmful) or any(h != harmful for h in any_label.get(s_id, [])))
+            ),
+            f.disagreement != "detector" or (queue is not None and s_id in queue and queue[s_id][1]),
+            f.disagreement != "reviewers" or split_votes,
+            f.review != "unreviewed" or (s_id not in state and s_id not in labelled),
+            f.review != "mine" or s_id in mine,
+            f.review != "not_mine" or (s_id not in mine and s_id not in labelled),
+            f.review != "labelled" or s_id in labelled,
+            f.review != "unlabelled" or s_id not in labelled,
+            f.review != "disputed" or (split_votes and not adjudicated),
+            f.review != "needs_more" or (reviews < f.reviews_per_sample and s_id not in labelled),
+            not (f.queue_only or sort == "queue") or (queue is not None and s_id in queue),
+        ]
+        if all(checks):
+            key = (queue[s_id][0],) if sort == "queue" and queue else (path, rowid) if sort == "path" else (rowid,)
+            out.append((key, s_id))
+    return [s for _, s in sorted(out)]
+
+
+def _pages(store: Store, f: GalleryFilter, sort: str, size: int = 7) -> list[str]:
+    got: list[str] = []
+    after = None
+    while True:
+        rows = store.gallery_page(f, sort=sort, after=after, limit=size)
+        got += [r.sample_id for r in rows]
+        if len(rows) < size:
+            return got
+        after = rows[-1].sample_id
+
+
+SINGLE: list[dict[str, Any]] = [
+    {},
+    {"source": "synthetic"},
+    {"generator": "sdxl"},
+    {"keyword": "kw3"},
+    {"keyword": "nobody"},
+    {"split": "test"},
+    *({"decision": d} for d in DECISIONS),
+    *({"status": s} for s in STATUSES),
+    *({"category": c} for c in [*CATS, "a category no sample has"]),
+    {"decided_by": "cheap"},
+    {"decided_by": "rare"},
+    {"decided_by": "nobody"},
+    {"score_min": 0.45, "score_max": 0.55},
+    {"score_min": 0.9},
+    {"score_max": 0.01},
+    {"score_min": 2.0},
+    *({"disagreement": d} for d in DISAGREEMENTS),
+    *({"review": r} for r in REVIEW_STATES),
+    {"queue_only": True},
+]
+COMBOS: list[dict[str, Any]] = [
+    {"source": "real", "generator": "sdxl"},  # empty intersection of two sample columns
+    {"source": "synthetic", "decision": "harmful", "split": "val"},
+    {"status": "missing", "split": "train"},
+    {"status": "error", "decision": "harmful"},  # empty: an error has no decision
+    {"decision": "none", "source": "real"},
+    {"decided_by": "debate", "category": CATS[1], "score_min": 0.85},
+    {"review": "unreviewed", "decision": "harmful", "keyword": "kw5"},
+    {"review": "labelled", "disagreement": "human"},
+    {"review": "mine", "status": "ok"},
+    {"review": "not_mine", "decided_by": "cheap"},
+    {"disagreement": "configs", "category": CATS[0]},
+    {"disagreement": "reviewers", "review": "disputed"},
+    {"review": "needs_more", "status": "missing"},
+]
+
+
+@pytest.mark.parametrize("rare", [gallery.RARE, 40, 0])
+def test_every_filter_and_order_lists_what_a_plain_reading_finds(
+    store: Store, rare: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whichever way a page is found (a listed index, a walk along one, ranges of blocks, a scan)."""
+    monkeypatch.setattr(gallery, "RARE", rare)
+    queue = {sid(i): (N - i, i % 3 == 0) for i in range(0, N, 4)}
+    store.load_queue([QueueEntry(s, rank, dissent) for s, (rank, dissent) in queue.items()])
+    for config in (A, B, None, "c" * 64):
+        for extra in SINGLE + COMBOS if config == A else SINGLE:
+            for sort in ("ingest", "path", "queue"):
+                flt = GalleryFilter(config_hash=config, reviewer="alice", reviews_per_sample=2, **extra)
+                want = _expected(store, flt, sort, queue)
+                assert _pages(store, flt, sort) == want, (config, extra, sort)
+    assert len(_expected(store, GalleryFilter(config_hash=A, status="missing"), "ingest")) > 20
+
+
+# -- every page query found through an index -----------------------------------------------------------
+
+SCANS = re.compile(r"SCAN (s|s2|s3|samples|a|annotations|l|labelled_sets|rs|review_state|r|reviews|f|g|gallery_\w+)\b")
+
+
+def _plans(store: Store, run: Any) -> dict[str, list[str]]:
+    statements: list[str] = []
+    store.conn.set_trace_callback(statements.append)
+    try:
+        run()
+    finally:
+        store.conn.set_trace_callback(None)
+    return {
+        s: [str(r[3]) for r in store.conn.execute("EXPLAIN QUERY PLAN " + s)]
+        for s in statements
+        if s.lstrip().upper().startswith("SELECT")
+    }
+
+
+def test_every_filter_is_answered_from_an_index(store: Store) -> None:
+    """EXPLAIN QUERY PLAN of every query a filtered first page makes: no table is scanned, nothing sorted."""
+    store.load_queue([QueueEntry(sid(i), N - i, i % 3 == 0) for i in range(0, N, 4)])
+    seen = 0
+    for extra in SINGLE[1:] + COMBOS:
+        flt = GalleryFilter(config_hash=A, reviewer="alice", **extra)
+        for statement, plan in _plans(store, lambda flt=flt: store.gallery_page(flt)).items():
+            seen += 1
+            assert not [p for p in plan if SCANS.match(p)], (extra, statement, plan)
+            assert not [p for p in plan if "TEMP B-TREE FOR ORDER BY" in p], (extra, plan)
+    assert seen > 2 * len(SINGLE)
+
+
+def test_common_values_walk_their_index_in_page_order(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Too many matches to list: the rarest filter's index is walked in ingest order (no sort, no scan)."""
+    monkeypatch.setattr(gallery, "RARE", 0)
+    walks = {
+        "decided_by": ("cheap", "SEARCH g USING PRIMARY KEY (config=? AND facet=?"),
+        "category": (CATS[0], "SEARCH g USING PRIMARY KEY (config=? AND facet=?"),
+        "split": ("test", "SEARCH s USING INDEX samples_split (split=?"),
+        "status": ("missing", "SEARCH s USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
+        "review": ("unlabelled", "SEARCH s USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
+    }
+    for name, (value, driver) in walks.items():
+        alone = name in ("status", "review")  # an absence is counted by its blocks: an upper bound
+        flt = GalleryFilter(config_hash=A, **{name: value, **({} if alone else {"source": "real"})})
+        pages = [p for s, p in _plans(store, lambda flt=flt: store.gallery_page(flt)).items() if "frames_json" in s]
+        assert pages and all(p[0].startswith(driver) for p in pages), (name, pages)
+        assert not [p for plan in pages for p in plan if SCANS.match(p) or "TEMP B-TREE" in p], (name, pages)
+
+
+# -- the index follows every write -------------------------------------------------------------------------
+
+
+def _index(conn: sqlite3.Connection) -> tuple[set[tuple[Any, ...]], ...]:
+    facets = set(
+        conn.execute(
+            "SELECT c.config_hash, f.facet, f.sample FROM gallery_facets f JOIN gallery_configs c ON c.id = f.config"
+        )
+    )
+    scores = set(
+        conn.execute(
+            "SELECT c.config_hash, f.score, f.sample FROM gallery_scores f JOIN gallery_configs c ON c.id = f.config"
+        )
+    )
+    blocks = set(conn.execute("SELECT kind, key, block, n FROM gallery_blocks WHERE n > 0"))
+    return facets, scores, blocks
+
+
+def _recount(conn: sqlite3.Connection) -> tuple[set[tuple[Any, ...]], ...]:
+    """The index as it should be, computed in Python from the tables themselves."""
+    rowid = dict(conn.execute("SELECT id, rowid FROM samples"))
+    facets, scores = set(), set()
+    blocks: dict[tuple[str, str, int], int] = {}
+    for r in rowid.values():
+        blocks[("s", "", r >> 8)] = blocks.get(("s", "", r >> 8), 0) + 1
+    for s_id, config, status, harmful, score, cats, stage in conn.execute(
+        "SELECT sample_id, config_hash, status, harmful, score, categories_json, decided_by FROM annotations"
+    ):
+        r = rowid[s_id]
+        decision = {1: "harmful", 0: "not_harmful", None: "none"}[harmful]
+        facets |= {(config, f"s:{status}", r), (config, f"d:{decision}", r)}
+        facets |= {(config, f"c:{c}", r) for c in json.loads(cats)}
+        if stage is not None:
+            facets.add((config, f"b:{stage}", r))
+        if score is not None:
+            scores.add((config, score, r))
+        blocks[("a", config, r >> 8)] = blocks.get(("a", config, r >> 8), 0) + 1
+    for name, s_id in conn.execute("SELECT name, sample_id FROM labelled_sets"):
+        key = ("l", name, rowid[s_id] >> 8)
+        blocks[key] = blocks.get(key, 0) + 1
+    return facets, scores, {(*k, n) for k, n in blocks.items()}
+
+
+def test_every_write_path_keeps_the_index_in_step(store: Store) -> None:
+    assert _index(store.conn) == _recount(store.conn)
+    run = store.runs()[0].id
+    # a new sample, annotated; a sample annotated again (replaced) with another decision and stage
+    store.upsert_sample(_sample(N + 1))
+    store.save_annotation(_annotation(N + 1, run, A))
+    again = _annotation(4, run, A, flip=True)
+    again.decided_by = "late"
+    store.save_annotation(again)
+    rows = store.gallery_page(GalleryFilter(config_hash=A, decided_by="late"))
+    assert [r.sample_id for r in rows] == [sid(4)]
+    # `vhd categorize` assigns categories to a verdict (and `apply_to_verdicts` rewrites them)
+    ann_id = store.conn.execute(
+        "SELECT id FROM annotations WHERE sample_id = ? AND config_hash = ?", (sid(6), A)
+    ).fetchone()[0]
+    save_categorization(
+        store,
+        Categorization(
+            annotation_id=ann_id,
+            method="llm",
+            taxonomy="vhd",
+            taxonomy_version="1",
+            taxonomy_digest="d",
+            model="m",
+            status="ok",
+            assignments=[Assignment("X1", "A brand new category")],  # type: ignore[arg-type]
+        ),
+    )
+    assert [r.sample_id for r in store.gallery_page(GalleryFilter(config_hash=A, category="A brand new category"))] == [
+        sid(6)
+    ]
+    # reviews settle into the labelled set, an undo takes the label back; labels imported over them
+    store.add_review("review", sid(2), "alice", harmful=True)
+    store.add_review("review", sid(8), "alice", harmful=True)
+    store.undo_review("review", "alice")
+    store.save_labelled_set("review", [LabelledSample(id=sid(2), path=Path("/x"), kind=Kind.IMAGE, harmful=False)])
+    store.save_labelled_set("fresh", [LabelledSample(id=sid(9), path=Path("/x"), kind=Kind.IMAGE, harmful=False)])
+    store.remove_sample(sid(10))
+    assert _index(store.conn) == _recount(store.conn)
+    unlabelled = GalleryFilter(config_hash=A, set_name="fresh", review="labelled")
+    assert [r.sample_id for r in store.gallery_page(unlabelled)] == [sid(9)]
+    # a plain delete (no vhd command does this today) leaves nothing behind either
+    with store.conn:
+        store.conn.execute("DELETE FROM annotations WHERE sample_id = ?", (sid(11),))
+        store.conn.execute("DELETE FROM labelled_sets WHERE name = 'fresh'")
+    assert _index(store.conn) == _recount(store.conn)
+
+
+def test_an_older_store_is_indexed_when_it_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "old.db"
+    names = [name for name, _ in mig.MIGRATIONS]
+    monkeypatch.setattr(mig, "MIGRATIONS", mig.MIGRATIONS[: names.index("0011_gallery_index")])
+    with Store(db) as old:
+        build(old)
+        assert not old.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'gallery_facets'").fetchone()
+    monkeypatch.undo()
+    with Store(db) as store:
+        assert "0011_gallery_index" in mig.applied_migrations(store.conn)
+        facets, scores, blocks = _index(store.conn)
+        assert (facets, scores, blocks) == _recount(store.conn) and len(facets) > N
+        flt = GalleryFilter(config_hash=A, status="missing")
+        assert _pages(store, flt, "ingest") == _expected(store, flt, "ingest")
