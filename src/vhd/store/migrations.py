@@ -6,6 +6,9 @@ one, never half), and records each in the ``migrations`` table. Before it change
 store it writes a consistent copy of it next to it, ``STORE.bak-<schema version>``. Never edit
 or reorder a released migration: append a new one instead. A database that records a migration
 this version does not know was written by a newer vhd and is refused.
+
+This module is long (over 450 lines) on purpose: the whole schema is one ordered list of
+migrations, read top to bottom, and grows by one entry per change.
 """
 
 from __future__ import annotations
@@ -307,6 +310,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX samples_keyword ON samples (keyword);
         CREATE INDEX samples_generator ON samples (generator);
         CREATE INDEX samples_split ON samples (split);
+        """,
+    ),
+    (
+        "0012_resume_index",
+        """
+        ALTER TABLE stat_index ADD COLUMN shared INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX stat_index_sha256 ON stat_index (sha256);
+        UPDATE stat_index SET shared = 1
+        WHERE sha256 IN (SELECT sha256 FROM stat_index GROUP BY sha256 HAVING count(*) > 1);
         """,
     ),
 ]

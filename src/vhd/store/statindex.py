@@ -10,6 +10,13 @@ An entry is trusted only when the file's modification time is at least `RACY_NS`
 moment it was hashed (git's "racily clean" rule): a file changed again within the same clock tick
 as the write the hash saw, with the same size, would otherwise look unchanged.
 
+Each entry also says whether another path of the index holds the same bytes (``shared``, kept
+by `StatIndex.remember_hashes`). A resumed run asks `StatIndex.known_files`, which answers in one
+query per batch both what the index vouches for and which of those files are *settled*: their
+bytes are a sample with a final verdict under the run's configuration, and no other path of the
+index holds them (so the run need not remember their sample ids to spot a second copy; see
+`vhd.annotate.feeder`).
+
 `StatIndex` is mixed into `vhd.store.sqlite.Store`, which provides ``_tx`` and ``_query``.
 
 This module also holds `ScratchSet`, the on-disk set of keys a long run uses instead of a Python
@@ -23,14 +30,18 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 
 from vhd.fileio import FileStat
+from vhd.store.reads import final_statuses
 
 RACY_NS = 2_000_000_000
 """An entry is trusted only when the file was last modified this long (2 s) before it was hashed."""
 
-_LOOKUP_CHUNK = 500
+_LOOKUP_CHUNK = 1024
+"""Paths looked up in one query (a feeder's batch of 512 takes one)."""
+
+_COLUMNS = "path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns"
 
 SCRATCH_CACHE_KIB = 16 * 1024
 """Page cache of a `ScratchSet` (KiB): 100,000 sample ids or paths (about 7 MB) stay in memory
@@ -38,6 +49,27 @@ without a write to the temporary file; a bigger set spills, so memory stays boun
 
 _SCRATCH_BATCH = 2_000
 """Keys `ScratchSet.put_new` buffers before inserting them at once."""
+
+
+class KnownFiles(NamedTuple):
+    """What `StatIndex.known_files` answers for a batch of files.
+
+    Attributes:
+        hashes: ``path -> sha256`` of the files whose stat is unchanged since they were hashed
+            (as `StatIndex.known_hashes` answers).
+        settled: The paths among those whose bytes are a sample with a final verdict under the
+            configuration asked, held by no other path of the index.
+    """
+
+    hashes: dict[str, str]
+    settled: set[str]
+
+
+def _trusted(row: Sequence[Any], now: FileStat) -> bool:
+    """Whether an entry ``(path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns, ...)`` vouches for ``now``."""
+    return (row[1], row[2], row[3], row[4]) == (now.size, now.mtime_ns, now.ctime_ns, now.inode) and bool(
+        row[2] < row[6] - RACY_NS
+    )
 
 
 class StatIndex(abc.ABC):
@@ -66,22 +98,63 @@ class StatIndex(abc.ABC):
         paths = list(by_path)
         for start in range(0, len(paths), _LOOKUP_CHUNK):
             chunk = paths[start : start + _LOOKUP_CHUNK]
-            rows = self._query(
-                "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns FROM stat_index "
-                f"WHERE path IN ({','.join('?' * len(chunk))})",
-                chunk,
-            )
-            for path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns in rows:
-                now = by_path[path]
-                if (size, mtime_ns, ctime_ns, inode) != (now.size, now.mtime_ns, now.ctime_ns, now.inode):
-                    continue
-                if mtime_ns >= hashed_at_ns - RACY_NS:
-                    continue
-                out[path] = str(sha256)
+            rows = self._query(f"SELECT {_COLUMNS} FROM stat_index WHERE path IN ({','.join('?' * len(chunk))})", chunk)
+            for row in rows:
+                if _trusted(row, by_path[row[0]]):
+                    out[row[0]] = str(row[5])
         return out
+
+    def known_files(self, stats: Sequence[FileStat], config_hash: str, *, retry_unparsed: bool = False) -> KnownFiles:
+        """`known_hashes`, and which of those files are settled under a configuration, in one query per batch.
+
+        A file is settled when the index vouches for it, its bytes are a sample with a final
+        verdict under ``config_hash`` (as `vhd.store.reads.AnnotationReads.done_ids` decides), and
+        no other path of the index holds the same bytes.
+
+        Args:
+            stats: The files as they are now.
+            config_hash: The configuration whose verdicts count.
+            retry_unparsed: An ``unparsed`` verdict is not final.
+
+        Returns:
+            The vouched hashes and the settled paths.
+        """
+        statuses = final_statuses(retry_unparsed)
+        marks = ",".join("?" * len(statuses))
+        hashes: dict[str, str] = {}
+        settled: set[str] = set()
+        by_path = {s.path: s for s in stats}
+        paths = list(by_path)
+        for start in range(0, len(paths), _LOOKUP_CHUNK):
+            chunk = paths[start : start + _LOOKUP_CHUNK]
+            rows = self._query(  # the verdict is searched by (sample_id, config_hash), as in `done_ids`
+                f"SELECT {_COLUMNS}, shared = 0 AND EXISTS (SELECT 1 FROM annotations "
+                f"WHERE sample_id = stat_index.sha256 AND config_hash = ? AND +status IN ({marks})) "
+                f"FROM stat_index WHERE path IN ({','.join('?' * len(chunk))})",
+                [config_hash, *statuses, *chunk],
+            )
+            for row in rows:
+                path = row[0]
+                if _trusted(row, by_path[path]):
+                    hashes[path] = str(row[5])
+                    if row[7]:
+                        settled.add(path)
+        return KnownFiles(hashes, settled)
+
+    def paths_with_hash(self, sha256: str) -> list[str]:
+        """The paths of the index whose entry holds these bytes (vouched for or not).
+
+        Args:
+            sha256: The hash of a file's bytes.
+        """
+        return [str(r[0]) for r in self._query("SELECT path FROM stat_index WHERE sha256 = ?", (sha256,))]
 
     def remember_hashes(self, entries: Sequence[tuple[FileStat, str]], *, hashed_at_ns: int | None = None) -> None:
         """Record the hash of files just read, with the stat they had before the read (one transaction).
+
+        Every entry whose bytes another path of the index also holds is marked ``shared`` (an
+        entry replaced with new bytes starts unshared; one whose partner changed stays marked,
+        which only costs a later run the quick path).
 
         Args:
             entries: ``(stat taken before reading, sha256 of the bytes read)`` pairs.
@@ -90,12 +163,21 @@ class StatIndex(abc.ABC):
         if not entries:
             return
         at = time.time_ns() if hashed_at_ns is None else hashed_at_ns
+        shas = sorted({sha for _, sha in entries})
         with self._tx() as conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO stat_index (path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(s.path, s.size, s.mtime_ns, s.ctime_ns, s.inode, sha, at) for s, sha in entries],
             )
+            for start in range(0, len(shas), _LOOKUP_CHUNK):
+                chunk = shas[start : start + _LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                conn.execute(
+                    "UPDATE stat_index SET shared = 1 WHERE shared = 0 AND sha256 IN (SELECT sha256 FROM stat_index "
+                    f"WHERE sha256 IN ({marks}) GROUP BY sha256 HAVING count(*) > 1)",
+                    chunk,
+                )
 
 
 class ScratchSet:
