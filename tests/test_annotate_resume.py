@@ -27,7 +27,7 @@ import vhd.annotate.feeder as feeder_mod
 import vhd.media.ids as ids_mod
 from vhd.annotate.summary import RunSummary
 from vhd.fileio import file_stat
-from vhd.records import Annotation, Kind, Sample, Verdict
+from vhd.records import Annotation, Kind, Sample, Status, Verdict
 from vhd.store.migrations import backup_store
 from vhd.store.sqlite import Store
 from vhd.store.statindex import KnownFiles, ScratchSet, StatIndex
@@ -291,8 +291,8 @@ def test_the_stat_index_marks_shared_bytes_and_settles_only_final_unshared_files
         assert store.known_hashes(stats) == known.hashes
 
 
-def test_the_migration_marks_bytes_already_shared(tmp_path: Path) -> None:
-    """A store from before the flag: entries with the same bytes are marked when it is upgraded."""
+def test_the_migration_marks_shared_bytes_and_caches_final_verdicts(tmp_path: Path) -> None:
+    """A store from before the resume index: shared bytes are marked, verdicts of the others cached."""
     from vhd.store.migrations import MIGRATIONS, apply_migrations
 
     old = [m for m in MIGRATIONS if m[0] < "0012"]
@@ -306,10 +306,62 @@ def test_the_migration_marks_bytes_already_shared(tmp_path: Path) -> None:
         "VALUES (?, 1, 1, 1, 1, ?, 9)",
         rows_in,
     )
+    conn.execute(
+        "INSERT INTO runs (id, config_json, config_hash, models_json, prompt_hash, vhd_version, started_at) "
+        "VALUES ('r', '{}', 'cfg', '{}', 'p', 'v', 0)"
+    )
+    conn.execute("INSERT INTO samples (id, kind, path) VALUES ('y', 'image', '/c'), ('x', 'image', '/a')")
+    conn.execute(
+        "INSERT INTO annotations (sample_id, run_id, config_hash, status) "
+        "VALUES ('y', 'r', 'cfg', 'refused'), ('x', 'r', 'cfg', 'ok')"
+    )
     assert apply_migrations(conn) == ["0012_resume_index"]
-    assert conn.execute("SELECT path, shared FROM stat_index ORDER BY path").fetchall() == [
-        ("/a", 1),
-        ("/b", 1),
-        ("/c", 0),
-    ]
+    marked = conn.execute("SELECT path, shared, final_config, final_status FROM stat_index ORDER BY path").fetchall()
+    assert marked == [("/a", 1, None, None), ("/b", 1, None, None), ("/c", 0, "cfg", "refused")]
     conn.close()
+
+
+def test_the_cached_verdict_follows_every_change_of_the_annotations(tmp_path: Path) -> None:
+    """``final_config`` is set by `Store.save_annotation`, kept when a file is hashed again, and cleared by
+    triggers whatever writes the annotations (so it never claims a verdict the table does not hold)."""
+    paths = make_images(tmp_path / "m", 2)
+    stats = [file_stat(p) for p in paths]
+    shas = [ids_mod.sha256_file(p) for p in paths]
+    mine = {stats[0].path}
+
+    def save(store: Store, status: Status, config: str = "cfg") -> None:
+        harmful = False if status in (Status.OK, Status.REFUSED) else None
+        verdict = Verdict(harmful=harmful, reason="r", status=status)
+        ann = Annotation(sample_id=shas[0], run_id=run_id, config_hash=config, verdict=verdict)
+        store.save_annotation(ann, Sample(id=shas[0], kind=Kind.IMAGE, path=str(paths[0])))
+
+    with Store(tmp_path / "s.db") as store:
+        store.remember_hashes(list(zip(stats, shas, strict=True)))
+        run_id = store.start_run({}, "cfg", {}, "p")
+        assert store.known_files(stats, "cfg").settled == set()
+        save(store, Status.UNPARSED)
+        assert store.known_files(stats, "cfg").settled == mine
+        assert store.known_files(stats, "cfg", retry_unparsed=True).settled == set()
+        save(store, Status.ERROR)  # replaced by a result that is not final
+        assert store.known_files(stats, "cfg").settled == set()
+        save(store, Status.OK)
+        store.remember_hashes([(stats[0], shas[0])])  # hashed again (a touched file): still settled
+        assert store.known_files(stats, "cfg").settled == mine
+        save(store, Status.OK, config="other")  # the entry now caches the other configuration's verdict
+        assert store.known_files(stats, "cfg").settled == set() and store.known_files(stats, "other").settled == mine
+        with store.conn:
+            store.conn.execute("UPDATE annotations SET status = 'error', harmful = NULL WHERE config_hash = 'other'")
+        assert store.known_files(stats, "other").settled == set()
+        save(store, Status.OK, config="other")
+        with store.conn:
+            store.conn.execute("UPDATE annotations SET categories_json = '[\"x\"]'")  # not the verdict: kept
+        assert store.known_files(stats, "other").settled == mine
+        replace = "INSERT OR REPLACE INTO annotations (sample_id, run_id, config_hash, status) VALUES (?, ?, ?, ?)"
+        with store.conn:  # a replacing insert fires no delete trigger: the insert trigger clears it
+            store.conn.execute(replace, (shas[0], run_id, "other", "error"))
+        assert store.known_files(stats, "other").settled == set()
+        save(store, Status.OK, config="other")
+        with store.conn:
+            store.conn.execute("DELETE FROM turns")
+            store.conn.execute("DELETE FROM annotations")
+        assert store.known_files(stats, "other").settled == set()

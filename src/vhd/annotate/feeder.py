@@ -8,15 +8,16 @@ run holds leases on at most two claim batches plus the samples in flight. Skippe
 store (the summary keeps counts and the first `SKIP_REASONS_KEPT` reasons). The workers that debate
 and commit the queued samples are `vhd.annotate.loop`'s, which builds on this class.
 
-The quick path of a resumed run: one query a batch (`vhd.store.statindex.StatIndex.known_files`)
-says which files are *settled*, unchanged since hashed, already final under this configuration,
-and the only path of the stat index with their bytes. Such a file is counted done without
-entering the on-disk set of sample ids met (``seen``), the main cost of a resume after the
-lookups. The counts stay those of the slow path, because a second file with the same bytes is
-still found: one met before it would have made its bytes shared in the index (read in an earlier
-batch) or is in the same batch (then the file takes the slow path); one met after it takes the
-slow path and, finding its id new to ``seen``, asks `Feeder.settled_before` whether a settled
-file of an earlier batch held those bytes.
+The quick path of a resumed run: one query a batch (`vhd.store.statindex.StatIndex.known_files`,
+on the stat index alone, in path order) says which files are *settled*: unchanged since hashed,
+already final under this configuration, and the only path of the stat index with their bytes.
+Such a file is counted done without a search of the annotations by sample id and without
+entering the on-disk set of sample ids met (``seen``), the two main costs of a resume before.
+The counts stay those of the slow path, because a second file with the same bytes is still
+found: one met before it would have made its bytes shared in the index (read in an earlier batch)
+or is in the same batch (then the file takes the slow path); one met after it takes the slow path
+and, finding its id new to ``seen``, asks `Feeder.settled_before` whether a settled file of an
+earlier batch held those bytes.
 """
 
 from __future__ import annotations

@@ -11,11 +11,17 @@ moment it was hashed (git's "racily clean" rule): a file changed again within th
 as the write the hash saw, with the same size, would otherwise look unchanged.
 
 Each entry also says whether another path of the index holds the same bytes (``shared``, kept
-by `StatIndex.remember_hashes`). A resumed run asks `StatIndex.known_files`, which answers in one
-query per batch both what the index vouches for and which of those files are *settled*: their
-bytes are a sample with a final verdict under the run's configuration, and no other path of the
-index holds them (so the run need not remember their sample ids to spot a second copy; see
-`vhd.annotate.feeder`).
+by `StatIndex.remember_hashes`) and, when it does not, the configuration and status of a final
+verdict on those bytes (``final_config``, ``final_status``). A resumed run asks
+`StatIndex.known_files`, which answers from the index alone, in path order, both what the index
+vouches for and which of those files are *settled*: their bytes are a sample with a final verdict
+under the run's configuration, and no other path of the index holds them (so the run need not
+look their verdicts up, nor remember their sample ids to spot a second copy; see
+`vhd.annotate.feeder`). The verdict columns are a cache of table ``annotations``, kept exact in
+the one direction that matters: `vhd.store.sqlite.Store.save_annotation` sets them, and triggers
+(migration ``0012_resume_index``) clear them whenever an annotation of those bytes under that
+configuration is inserted, changed or deleted, by any writer. An entry without them is looked up
+as before.
 
 `StatIndex` is mixed into `vhd.store.sqlite.Store`, which provides ``_tx`` and ``_query``.
 
@@ -107,9 +113,10 @@ class StatIndex(abc.ABC):
     def known_files(self, stats: Sequence[FileStat], config_hash: str, *, retry_unparsed: bool = False) -> KnownFiles:
         """`known_hashes`, and which of those files are settled under a configuration, in one query per batch.
 
-        A file is settled when the index vouches for it, its bytes are a sample with a final
-        verdict under ``config_hash`` (as `vhd.store.reads.AnnotationReads.done_ids` decides), and
-        no other path of the index holds the same bytes.
+        A file is settled when the index vouches for it, its entry records a final verdict under
+        ``config_hash`` (the same answer `vhd.store.reads.AnnotationReads.done_ids` would give,
+        without a search of the annotations), and no other path of the index holds the same
+        bytes.
 
         Args:
             stats: The files as they are now.
@@ -127,9 +134,8 @@ class StatIndex(abc.ABC):
         paths = list(by_path)
         for start in range(0, len(paths), _LOOKUP_CHUNK):
             chunk = paths[start : start + _LOOKUP_CHUNK]
-            rows = self._query(  # the verdict is searched by (sample_id, config_hash), as in `done_ids`
-                f"SELECT {_COLUMNS}, shared = 0 AND EXISTS (SELECT 1 FROM annotations "
-                f"WHERE sample_id = stat_index.sha256 AND config_hash = ? AND +status IN ({marks})) "
+            rows = self._query(
+                f"SELECT {_COLUMNS}, shared = 0 AND final_config = ? AND final_status IN ({marks}) "
                 f"FROM stat_index WHERE path IN ({','.join('?' * len(chunk))})",
                 [config_hash, *statuses, *chunk],
             )
@@ -154,7 +160,8 @@ class StatIndex(abc.ABC):
 
         Every entry whose bytes another path of the index also holds is marked ``shared`` (an
         entry replaced with new bytes starts unshared; one whose partner changed stays marked,
-        which only costs a later run the quick path).
+        which only costs a later run the quick path). A new entry held by no other path takes
+        the most recent final verdict on its bytes, if any (``final_config``, ``final_status``).
 
         Args:
             entries: ``(stat taken before reading, sha256 of the bytes read)`` pairs.
@@ -170,14 +177,34 @@ class StatIndex(abc.ABC):
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(s.path, s.size, s.mtime_ns, s.ctime_ns, s.inode, sha, at) for s, sha in entries],
             )
+            final = final_statuses()
             for start in range(0, len(shas), _LOOKUP_CHUNK):
                 chunk = shas[start : start + _LOOKUP_CHUNK]
                 marks = ",".join("?" * len(chunk))
                 conn.execute(
-                    "UPDATE stat_index SET shared = 1 WHERE shared = 0 AND sha256 IN (SELECT sha256 FROM stat_index "
+                    "UPDATE stat_index SET shared = 1, final_config = NULL, final_status = NULL "
+                    "WHERE shared = 0 AND sha256 IN (SELECT sha256 FROM stat_index "
                     f"WHERE sha256 IN ({marks}) GROUP BY sha256 HAVING count(*) > 1)",
                     chunk,
                 )
+                conn.execute(
+                    "UPDATE stat_index SET (final_config, final_status) = (SELECT config_hash, status FROM annotations "
+                    f"WHERE sample_id = stat_index.sha256 AND status IN ({','.join('?' * len(final))}) "
+                    f"ORDER BY id DESC LIMIT 1) WHERE sha256 IN ({marks}) AND shared = 0 AND final_config IS NULL",
+                    [*final, *chunk],
+                )
+
+    def settle(self, conn: sqlite3.Connection, sample_id: str, config_hash: str, status: str) -> None:
+        """Record a final verdict on a sample in the entry of the one path holding its bytes (inside a write).
+
+        Called by `vhd.store.sqlite.Store.save_annotation` in its transaction, after the
+        annotation is written; an entry of shared bytes is left as it is.
+        """
+        if status in final_statuses():
+            conn.execute(
+                "UPDATE stat_index SET final_config = ?, final_status = ? WHERE sha256 = ? AND shared = 0",
+                (config_hash, status, sample_id),
+            )
 
 
 class ScratchSet:
