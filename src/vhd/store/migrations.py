@@ -319,6 +319,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE stat_index ADD COLUMN final_config TEXT;
         ALTER TABLE stat_index ADD COLUMN final_status TEXT;
         CREATE INDEX stat_index_sha256 ON stat_index (sha256);
+        CREATE INDEX samples_removed ON samples (removed_at) WHERE removed_at IS NOT NULL;
         UPDATE stat_index SET shared = 1
         WHERE sha256 IN (SELECT sha256 FROM stat_index GROUP BY sha256 HAVING count(*) > 1);
         UPDATE stat_index SET (final_config, final_status) = (
