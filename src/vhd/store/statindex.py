@@ -139,11 +139,17 @@ class StatIndex(abc.ABC):
                 f"FROM stat_index WHERE path IN ({','.join('?' * len(chunk))})",
                 [config_hash, *statuses, *chunk],
             )
-            for row in rows:
-                path = row[0]
-                if _trusted(row, by_path[path]):
-                    hashes[path] = str(row[5])
-                    if row[7]:
+            for path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns, final in rows:  # `_trusted`, inline
+                now = by_path[path]
+                if (
+                    mtime_ns < hashed_at_ns - RACY_NS
+                    and size == now.size
+                    and mtime_ns == now.mtime_ns
+                    and ctime_ns == now.ctime_ns
+                    and inode == now.inode
+                ):
+                    hashes[path] = sha256
+                    if final:
                         settled.add(path)
         return KnownFiles(hashes, settled)
 
