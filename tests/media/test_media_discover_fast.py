@@ -110,3 +110,17 @@ def test_scratch_set_put_new_is_seen_by_add_and_contains() -> None:
         assert not seen.add("k17") and seen.add("new") and len(seen) == 5001
     finally:
         seen.close()
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["b.png", "B.png", "_x.png", "a-1.png", "a.png", "a0.png", "Z.png", "9.png"],  # ASCII: sorted as text
+        ["é.png", "z.png", "e.png", "ü.png", "Ω.png", "E.png", "😀.png"],  # UTF-8: sorted as bytes
+    ],
+)
+def test_a_folder_is_walked_in_the_byte_order_of_its_names(tmp_path: Path, names: list[str]) -> None:
+    for i, name in enumerate(names):
+        _img(tmp_path / "m" / name, shade=i)
+    items = _same([tmp_path / "m"])
+    assert [Path(p).name for p, _, _ in items] == sorted(names, key=lambda n: n.encode())

@@ -16,6 +16,7 @@ import pytest
 
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.store import Store, export
+from vhd.store.curation import excluded_samples
 from vhd.store.leases import LeaseOwner
 
 if TYPE_CHECKING:
@@ -159,6 +160,9 @@ def test_hot_queries_search_indexes_never_scan(varied: Store, run_id: str, tmp_p
     for kw in ({}, {"config_hash": "cfgA"}, {"run_id": run_id}):
         export(varied, "jsonl", tmp_path / "e.jsonl", **kw)  # type: ignore[arg-type]
     varied.known_hashes([file_stat(f)])
+    varied.known_files([file_stat(f)], "cfgA")  # a resume's one lookup a batch
+    varied.paths_with_hash("0" * 64)
+    excluded_samples(varied)  # removed samples: by the partial index, not a scan of the samples
     ids = [s.id for s, _ in varied.iter_annotations()]
     varied.claim(LeaseOwner.here(run_id), "cfgA", ids, ttl=60)
     varied.final_ids("cfgA")

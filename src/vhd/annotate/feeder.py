@@ -7,11 +7,24 @@ the rest to the run a claim batch at a time (`vhd.store.leases`) as the workers'
 run holds leases on at most two claim batches plus the samples in flight. Skipped inputs go to the
 store (the summary keeps counts and the first `SKIP_REASONS_KEPT` reasons). The workers that debate
 and commit the queued samples are `vhd.annotate.loop`'s, which builds on this class.
+
+The quick path of a resumed run: one query a batch (`vhd.store.statindex.StatIndex.known_files`,
+on the stat index alone, in path order) says which files are *settled*: unchanged since hashed,
+already final under this configuration, and the only path of the stat index with their bytes.
+Such a file is counted done without a search of the annotations by sample id and without
+entering the on-disk set of sample ids met (``seen``), the two main costs of a resume before.
+The counts stay those of the slow path, because a second file with the same bytes is still
+found: one met before it would have made its bytes shared in the index (read in an earlier batch)
+or is in the same batch (then the file takes the slow path); one met after it takes the slow path
+and, finding its id new to ``seen``, asks `Feeder.settled_before` whether a settled file of an
+earlier batch held those bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -19,12 +32,13 @@ from typing import TYPE_CHECKING
 
 from vhd.annotate.summary import RunSummary
 from vhd.errors import MediaError, StoreWriteError
-from vhd.fileio import display_path
+from vhd.fileio import FileStat, display_path, file_stat
 from vhd.media.discover import PlainFile, Skipped
 from vhd.progress import ProgressFn, no_progress
 from vhd.records import MediaItem
 
 if TYPE_CHECKING:
+    from vhd.media.ids import PlannedId
     from vhd.media.load import MediaSettings
     from vhd.store.sqlite import Store
     from vhd.store.statindex import ScratchSet
@@ -45,8 +59,8 @@ class Feeder:
     """Discovery, lookups and leases of one run, and the state its workers share.
 
     Attributes set by the run before `feed`: ``retry_unparsed``, ``lease_seconds``, ``excluded``
-    (sample id to reason), ``seen`` (the on-disk set of sample ids met), ``rehash`` and
-    ``on_progress``.
+    (sample id to reason), ``seen`` (the on-disk set of sample ids met), ``paths_seen`` (the
+    on-disk set of resolved paths discovery met), ``rehash`` and ``on_progress``.
     """
 
     def __init__(
@@ -71,6 +85,8 @@ class Feeder:
         self.lease_seconds = 60.0
         self.excluded: dict[str, str] = {}
         self.seen: ScratchSet | None = None  # sample ids met so far (set by the run)
+        self.paths_seen: ScratchSet | None = None  # resolved paths discovery met (set by the run)
+        self.settled = 0  # files counted done on the quick path, their ids not in `seen`
         self.rehash = False
         self.leased_ids: list[str] = []
         self.stopping = False
@@ -166,27 +182,71 @@ class Feeder:
         """
         from vhd.media.ids import resolve_id, stat_items
 
-        planned = stat_items(chunk, self.db, rehash=self.rehash)  # stat calls and one lookup: quick
+        index = _VerdictIndex(self.db, self.config_hash, self.retry_unparsed)
+        planned = stat_items(chunk, index, rehash=self.rehash)  # stat calls and one lookup: quick
         to_read = [p.needs_read for p in planned]
         reads = [p for p, read in zip(planned, to_read, strict=True) if read]  # only files whose stat changed
-        read_ids = iter(await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads)))  # in threads
-        ids = [next(read_ids) if read else resolve_id(p) for p, read in zip(planned, to_read, strict=True)]
+        read_ids = await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads))  # in threads
         self.db.remember_hashes([entry for p in reads for entry in p.new])
+        settled, excluded = index.settled, self.excluded
+        read_now = {sid for sid in read_ids if isinstance(sid, str)} if settled else set()
+        read_iter = iter(read_ids)
+        batch_paths = functools.cache(lambda: _paths_of(planned))  # built only if `settled_before` asks
         fresh: list[tuple[MediaItem | PlainFile, str]] = []
-        for item, sid in zip(chunk, ids, strict=True):
+        for item, p, read in zip(chunk, planned, to_read, strict=True):
+            known = p.known[0] if settled and not p.folder and p.stats and p.stats[0].path in settled else None
+            if read:
+                sid = next(read_iter)
+            elif known is not None:  # a settled file
+                sid = known
+                if sid not in read_now and sid not in excluded:  # done; no earlier input had these bytes
+                    self.settled += 1
+                    self.summary.found += 1
+                    self.summary.already_done += 1
+                    continue
+            else:
+                sid = resolve_id(p)
             if isinstance(sid, MediaError):
                 self.skip(item.path, str(sid))
-            elif self.seen is not None and not self.seen.add(sid):
+            elif self.repeated(sid, batch_paths):
                 self.summary.duplicates += 1
-            elif sid in self.excluded:
+            elif sid in excluded:
                 self.summary.excluded += 1
-                self.keep_reason(display_path(item.path), self.excluded[sid])
+                self.keep_reason(display_path(item.path), excluded[sid])
             else:
                 fresh.append((item, sid))
         done = self.db.done_ids(self.config_hash, [sid for _, sid in fresh], retry_unparsed=self.retry_unparsed)
         self.summary.found += len(done)
         self.summary.already_done += len(done)
         return [(item if isinstance(item, MediaItem) else item.item(), sid) for item, sid in fresh if sid not in done]
+
+    def repeated(self, sid: str, batch_paths: Callable[[], set[str]]) -> bool:
+        """Whether an earlier input had this id (the id is added to ``seen``); ``batch_paths``: the batch's paths."""
+        if self.seen is None:
+            return False
+        if not self.seen.add(sid):
+            return True
+        return self.settled > 0 and self.settled_before(sid, batch_paths())
+
+    def settled_before(self, sid: str, batch_paths: set[str]) -> bool:
+        """Whether a file of an earlier batch held these bytes and took the quick path (its id is not in ``seen``).
+
+        Asked only for an id new to ``seen`` once some file took the quick path. Such a file is an
+        entry of the stat index with these bytes, met by discovery in an earlier batch, and still
+        vouched for (a file that took the slow path instead put its id in ``seen``).
+        """
+        if self.paths_seen is None:
+            return False
+        for other in self.db.paths_with_hash(sid):
+            if other in batch_paths or os.path.realpath(other) not in self.paths_seen:
+                continue  # not met, or met in this batch (then it took the slow path)
+            try:
+                now = file_stat(other)
+            except OSError:
+                continue
+            if self.db.known_hashes([now]).get(now.path) == sid:
+                return True
+        return False
 
     def lease(self, fresh: Sequence[tuple[MediaItem, str]]) -> list[tuple[MediaItem, str]]:
         """Lease a claim batch in one transaction: the samples to debate; counts the others."""
@@ -222,3 +282,30 @@ class Feeder:
         path, reason = display_path(item_path), display_path(reason)
         self.keep_reason(path, reason)
         self.db.record_skip(self.run_id, path, reason)
+
+
+def _paths_of(planned: Sequence[PlannedId]) -> set[str]:
+    """The stat-index paths of a batch's files."""
+    return {st.path for p in planned for st in p.stats}
+
+
+class _VerdictIndex:
+    """The store's stat index as a `vhd.media.ids.HashIndex` that also keeps a batch's settled paths.
+
+    `vhd.media.ids.stat_items` asks it once a batch; `Feeder.prepare` reads ``settled`` after
+    (see `vhd.store.statindex.StatIndex.known_files`).
+    """
+
+    def __init__(self, db: Store, config_hash: str, retry_unparsed: bool) -> None:
+        self.db, self.config_hash, self.retry_unparsed = db, config_hash, retry_unparsed
+        self.settled: set[str] = set()
+
+    def known_hashes(self, stats: Sequence[FileStat]) -> dict[str, str]:
+        """The vouched hashes of the files; their settled paths go to ``settled``."""
+        known = self.db.known_files(stats, self.config_hash, retry_unparsed=self.retry_unparsed)
+        self.settled = known.settled
+        return known.hashes
+
+    def remember_hashes(self, entries: Sequence[tuple[FileStat, str]], *, hashed_at_ns: int | None = None) -> None:
+        """Record files just read (`vhd.store.statindex.StatIndex.remember_hashes`)."""
+        self.db.remember_hashes(entries, hashed_at_ns=hashed_at_ns)

@@ -177,7 +177,7 @@ async def run(
         job.pool = pool
         job.ship_media = executor is not None and executor.options.ship_media
         job.cascade = cascade
-        job.rehash, job.seen = rehash, ids_seen
+        job.rehash, job.seen, job.paths_seen = rehash, ids_seen, paths_seen
         streamed = iter_discover(
             list(inputs),
             frame_folders=frame_folders,

@@ -24,6 +24,7 @@ samples; splitting them would share private state between modules.
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 import stat
@@ -51,6 +52,8 @@ FOLDER_MANIFEST = "manifest.csv"
 """A folder's own manifest: read as one when the folder is an input (``vhd examples`` writes it)."""
 
 _KINDS = {**dict.fromkeys(IMAGE_EXTENSIONS, Kind.IMAGE), **dict.fromkeys(VIDEO_EXTENSIONS, Kind.VIDEO)}
+
+_name = operator.attrgetter("name")
 
 _FRAME_NAME = re.compile(r"^(?P<stem>.+)_(?P<k>\d{4,})\.(?:png|jpe?g|webp)$", re.IGNORECASE)
 
@@ -247,7 +250,11 @@ class _Collector:
         """Walk ``folder`` (inside ``root``) in sorted order."""
         try:
             with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda e: os.fsencode(e.name))
+                entries = list(listing)
+            if "".join([e.name for e in entries]).isascii():  # the byte order is the order of the names
+                entries.sort(key=_name)
+            else:
+                entries.sort(key=lambda e: os.fsencode(e.name))
         except OSError as exc:
             yield Skipped(folder, f"cannot list folder ({type(exc).__name__}: {exc.strerror})")
             return

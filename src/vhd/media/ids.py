@@ -125,7 +125,10 @@ def stat_items(
     stats = [s for p in planned for s in p.stats]
     known = index.known_hashes(stats) if index is not None and not rehash and stats else {}
     for p in planned:
-        p.known = [known.get(s.path) for s in p.stats]
+        if len(p.stats) == 1:  # most items: one file
+            p.known = [known.get(p.stats[0].path)]
+        elif p.stats:
+            p.known = [known.get(s.path) for s in p.stats]
     return planned
 
 

@@ -456,6 +456,35 @@ MIGRATIONS: list[tuple[str, str]] = [
         END;
         """,
     ),
+    (
+        "0012_resume_index",
+        """
+        ALTER TABLE stat_index ADD COLUMN shared INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE stat_index ADD COLUMN final_config TEXT;
+        ALTER TABLE stat_index ADD COLUMN final_status TEXT;
+        CREATE INDEX stat_index_sha256 ON stat_index (sha256);
+        CREATE INDEX samples_removed ON samples (removed_at) WHERE removed_at IS NOT NULL;
+        UPDATE stat_index SET shared = 1
+        WHERE sha256 IN (SELECT sha256 FROM stat_index GROUP BY sha256 HAVING count(*) > 1);
+        UPDATE stat_index SET (final_config, final_status) = (
+            SELECT config_hash, status FROM annotations
+            WHERE sample_id = stat_index.sha256 AND status IN ('ok', 'refused', 'unparsed')
+            ORDER BY id DESC LIMIT 1
+        ) WHERE shared = 0;
+        CREATE TRIGGER annotations_unsettle_insert AFTER INSERT ON annotations BEGIN
+            UPDATE stat_index SET final_config = NULL, final_status = NULL
+            WHERE sha256 = NEW.sample_id AND final_config = NEW.config_hash;
+        END;
+        CREATE TRIGGER annotations_unsettle_update AFTER UPDATE OF sample_id, config_hash, status ON annotations BEGIN
+            UPDATE stat_index SET final_config = NULL, final_status = NULL
+            WHERE sha256 = OLD.sample_id AND final_config = OLD.config_hash;
+        END;
+        CREATE TRIGGER annotations_unsettle_delete AFTER DELETE ON annotations BEGIN
+            UPDATE stat_index SET final_config = NULL, final_status = NULL
+            WHERE sha256 = OLD.sample_id AND final_config = OLD.config_hash;
+        END;
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 

@@ -461,6 +461,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                     ann.decided_by,
                 ),
             )
+            self.settle(conn, ann.sample_id, ann.config_hash, status.value)  # the stat index's cached verdict
             conn.executemany(
                 "INSERT INTO turns (annotation_id, idx, role, round, text, prompt_tokens, "
                 "completion_tokens, latency_s, refused, model) "

@@ -10,6 +10,19 @@ An entry is trusted only when the file's modification time is at least `RACY_NS`
 moment it was hashed (git's "racily clean" rule): a file changed again within the same clock tick
 as the write the hash saw, with the same size, would otherwise look unchanged.
 
+Each entry also says whether another path of the index holds the same bytes (``shared``, kept
+by `StatIndex.remember_hashes`) and, when it does not, the configuration and status of a final
+verdict on those bytes (``final_config``, ``final_status``). A resumed run asks
+`StatIndex.known_files`, which answers from the index alone, in path order, both what the index
+vouches for and which of those files are *settled*: their bytes are a sample with a final verdict
+under the run's configuration, and no other path of the index holds them (so the run need not
+look their verdicts up, nor remember their sample ids to spot a second copy; see
+`vhd.annotate.feeder`). The verdict columns are a cache of table ``annotations``, kept exact in
+the one direction that matters: `vhd.store.sqlite.Store.save_annotation` sets them, and triggers
+(migration ``0012_resume_index``) clear them whenever an annotation of those bytes under that
+configuration is inserted, changed or deleted, by any writer. An entry without them is looked up
+as before.
+
 `StatIndex` is mixed into `vhd.store.sqlite.Store`, which provides ``_tx`` and ``_query``.
 
 This module also holds `ScratchSet`, the on-disk set of keys a long run uses instead of a Python
@@ -23,14 +36,18 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 
 from vhd.fileio import FileStat
+from vhd.store.reads import final_statuses
 
 RACY_NS = 2_000_000_000
 """An entry is trusted only when the file was last modified this long (2 s) before it was hashed."""
 
-_LOOKUP_CHUNK = 500
+_LOOKUP_CHUNK = 1024
+"""Paths looked up in one query (a feeder's batch of 512 takes one)."""
+
+_COLUMNS = "path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns"
 
 SCRATCH_CACHE_KIB = 16 * 1024
 """Page cache of a `ScratchSet` (KiB): 100,000 sample ids or paths (about 7 MB) stay in memory
@@ -38,6 +55,27 @@ without a write to the temporary file; a bigger set spills, so memory stays boun
 
 _SCRATCH_BATCH = 2_000
 """Keys `ScratchSet.put_new` buffers before inserting them at once."""
+
+
+class KnownFiles(NamedTuple):
+    """What `StatIndex.known_files` answers for a batch of files.
+
+    Attributes:
+        hashes: ``path -> sha256`` of the files whose stat is unchanged since they were hashed
+            (as `StatIndex.known_hashes` answers).
+        settled: The paths among those whose bytes are a sample with a final verdict under the
+            configuration asked, held by no other path of the index.
+    """
+
+    hashes: dict[str, str]
+    settled: set[str]
+
+
+def _trusted(row: Sequence[Any], now: FileStat) -> bool:
+    """Whether an entry ``(path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns, ...)`` vouches for ``now``."""
+    return (row[1], row[2], row[3], row[4]) == (now.size, now.mtime_ns, now.ctime_ns, now.inode) and bool(
+        row[2] < row[6] - RACY_NS
+    )
 
 
 class StatIndex(abc.ABC):
@@ -66,22 +104,70 @@ class StatIndex(abc.ABC):
         paths = list(by_path)
         for start in range(0, len(paths), _LOOKUP_CHUNK):
             chunk = paths[start : start + _LOOKUP_CHUNK]
-            rows = self._query(
-                "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns FROM stat_index "
-                f"WHERE path IN ({','.join('?' * len(chunk))})",
-                chunk,
-            )
-            for path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns in rows:
-                now = by_path[path]
-                if (size, mtime_ns, ctime_ns, inode) != (now.size, now.mtime_ns, now.ctime_ns, now.inode):
-                    continue
-                if mtime_ns >= hashed_at_ns - RACY_NS:
-                    continue
-                out[path] = str(sha256)
+            rows = self._query(f"SELECT {_COLUMNS} FROM stat_index WHERE path IN ({','.join('?' * len(chunk))})", chunk)
+            for row in rows:
+                if _trusted(row, by_path[row[0]]):
+                    out[row[0]] = str(row[5])
         return out
+
+    def known_files(self, stats: Sequence[FileStat], config_hash: str, *, retry_unparsed: bool = False) -> KnownFiles:
+        """`known_hashes`, and which of those files are settled under a configuration, in one query per batch.
+
+        A file is settled when the index vouches for it, its entry records a final verdict under
+        ``config_hash`` (the same answer `vhd.store.reads.AnnotationReads.done_ids` would give,
+        without a search of the annotations), and no other path of the index holds the same
+        bytes.
+
+        Args:
+            stats: The files as they are now.
+            config_hash: The configuration whose verdicts count.
+            retry_unparsed: An ``unparsed`` verdict is not final.
+
+        Returns:
+            The vouched hashes and the settled paths.
+        """
+        statuses = final_statuses(retry_unparsed)
+        marks = ",".join("?" * len(statuses))
+        hashes: dict[str, str] = {}
+        settled: set[str] = set()
+        by_path = {s.path: s for s in stats}
+        paths = list(by_path)
+        for start in range(0, len(paths), _LOOKUP_CHUNK):
+            chunk = paths[start : start + _LOOKUP_CHUNK]
+            rows = self._query(
+                f"SELECT {_COLUMNS}, shared = 0 AND final_config = ? AND final_status IN ({marks}) "
+                f"FROM stat_index WHERE path IN ({','.join('?' * len(chunk))})",
+                [config_hash, *statuses, *chunk],
+            )
+            for path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns, final in rows:  # `_trusted`, inline
+                now = by_path[path]
+                if (
+                    mtime_ns < hashed_at_ns - RACY_NS
+                    and size == now.size
+                    and mtime_ns == now.mtime_ns
+                    and ctime_ns == now.ctime_ns
+                    and inode == now.inode
+                ):
+                    hashes[path] = sha256
+                    if final:
+                        settled.add(path)
+        return KnownFiles(hashes, settled)
+
+    def paths_with_hash(self, sha256: str) -> list[str]:
+        """The paths of the index whose entry holds these bytes (vouched for or not).
+
+        Args:
+            sha256: The hash of a file's bytes.
+        """
+        return [str(r[0]) for r in self._query("SELECT path FROM stat_index WHERE sha256 = ?", (sha256,))]
 
     def remember_hashes(self, entries: Sequence[tuple[FileStat, str]], *, hashed_at_ns: int | None = None) -> None:
         """Record the hash of files just read, with the stat they had before the read (one transaction).
+
+        Every entry whose bytes another path of the index also holds is marked ``shared`` (an
+        entry replaced with new bytes starts unshared; one whose partner changed stays marked,
+        which only costs a later run the quick path). A new entry held by no other path takes
+        the most recent final verdict on its bytes, if any (``final_config``, ``final_status``).
 
         Args:
             entries: ``(stat taken before reading, sha256 of the bytes read)`` pairs.
@@ -90,11 +176,40 @@ class StatIndex(abc.ABC):
         if not entries:
             return
         at = time.time_ns() if hashed_at_ns is None else hashed_at_ns
+        shas = sorted({sha for _, sha in entries})
         with self._tx() as conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO stat_index (path, size, mtime_ns, ctime_ns, inode, sha256, hashed_at_ns) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(s.path, s.size, s.mtime_ns, s.ctime_ns, s.inode, sha, at) for s, sha in entries],
+            )
+            final = final_statuses()
+            for start in range(0, len(shas), _LOOKUP_CHUNK):
+                chunk = shas[start : start + _LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                conn.execute(
+                    "UPDATE stat_index SET shared = 1, final_config = NULL, final_status = NULL "
+                    "WHERE shared = 0 AND sha256 IN (SELECT sha256 FROM stat_index "
+                    f"WHERE sha256 IN ({marks}) GROUP BY sha256 HAVING count(*) > 1)",
+                    chunk,
+                )
+                conn.execute(
+                    "UPDATE stat_index SET (final_config, final_status) = (SELECT config_hash, status FROM annotations "
+                    f"WHERE sample_id = stat_index.sha256 AND status IN ({','.join('?' * len(final))}) "
+                    f"ORDER BY id DESC LIMIT 1) WHERE sha256 IN ({marks}) AND shared = 0 AND final_config IS NULL",
+                    [*final, *chunk],
+                )
+
+    def settle(self, conn: sqlite3.Connection, sample_id: str, config_hash: str, status: str) -> None:
+        """Record a final verdict on a sample in the entry of the one path holding its bytes (inside a write).
+
+        Called by `vhd.store.sqlite.Store.save_annotation` in its transaction, after the
+        annotation is written; an entry of shared bytes is left as it is.
+        """
+        if status in final_statuses():
+            conn.execute(
+                "UPDATE stat_index SET final_config = ?, final_status = ? WHERE sha256 = ? AND shared = 0",
+                (config_hash, status, sample_id),
             )
 
 
