@@ -380,8 +380,8 @@ def test_every_write_path_keeps_the_index_in_step(store: Store) -> None:
 
 def test_an_older_store_is_indexed_when_it_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "old.db"
-    names = [name for name, _ in mig.MIGRATIONS]
-    monkeypatch.setattr(mig, "MIGRATIONS", mig.MIGRATIONS[: names.index("0011_gallery_index")])
+    # every migration but this one: later ones change tables the store's writes need
+    monkeypatch.setattr(mig, "MIGRATIONS", [m for m in mig.MIGRATIONS if m[0] != "0011_gallery_index"])
     with Store(db) as old:
         build(old)
         assert not old.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'gallery_facets'").fetchone()
