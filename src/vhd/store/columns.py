@@ -10,12 +10,17 @@ schema, so the two formats always hold the same columns with the same values. An
 Types agree across formats: ``sample.meta`` is a JSON string in both (its keys differ per
 sample, so no fixed struct fits); ``started_at`` / ``finished_at`` are UTC `datetime` values,
 written as ISO-8601 text in JSON Lines and as ``timestamp[us, UTC]`` in Parquet.
+
+A built-in column also reads a whole raw page of the store (`Column.from_page`, and for the
+nested ``turns`` `Column.arrow_from_page`): the exports' fast path, which builds no record
+objects. A column without them (a plugin's) still works: `page_cells` builds the page's records
+for it. The module is long (about 470 lines) because each column's two readers stay side by side.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -70,6 +75,10 @@ class Column:
             `AnnotationPage`, equal to ``value`` of each row's records, without building the
             records (the fast path of the built-in exports). A column without it still works:
             `page_cells` builds the records of the page for it.
+        arrow_from_page: Optional: ``arrow_from_page(pyarrow, page)`` gives the column of a page
+            directly as an Arrow array of ``arrow_type`` (the Parquet export prefers it to
+            ``from_page``): for nested columns, where building a dict per cell for pyarrow to
+            convert costs more than the rest of the row.
     """
 
     name: str
@@ -77,6 +86,7 @@ class Column:
     value: Callable[[Sample, Annotation], Any]
     doc: str = ""
     from_page: Callable[[AnnotationPage], list[Any]] | None = None
+    arrow_from_page: Callable[[Any, AnnotationPage], Any] | None = None
 
 
 def _utc(seconds: float | None) -> datetime | None:
@@ -221,8 +231,11 @@ def _meta_text(text: str) -> str:
     return json.dumps(meta, ensure_ascii=False, default=str, sort_keys=True) if meta else "{}"
 
 
+_NO_META: dict[str, Any] = {}  # only read
+
+
 def _page_metas(page: AnnotationPage) -> list[Any]:
-    return [loads(r[ROW_META]) for r in page.rows]
+    return [_NO_META if r[ROW_META] == "{}" else loads(r[ROW_META]) for r in page.rows]
 
 
 def _page_sample(page: AnnotationPage) -> list[dict[str, Any]]:
@@ -239,7 +252,7 @@ def _page_sample(page: AnnotationPage) -> list[dict[str, Any]]:
             "generator": r[ROW_GENERATOR],
             "split": r[ROW_SPLIT],
             "label": None if r[ROW_LABEL] is None else bool(r[ROW_LABEL]),
-            "frames": loads(r[ROW_FRAMES]),
+            "frames": [] if r[ROW_FRAMES] == "[]" else json.loads(r[ROW_FRAMES]),
             "meta": _meta_text(r[ROW_META]),
         }
         for r in page.rows
@@ -271,7 +284,7 @@ def _page_verdict(page: AnnotationPage) -> list[dict[str, Any]]:
         {
             "harmful": None if r[ROW_HARMFUL] is None else bool(r[ROW_HARMFUL]),
             "reason": r[ROW_REASON],
-            "categories": loads(r[ROW_CATEGORIES]),
+            "categories": [] if r[ROW_CATEGORIES] == "[]" else json.loads(r[ROW_CATEGORIES]),
             "score": r[ROW_SCORE],
             "status": r[ROW_STATUS] if r[ROW_STATUS] in statuses else Status(r[ROW_STATUS]).value,
             "refused": bool(r[ROW_REFUSED]),
@@ -325,6 +338,31 @@ def _page_turns(page: AnnotationPage) -> list[list[dict[str, Any]]]:
         ]
         for r in page.rows
     ]
+
+
+def _turns_arrow(pa: Any, page: AnnotationPage) -> Any:
+    """The ``turns`` column of a page as an Arrow list of structs, built from flat columns (no dict per turn)."""
+    turns, none = page.turns, ()
+    offsets = [0]
+    flat: list[Any] = []
+    for r in page.rows:
+        flat.extend(turns.get(r[ROW_ID], none))
+        offsets.append(len(flat))
+    fields = list(_turns_type(pa).value_type)
+    if not flat:
+        children = [pa.array([], type=f.type) for f in fields]
+    else:
+        cols = list(zip(*flat, strict=True))
+        roles: Sequence[Any] = cols[1]
+        if not _ROLE_VALUES.issuperset(roles):
+            roles = [Role(x).value for x in roles]
+        refused = pa.array(cols[7], type=pa.int64()).cast(pa.bool_())  # stored as 0 / 1
+        children = [
+            refused if f.name == "refused" else pa.array(values, type=f.type)
+            for values, f in zip([roles, *cols[2:]], fields, strict=True)
+        ]
+    items = pa.StructArray.from_arrays(children, fields=fields)
+    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), items, type=_turns_type(pa))
 
 
 RECORD_COLUMNS: list[Column] = [
@@ -384,7 +422,7 @@ RECORD_COLUMNS: list[Column] = [
         "the cascade stage that decided, or debate",
         _page_cell(ROW_DECIDED_BY),
     ),
-    Column("turns", _turns_type, _turns_value, "every turn, in order", _page_turns),
+    Column("turns", _turns_type, _turns_value, "every turn, in order", _page_turns, _turns_arrow),
 ]
 """The columns of the JSON Lines and Parquet exports, in order: the one place to add a column."""
 

@@ -25,7 +25,7 @@ and gets ``(Sample, Annotation)`` records, built from each page. The built-in fo
 `write_pages` to go from the stored cells straight to CSV cells, JSON and Arrow arrays (JSON Lines
 and Parquet through `vhd.store.columns.page_cells`), several times cheaper on a large store, and
 keep `write` for callers with records; both paths write the same bytes (tested). The module is
-long (about 520 lines) for that reason: each writer's two paths stay side by side.
+long (about 570 lines) for that reason: each writer's two paths stay side by side.
 
 Example:
     >>> with Store("run.db") as store:  # doctest: +SKIP
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import abc
 import csv
+import io
 import json
 import os
 import tempfile
@@ -140,6 +141,8 @@ _UNDECIDED = (Status.UNPARSED, Status.ERROR)
 _UNDECIDED_TEXT = frozenset(s.value for s in _UNDECIDED)
 _KIND_BY_VALUE = {k.value: k for k in Kind}
 _ROLE_VALUES = frozenset(r.value for r in Role)
+_SPOOL_CHUNK = 1 << 20
+"""Characters of VHD11K CSV rows gathered in memory before they go to the spool file."""
 _FORMULA_FIRST = frozenset("=+-@\t\r'")
 """First characters after which `escape_cell` may change a text (others it returns as is)."""
 
@@ -399,6 +402,7 @@ def _write_vhd11k(out: Path, rows: Iterable[tuple[Kind, int, list[Any]]], kind: 
     """
     out.parent.mkdir(parents=True, exist_ok=True)
     spools: dict[Kind, IO[str]] = {}
+    buffers: dict[Kind, io.StringIO] = {}
     writers: dict[Kind, Any] = {}
     rounds: dict[Kind, int] = {}
     try:
@@ -406,11 +410,16 @@ def _write_vhd11k(out: Path, rows: Iterable[tuple[Kind, int, list[Any]]], kind: 
             spool_writer = writers.get(k)
             if spool_writer is None:
                 spools[k] = tempfile.TemporaryFile("w+", encoding="utf-8", newline="", dir=out.parent)  # noqa: SIM115 (closed below)
-                spool_writer = writers[k] = csv.writer(spools[k])
+                buffers[k] = io.StringIO(newline="")  # a text file's write costs more than a row: one per SPOOL_CHUNK
+                spool_writer = writers[k] = csv.writer(buffers[k])
                 rounds[k] = 1  # at least one argument pair, as in the authors' files
             if n > rounds[k]:
                 rounds[k] = n
             spool_writer.writerow(cells)
+            if buffers[k].tell() >= _SPOOL_CHUNK:
+                _drain(buffers[k], spools[k])
+        for k, buffer in buffers.items():
+            _drain(buffer, spools[k])
         kinds = sorted(spools, key=lambda k: k.value)
         if len(kinds) > 1:
             files = []
@@ -425,6 +434,12 @@ def _write_vhd11k(out: Path, rows: Iterable[tuple[Kind, int, list[Any]]], kind: 
     finally:
         for spool in spools.values():
             spool.close()
+
+
+def _drain(buffer: io.StringIO, spool: IO[str]) -> None:
+    spool.write(buffer.getvalue())
+    buffer.seek(0)
+    buffer.truncate()
 
 
 def _write_vhd11k_csv(path: Path, spool: IO[str] | None, kind: Kind, rounds: int) -> None:
@@ -471,7 +486,50 @@ def _write_jsonl_pages(f: IO[str], pages: Iterable[AnnotationPage]) -> None:
     encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
     for page in pages:
         cells = page_cells(page, columns)
+        for i, values in enumerate(cells):
+            if any(issubclass(t, datetime) for t in set(map(type, values))):  # as text now: no `default` call each
+                cells[i] = [_json_default(v) if isinstance(v, datetime) else v for v in values]
         f.write("".join([encode(dict(zip(names, row, strict=True))) + "\n" for row in zip(*cells, strict=True)]))
+
+
+def _write_parquet_pages(
+    pa: Any, writer: Any, pages: Iterable[AnnotationPage], columns: list[Column], types: list[Any], schema: Any
+) -> None:
+    """Write raw pages in the row groups `_write_parquet` writes from records: `ROW_GROUP` rows each.
+
+    A column with `Column.arrow_from_page` is built as an Arrow array a page at a time (the pieces
+    joined and cut at row-group bounds); any other is built from `page_cells`, as from records.
+    """
+    direct = [i for i, c in enumerate(columns) if c.arrow_from_page is not None]
+    by_cells = [i for i, c in enumerate(columns) if c.arrow_from_page is None]
+    cells: list[list[Any]] = [[] for _ in columns]
+    pieces: list[list[Any]] = [[] for _ in columns]
+    held = 0
+
+    def flush(n: int) -> None:
+        arrays: list[Any] = [None] * len(columns)
+        for i in by_cells:
+            arrays[i] = pa.array(cells[i][:n], type=types[i])
+            del cells[i][:n]
+        for i in direct:
+            whole = pieces[i][0] if len(pieces[i]) == 1 else pa.concat_arrays(pieces[i])
+            arrays[i] = whole.slice(0, n)
+            pieces[i] = [whole.slice(n)] if len(whole) > n else []
+        writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+
+    for page in pages:
+        for i, values in zip(by_cells, page_cells(page, [columns[i] for i in by_cells]), strict=True):
+            cells[i].extend(values)
+        for i in direct:
+            make = columns[i].arrow_from_page
+            assert make is not None
+            pieces[i].append(make(pa, page))
+        held += len(page.rows)
+        while held >= ROW_GROUP:
+            flush(ROW_GROUP)
+            held -= ROW_GROUP
+    if held:
+        flush(held)
 
 
 def _write_parquet(
@@ -496,16 +554,7 @@ def _write_parquet(
         with pq.ParquetWriter(f, schema) as writer:
             cells: list[list[Any]] = [[] for _ in columns]
             if pages is not None:
-                # the same row groups as below: `ROW_GROUP` rows each, whatever the page sizes
-                for page in pages:
-                    for column, values in zip(cells, page_cells(page, columns), strict=True):
-                        column.extend(values)
-                    while len(cells[0]) >= ROW_GROUP:
-                        flush(writer, [column[:ROW_GROUP] for column in cells])
-                        for column in cells:
-                            del column[:ROW_GROUP]
-                if cells[0]:
-                    flush(writer, cells)
+                _write_parquet_pages(pa, writer, pages, columns, types, schema)
                 return
             pairs = [(c.value, cells[i].append) for i, c in enumerate(columns)]
             n = 0
