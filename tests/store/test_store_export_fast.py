@@ -14,6 +14,7 @@ from tests.store.conftest import Builder
 from vhd.records import Kind, Role, Source, Status, Turn
 from vhd.store import Store, export
 from vhd.store import columns as columns_mod
+from vhd.store.reads import ROW_ID, ROW_PATH, ROW_REASON, ROW_SAMPLE_ID
 
 export_mod = importlib.import_module("vhd.store.export")
 
@@ -188,3 +189,16 @@ def test_fast_path_builds_no_records(varied: Store, tmp_path: Path, monkeypatch:
     monkeypatch.setattr(export_mod.AnnotationPage, "pairs", refuse)
     for fmt in ("vhd11k-csv", "jsonl"):
         assert export(varied, fmt, tmp_path / f"out.{fmt}").written > 1000
+
+
+def test_pages_read_only_the_cells_asked(varied: Store) -> None:
+    full = next(varied.iter_annotation_pages())
+    page = next(varied.iter_annotation_pages(cells={ROW_REASON}, turn_cells={3}))
+    assert [r[ROW_ID] for r in page.rows] == [r[ROW_ID] for r in full.rows]
+    for slim, whole in zip(page.rows, full.rows, strict=True):
+        kept = (ROW_ID, ROW_SAMPLE_ID, ROW_PATH, ROW_REASON)  # id, sample id and path: the page's key
+        assert [slim[i] for i in kept] == [whole[i] for i in kept]
+        assert all(slim[i] is None for i in range(len(slim)) if i not in kept)
+    turns = [t for ts in page.turns.values() for t in ts]
+    assert turns and [t[:1] + t[3:4] for t in turns] == [t[:1] + t[3:4] for ts in full.turns.values() for t in ts]
+    assert {t[1] for t in turns} == {None}

@@ -74,9 +74,14 @@ class ExportFormat(abc.ABC):
     Attributes:
         decided_only: Write only annotations with a yes/no decision, whatever
             ``include_unparsed`` says (the VHD11K CSV needs one).
+        raw_cells: For a format that overrides `write_pages`: the ``vhd.store.reads.ROW_*``
+            positions it reads (the others are left None, not read from the store); None: all.
+        raw_turn_cells: The same for the positions of a raw turn (`vhd.store.reads.RawTurn`).
     """
 
     decided_only: ClassVar[bool] = False
+    raw_cells: ClassVar[frozenset[int] | None] = None
+    raw_turn_cells: ClassVar[frozenset[int] | None] = None
 
     @abc.abstractmethod
     def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
@@ -136,12 +141,14 @@ LEFT_OUT_KEPT = 1000
 ROW_GROUP = 2048
 """Rows per Parquet row group (and per batch held in memory)."""
 
+_FILTER_CELLS = frozenset({ROW_SAMPLE_ID, ROW_KIND, ROW_STATUS, ROW_HARMFUL, ROW_PATH})
+"""The cells `export` reads itself (kind, decision, path), whatever the format reads."""
 _PATH_COLUMN = {Kind.IMAGE: "imagePath", Kind.VIDEO: "videoPath"}
 _UNDECIDED = (Status.UNPARSED, Status.ERROR)
 _UNDECIDED_TEXT = frozenset(s.value for s in _UNDECIDED)
 _KIND_BY_VALUE = {k.value: k for k in Kind}
 _ROLE_VALUES = frozenset(r.value for r in Role)
-_SPOOL_CHUNK = 1 << 20
+_SPOOL_CHUNK = 1 << 18
 """Characters of VHD11K CSV rows gathered in memory before they go to the spool file."""
 _FORMULA_FIRST = frozenset("=+-@\t\r'")
 """First characters after which `escape_cell` may change a text (others it returns as is)."""
@@ -219,8 +226,15 @@ def export(
     keep_undecided = include_unparsed and not writer.decided_only
     want = None if want_kind is None else want_kind.value
 
+    cells = turn_cells = None
+    if type(writer).write_pages is not ExportFormat.write_pages:  # reads raw pages: perhaps only some cells
+        cells = None if writer.raw_cells is None else writer.raw_cells | _FILTER_CELLS
+        turn_cells = writer.raw_turn_cells
+
     def pages() -> Iterator[AnnotationPage]:
-        for page in store.iter_annotation_pages(config_hash=config_hash, run_id=run_id):
+        for page in store.iter_annotation_pages(
+            config_hash=config_hash, run_id=run_id, cells=cells, turn_cells=turn_cells
+        ):
             rows = []
             for r in page.rows:
                 if want is not None and r[ROW_KIND] != want and Kind(r[ROW_KIND]) is not want_kind:
@@ -245,6 +259,8 @@ class Vhd11kCsvFormat(ExportFormat):
     """``vhd11k-csv``: the VHD11K release CSV; images and videos (when both) go to two files beside ``out``."""
 
     decided_only = True
+    raw_cells = frozenset({ROW_ID, ROW_STATUS, ROW_HARMFUL, ROW_REASON, ROW_CATEGORIES, ROW_KIND, ROW_PATH})
+    raw_turn_cells = frozenset({1, 2, 3})  # role, round, text
 
     def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
         """Write one CSV, or ``<stem>_images.csv`` and ``<stem>_videos.csv``."""

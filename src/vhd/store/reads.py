@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import abc
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
@@ -41,6 +41,11 @@ ROW_CATEGORIES, ROW_SCORE, ROW_REFUSED, ROW_PROMPT_TOKENS, ROW_COMPLETION_TOKENS
 ROW_COST, ROW_ERROR, ROW_STARTED_AT, ROW_FINISHED_AT, ROW_DECIDED_BY = range(13, 18)
 ROW_KIND, ROW_PATH, ROW_SOURCE, ROW_KEYWORD, ROW_GENERATOR, ROW_SPLIT, ROW_LABEL, ROW_FRAMES, ROW_META = range(18, 27)
 """Positions in a raw annotation row (``SELECT {_ANN_COLS}, {SAMPLE_FIELDS}``, see `AnnotationPage`)."""
+_ROW_NAMES = [*_ANN_COLS.split(", "), *SAMPLE_FIELDS.split(", ")]
+_TURN_NAMES = [
+    "annotation_id", "role", "round", "text", "prompt_tokens", "completion_tokens", "latency_s", "refused", "model",
+]  # fmt: skip
+_TURN_SELECT = ", ".join(_TURN_NAMES)
 
 
 @dataclass(frozen=True)
@@ -299,13 +304,35 @@ class AnnotationReads(abc.ABC):
             yield from one.pairs()
 
     def iter_annotation_pages(
-        self, config_hash: str | None = None, run_id: str | None = None, *, page: int = _CHUNK
+        self,
+        config_hash: str | None = None,
+        run_id: str | None = None,
+        *,
+        page: int = _CHUNK,
+        cells: Collection[int] | None = None,
+        turn_cells: Collection[int] | None = None,
     ) -> Iterator[AnnotationPage]:
         """Yield the annotations of `iter_annotations`, in the same order, as raw pages of ``page`` rows.
 
         The cheap way through a large store (no record objects); `AnnotationPage.pairs` gives
         the records of a page when they are wanted.
+
+        Args:
+            config_hash: Only annotations under this configuration.
+            run_id: Only annotations written by this run.
+            page: Annotations read per query.
+            cells: Read only these ``ROW_*`` positions (and the annotation id, sample id and path,
+                always read); the others hold None, which saves making a Python object per
+                cell on a large store. Default: all. A page read so is not for `AnnotationPage.pairs`.
+            turn_cells: The same for the positions of `RawTurn` (the annotation id always read).
         """
+        select = ", ".join(
+            name if cells is None or at in cells or at in (ROW_ID, ROW_SAMPLE_ID, ROW_PATH) else "NULL"
+            for at, name in enumerate(_ROW_NAMES)
+        )
+        turn_select = ", ".join(
+            name if turn_cells is None or at in turn_cells or at == 0 else "NULL" for at, name in enumerate(_TURN_NAMES)
+        )
         conds, params = ["s.removed_at IS NULL"], []
         if config_hash:
             conds.append("a.config_hash = ?")
@@ -320,7 +347,7 @@ class AnnotationReads(abc.ABC):
                 params.append(run_id)
         # CROSS JOIN keeps samples outside: the walk follows index samples_path_id, never sorting the whole store
         sql = (
-            f"SELECT {_ANN_COLS}, {SAMPLE_FIELDS} FROM samples s CROSS JOIN annotations a ON a.sample_id = s.id "
+            f"SELECT {select} FROM samples s CROSS JOIN annotations a ON a.sample_id = s.id "
             f"WHERE {' AND '.join(conds)} AND (s.path, s.id, a.id) > (?, ?, ?) ORDER BY s.path, s.id, a.id LIMIT ?"
         )
         key: tuple[str, str, int] = ("", "", -1)
@@ -328,19 +355,16 @@ class AnnotationReads(abc.ABC):
             rows = self._tuples(sql, [*params, *key, page])
             if not rows:
                 return
-            yield AnnotationPage(rows, self._raw_turns([r[0] for r in rows]))
+            yield AnnotationPage(rows, self._raw_turns([r[0] for r in rows], turn_select))
             last = rows[-1]
             key = (str(last[ROW_PATH]), str(last[ROW_SAMPLE_ID]), int(last[ROW_ID]))
             if len(rows) < page:
                 return
 
-    def _raw_turns(self, ann_ids: Sequence[int]) -> dict[int, list[RawTurn]]:
+    def _raw_turns(self, ann_ids: Sequence[int], select: str = _TURN_SELECT) -> dict[int, list[RawTurn]]:
         marks = ",".join("?" * len(ann_ids))
         rows = self._tuples(
-            "SELECT annotation_id, role, round, text, prompt_tokens, completion_tokens, "
-            f"latency_s, refused, model FROM turns WHERE annotation_id IN ({marks}) "
-            "ORDER BY annotation_id, idx",
-            list(ann_ids),
+            f"SELECT {select} FROM turns WHERE annotation_id IN ({marks}) ORDER BY annotation_id, idx", list(ann_ids)
         )
         return {ann_id: list(turns) for ann_id, turns in groupby(rows, itemgetter(0))}
 
