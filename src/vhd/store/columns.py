@@ -365,8 +365,70 @@ def _turns_arrow(pa: Any, page: AnnotationPage) -> Any:
     return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), items, type=_turns_type(pa))
 
 
+def _struct_arrow(pa: Any, struct_type: Any, children: list[Any]) -> Any:
+    """A struct array (no null structs) of ``struct_type`` from one list of cells per field.
+
+    A list given as ``("flag", cells)`` holds stored 0 / 1 / NULL integers for a boolean field.
+    """
+    fields = list(struct_type)
+    arrays = [
+        pa.array(cells[1], type=pa.int64()).cast(pa.bool_())
+        if isinstance(cells, tuple)
+        else pa.array(cells, type=f.type)
+        for cells, f in zip(children, fields, strict=True)
+    ]
+    return pa.StructArray.from_arrays(arrays, fields=fields)
+
+
+def _sample_arrow(pa: Any, page: AnnotationPage) -> Any:
+    rows = page.rows
+    kinds = [r[ROW_KIND] for r in rows]
+    if not _KIND_VALUES.issuperset(kinds):
+        kinds = [Kind(k).value for k in kinds]
+    sources = [r[ROW_SOURCE] for r in rows]
+    if not _SOURCE_VALUES.issuperset(sources):
+        sources = [_source_text(x) for x in sources]
+    children = [
+        [r[ROW_SAMPLE_ID] for r in rows],
+        kinds,
+        [r[ROW_PATH] for r in rows],
+        sources,
+        [r[ROW_KEYWORD] for r in rows],
+        [r[ROW_GENERATOR] for r in rows],
+        [r[ROW_SPLIT] for r in rows],
+        ("flag", [r[ROW_LABEL] for r in rows]),
+        [[] if r[ROW_FRAMES] == "[]" else json.loads(r[ROW_FRAMES]) for r in rows],
+        [_meta_text(r[ROW_META]) for r in rows],
+    ]
+    return _struct_arrow(pa, _sample_type(pa), children)
+
+
+def _verdict_arrow(pa: Any, page: AnnotationPage) -> Any:
+    rows = page.rows
+    statuses = [r[ROW_STATUS] for r in rows]
+    if not _STATUS_VALUES.issuperset(statuses):
+        statuses = [Status(x).value for x in statuses]
+    children = [
+        ("flag", [r[ROW_HARMFUL] for r in rows]),
+        [r[ROW_REASON] for r in rows],
+        [[] if r[ROW_CATEGORIES] == "[]" else json.loads(r[ROW_CATEGORIES]) for r in rows],
+        [r[ROW_SCORE] for r in rows],
+        statuses,
+        ("flag", [r[ROW_REFUSED] for r in rows]),
+    ]
+    return _struct_arrow(pa, _verdict_type(pa), children)
+
+
+def _usage_arrow(pa: Any, page: AnnotationPage) -> Any:
+    rows = page.rows
+    children = [[r[at] for r in rows] for at in (ROW_CALLS, ROW_PROMPT_TOKENS, ROW_COMPLETION_TOKENS, ROW_COST)]
+    return _struct_arrow(pa, _usage_type(pa), children)
+
+
 RECORD_COLUMNS: list[Column] = [
-    Column("sample", _sample_type, _sample_value, "the sample record; meta as a JSON string", _page_sample),
+    Column(
+        "sample", _sample_type, _sample_value, "the sample record; meta as a JSON string", _page_sample, _sample_arrow
+    ),
     Column(
         "source",
         _string,
@@ -389,6 +451,7 @@ RECORD_COLUMNS: list[Column] = [
         _verdict_value,
         "harmful, reason, categories, score, status, refused",
         _page_verdict,
+        _verdict_arrow,
     ),
     Column(
         "usage",
@@ -401,6 +464,7 @@ RECORD_COLUMNS: list[Column] = [
         },
         "calls, tokens and cost of the debate",
         _page_usage,
+        _usage_arrow,
     ),
     Column("config_hash", _string, lambda s, a: a.config_hash, "the configuration", _page_cell(ROW_CONFIG_HASH)),
     Column("run_id", _string, lambda s, a: a.run_id, "the run that wrote it", _page_cell(ROW_RUN_ID)),
