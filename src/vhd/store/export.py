@@ -145,7 +145,6 @@ _FILTER_CELLS = frozenset({ROW_SAMPLE_ID, ROW_KIND, ROW_STATUS, ROW_HARMFUL, ROW
 """The cells `export` reads itself (kind, decision, path), whatever the format reads."""
 _PATH_COLUMN = {Kind.IMAGE: "imagePath", Kind.VIDEO: "videoPath"}
 _UNDECIDED = (Status.UNPARSED, Status.ERROR)
-_UNDECIDED_TEXT = frozenset(s.value for s in _UNDECIDED)
 _KIND_BY_VALUE = {k.value: k for k in Kind}
 _ROLE_VALUES = frozenset(r.value for r in Role)
 _SPOOL_CHUNK = 1 << 18
