@@ -202,3 +202,20 @@ def test_pages_read_only_the_cells_asked(varied: Store) -> None:
     turns = [t for ts in page.turns.values() for t in ts]
     assert turns and [t[:1] + t[3:4] for t in turns] == [t[:1] + t[3:4] for ts in full.turns.values() for t in ts]
     assert {t[1] for t in turns} == {None}
+
+
+class LoudJsonl(export_mod.JsonlFormat):
+    """A plugin deriving from a built-in format to change its `write`."""
+
+    def write(self, out: Path, rows: Any, kind: Kind | None) -> list[Path]:
+        out.write_text("".join(f"{sample.path.upper()}\n" for sample, _ in rows), encoding="utf-8")
+        return [out]
+
+
+def test_a_subclass_that_replaces_write_gets_records(
+    varied: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(export_mod.EXPORT_FORMATS.builtin, "loud", f"{__name__}:LoudJsonl")
+    res = export(varied, "loud", tmp_path / "loud.txt", kind="video")
+    lines = (tmp_path / "loud.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == res.written > 0 and all(line.startswith("/DATA/VID/") for line in lines)

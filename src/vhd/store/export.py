@@ -25,7 +25,7 @@ and gets ``(Sample, Annotation)`` records, built from each page. The built-in fo
 `write_pages` to go from the stored cells straight to CSV cells, JSON and Arrow arrays (JSON Lines
 and Parquet through `vhd.store.columns.page_cells`), several times cheaper on a large store, and
 keep `write` for callers with records; both paths write the same bytes (tested). The module is
-long (about 570 lines) for that reason: each writer's two paths stay side by side.
+long (about 600 lines) for that reason: each writer's two paths stay side by side.
 
 Example:
     >>> with Store("run.db") as store:  # doctest: +SKIP
@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
@@ -226,7 +227,8 @@ def export(
     want = None if want_kind is None else want_kind.value
 
     cells = turn_cells = None
-    if type(writer).write_pages is not ExportFormat.write_pages:  # reads raw pages: perhaps only some cells
+    raw = _reads_pages(type(writer))
+    if raw:  # perhaps only some cells
         cells = None if writer.raw_cells is None else writer.raw_cells | _FILTER_CELLS
         turn_cells = writer.raw_turn_cells
 
@@ -250,8 +252,23 @@ def export(
                 result.written += len(rows)
                 yield page if len(rows) == len(page.rows) else page.with_rows(rows)
 
-    result.files.extend(writer.write_pages(out_path, pages(), want_kind))
+    write_pages = writer.write_pages if raw else partial(ExportFormat.write_pages, writer)
+    result.files.extend(write_pages(out_path, pages(), want_kind))
     return result
+
+
+def _reads_pages(fmt: type[ExportFormat]) -> bool:
+    """Whether a format writes raw pages itself.
+
+    It does when it overrides `ExportFormat.write_pages` and no subclass below that override
+    replaced `write`: a plugin that derives from a built-in format to change its `write` gets
+    records, as it did before there were pages.
+    """
+    if fmt.write_pages is ExportFormat.write_pages:
+        return False
+    pages_owner = next(c for c in fmt.__mro__ if "write_pages" in c.__dict__)
+    write_owner = next(c for c in fmt.__mro__ if "write" in c.__dict__)
+    return write_owner is pages_owner or not issubclass(write_owner, pages_owner)
 
 
 class Vhd11kCsvFormat(ExportFormat):
