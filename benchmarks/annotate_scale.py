@@ -11,7 +11,7 @@ peak RSS (interpreter, imports, SQLite and pyarrow included); wall time is start
 3. ``vhd export --format vhd11k-csv`` and ``--format parquet``.
 
 ``--million`` also builds a store of 1,000,000 annotated samples (5 turns each) by SQL, without
-media, and times ``vhd show`` of one sample and both exports on it.
+media, and times ``vhd show`` of one sample and the VHD11K CSV, JSON Lines and Parquet exports on it.
 
 Usage: python benchmarks/annotate_scale.py [--scales 1000,10000,100000] [--million] [--out FILE]
 """
@@ -50,18 +50,25 @@ def make_media(folder: Path, n: int) -> None:
 
 
 def timed(args: list[str]) -> dict[str, Any]:
-    """Run ``python -m vhd ARGS`` under /usr/bin/time: wall seconds, peak RSS MB, exit status."""
+    """Run ``python -m vhd ARGS`` under /usr/bin/time: wall, user and system seconds, peak RSS MB, exit status."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached after the first run
-    cmd = ["/usr/bin/time", "-f", "VHDTIME %e %M", sys.executable, "-m", "vhd", *args]
+    cmd = ["/usr/bin/time", "-f", "VHDTIME %e %M %U %S", sys.executable, "-m", "vhd", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-    match = re.search(r"VHDTIME ([\d.]+) (\d+)", proc.stderr)
+    match = re.search(r"VHDTIME ([\d.]+) (\d+) ([\d.]+) ([\d.]+)", proc.stderr)
     if match is None:
         raise SystemExit(f"{args[:2]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     code = proc.returncode
     if code not in (0, 1):
         raise SystemExit(f"{args[:2]} failed ({code}): {proc.stderr[-2000:]}")
-    return {"wall_s": float(match[1]), "peak_rss_mb": int(match[2]) / 1024, "code": code, "stdout": proc.stdout}
+    return {
+        "wall_s": float(match[1]),
+        "user_s": float(match[3]),
+        "system_s": float(match[4]),
+        "peak_rss_mb": int(match[2]) / 1024,
+        "code": code,
+        "stdout": proc.stdout,
+    }
 
 
 def one_scale(work: Path, n: int) -> dict[str, Any]:
@@ -159,15 +166,18 @@ def main() -> None:
             show = timed(["show", str(db), sid[:10], "--json"])
             show.pop("stdout")
             exports = {}
-            for fmt, name in (("vhd11k-csv", "csv"), ("parquet", "parquet")):
+            for fmt, name in (("vhd11k-csv", "csv"), ("jsonl", "jsonl"), ("parquet", "parquet")):
                 r = timed(["export", str(db), "--format", fmt, "-o", str(work / f"million.{name}")])
                 r.pop("stdout")
                 exports[name] = r
             results["million"] = {"build_s": built, "show": show, **{f"export_{k}": v for k, v in exports.items()}}
             print(
                 f"1M store built in {built:.0f} s: show {show['wall_s']:.2f} s {show['peak_rss_mb']:.0f} MB | "
-                f"csv {exports['csv']['wall_s']:.1f} s {exports['csv']['peak_rss_mb']:.0f} MB | "
-                f"parquet {exports['parquet']['wall_s']:.1f} s {exports['parquet']['peak_rss_mb']:.0f} MB",
+                + " | ".join(
+                    f"{k} {v['wall_s']:.1f} s (user {v['user_s']:.1f} s, sys {v['system_s']:.1f} s) "
+                    f"{v['peak_rss_mb']:.0f} MB"
+                    for k, v in exports.items()
+                ),
                 flush=True,
             )
     results["load_at_end"] = os.getloadavg()

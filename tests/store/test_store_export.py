@@ -5,8 +5,9 @@ import importlib
 import json
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from vhd.errors import ConfigError, MissingDependencyError
 from vhd.records import Annotation, Kind, Role, Sample, Status, Turn, Verdict
 from vhd.store import Store, export, read_labels
+from vhd.store.reads import AnnotationPage
 
 export_mod = importlib.import_module("vhd.store.export")  # the package's `export` is the function
 
@@ -192,12 +194,17 @@ def test_bad_format_or_kind(filled: Store, tmp_path: Path) -> None:
         export(filled, "jsonl", tmp_path / "a.jsonl", kind="audio")
 
 
-def test_interrupted_export_keeps_old_file(filled: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("path", ["fast", "records"])
+def test_interrupted_export_keeps_old_file(
+    filled: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
     out = tmp_path / "a.jsonl"
     out.write_text("old\n")
     out.chmod(0o640)
     calls = 0
-    real = export_mod.record
+    name = "page_cells" if path == "fast" else "record"
+    real = getattr(export_mod, name)
+    real_pages = filled.iter_annotation_pages
 
     def failing(*args: object) -> object:
         nonlocal calls
@@ -206,13 +213,19 @@ def test_interrupted_export_keeps_old_file(filled: Store, tmp_path: Path, monkey
             raise RuntimeError("disk on fire")
         return real(*args)
 
-    monkeypatch.setattr(export_mod, "record", failing)
+    def one_row_pages(*args: Any, **kw: Any) -> Iterator[AnnotationPage]:
+        return (p.with_rows([r]) for p in real_pages(*args, **kw) for r in p.rows)
+
+    monkeypatch.setattr(filled, "iter_annotation_pages", one_row_pages)  # the first row written before the failure
+    monkeypatch.setattr(export_mod, name, failing)
+    fmt = "jsonl" if path == "fast" else "records"  # a plugin format: the records of each row
+    monkeypatch.setitem(export_mod.EXPORT_FORMATS.builtin, "records", "tests.store.test_store_export_fast:JsonlRecords")
     with pytest.raises(RuntimeError):
-        export(filled, "jsonl", out)
+        export(filled, fmt, out)
     assert out.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
-    monkeypatch.setattr(export_mod, "record", real)
-    export(filled, "jsonl", out)
+    monkeypatch.setattr(export_mod, name, real)
+    export(filled, fmt, out)
     assert out.stat().st_mode & 0o777 == 0o640 and out.read_text() != "old\n"
 
 

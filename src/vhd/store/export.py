@@ -19,6 +19,14 @@ interrupted export never leaves a half-written file under the final name. Format
 `ExportFormat` classes registered by name in `EXPORT_FORMATS`; third-party packages add formats
 through the ``vhd.export_formats`` entry-point group.
 
+Two paths, one output. `export` reads the store as raw pages (`vhd.store.reads.AnnotationPage`)
+and hands them to `ExportFormat.write_pages`. A plugin format implements only `ExportFormat.write`
+and gets ``(Sample, Annotation)`` records, built from each page. The built-in formats override
+`write_pages` to go from the stored cells straight to CSV cells, JSON and Arrow arrays (JSON Lines
+and Parquet through `vhd.store.columns.page_cells`), several times cheaper on a large store, and
+keep `write` for callers with records; both paths write the same bytes (tested). The module is
+long (about 600 lines) for that reason: each writer's two paths stay side by side.
+
 Example:
     >>> with Store("run.db") as store:  # doctest: +SKIP
     ...     result = export(store, "vhd11k-csv", "out/annotations.csv")
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import abc
 import csv
+import io
 import json
 import os
 import tempfile
@@ -35,6 +44,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
@@ -43,7 +53,19 @@ from vhd.fileio import atomic_write, escape_cell
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.registry import Registry
 from vhd.store import columns as record_columns
-from vhd.store.columns import RECORD_COLUMNS, Column, add_column, parquet_schema, record
+from vhd.store.columns import RECORD_COLUMNS, Column, add_column, page_cells, parquet_schema, record
+from vhd.store.reads import (
+    ROW_CATEGORIES,
+    ROW_HARMFUL,
+    ROW_ID,
+    ROW_KIND,
+    ROW_PATH,
+    ROW_REASON,
+    ROW_SAMPLE_ID,
+    ROW_STATUS,
+    AnnotationPage,
+)
+from vhd.store.rows import loads
 from vhd.store.sqlite import Store
 
 
@@ -53,9 +75,14 @@ class ExportFormat(abc.ABC):
     Attributes:
         decided_only: Write only annotations with a yes/no decision, whatever
             ``include_unparsed`` says (the VHD11K CSV needs one).
+        raw_cells: For a format that overrides `write_pages`: the ``vhd.store.reads.ROW_*``
+            positions it reads (the others are left None, not read from the store); None: all.
+        raw_turn_cells: The same for the positions of a raw turn (`vhd.store.reads.RawTurn`).
     """
 
     decided_only: ClassVar[bool] = False
+    raw_cells: ClassVar[frozenset[int] | None] = None
+    raw_turn_cells: ClassVar[frozenset[int] | None] = None
 
     @abc.abstractmethod
     def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
@@ -67,6 +94,16 @@ class ExportFormat(abc.ABC):
                 read from the store as they are iterated (once): stream them, do not keep them.
             kind: The kind the user asked for, if any.
         """
+
+    def write_pages(self, out: Path, pages: Iterable[AnnotationPage], kind: Kind | None) -> list[Path]:
+        """Write raw pages of rows: what `export` calls. By default, `write` of their records.
+
+        A format that can read the store's raw rows (as the built-in ones do) overrides this to
+        skip building a `Sample` and an `Annotation` per row; any other format only implements
+        `write`. The pages hold only the rows to write, sample paths already as they should be
+        written; like ``rows`` they are read from the store as they are iterated (once).
+        """
+        return self.write(out, (pair for page in pages for pair in page.pairs()), kind)
 
 
 __all__ = [
@@ -105,8 +142,16 @@ LEFT_OUT_KEPT = 1000
 ROW_GROUP = 2048
 """Rows per Parquet row group (and per batch held in memory)."""
 
+_FILTER_CELLS = frozenset({ROW_SAMPLE_ID, ROW_KIND, ROW_STATUS, ROW_HARMFUL, ROW_PATH})
+"""The cells `export` reads itself (kind, decision, path), whatever the format reads."""
 _PATH_COLUMN = {Kind.IMAGE: "imagePath", Kind.VIDEO: "videoPath"}
 _UNDECIDED = (Status.UNPARSED, Status.ERROR)
+_KIND_BY_VALUE = {k.value: k for k in Kind}
+_ROLE_VALUES = frozenset(r.value for r in Role)
+_SPOOL_CHUNK = 1 << 18
+"""Characters of VHD11K CSV rows gathered in memory before they go to the spool file."""
+_FORMULA_FIRST = frozenset("=+-@\t\r'")
+"""First characters after which `escape_cell` may change a text (others it returns as is)."""
 
 
 @dataclass
@@ -178,76 +223,68 @@ def export(
     base = None if relative_to is None else os.path.abspath(relative_to)
     result = ExportResult()
 
-    def rows() -> Iterator[tuple[Sample, Annotation]]:
-        for sample, ann in store.iter_annotations(config_hash=config_hash, run_id=run_id):
-            if want_kind is not None and sample.kind is not want_kind:
-                continue
-            if vhd11k_decision(ann) is None and (writer.decided_only or not include_unparsed):
-                status = Status(ann.verdict.status).value
-                result.leave_out(sample.id, f"status {status}" if status != Status.OK.value else "no decision")
-                continue
-            if base is not None:
-                sample.path = os.path.relpath(sample.path, base)
-            result.written += 1
-            yield sample, ann
+    keep_undecided = include_unparsed and not writer.decided_only
+    want = None if want_kind is None else want_kind.value
 
-    result.files.extend(writer.write(out_path, rows(), want_kind))
+    cells = turn_cells = None
+    raw = _reads_pages(type(writer))
+    if raw:  # perhaps only some cells
+        cells = None if writer.raw_cells is None else writer.raw_cells | _FILTER_CELLS
+        turn_cells = writer.raw_turn_cells
+
+    def pages() -> Iterator[AnnotationPage]:
+        for page in store.iter_annotation_pages(
+            config_hash=config_hash, run_id=run_id, cells=cells, turn_cells=turn_cells
+        ):
+            rows = []
+            for r in page.rows:
+                if want is not None and r[ROW_KIND] != want and Kind(r[ROW_KIND]) is not want_kind:
+                    continue
+                if not keep_undecided and _decision(r[ROW_STATUS], r[ROW_HARMFUL]) is None:
+                    status = Status(r[ROW_STATUS]).value
+                    why = f"status {status}" if status != Status.OK.value else "no decision"
+                    result.leave_out(r[ROW_SAMPLE_ID], why)
+                    continue
+                if base is not None:
+                    r = (*r[:ROW_PATH], os.path.relpath(r[ROW_PATH], base), *r[ROW_PATH + 1 :])
+                rows.append(r)
+            if rows:
+                result.written += len(rows)
+                yield page if len(rows) == len(page.rows) else page.with_rows(rows)
+
+    write_pages = writer.write_pages if raw else partial(ExportFormat.write_pages, writer)
+    result.files.extend(write_pages(out_path, pages(), want_kind))
     return result
+
+
+def _reads_pages(fmt: type[ExportFormat]) -> bool:
+    """Whether a format writes raw pages itself.
+
+    It does when it overrides `ExportFormat.write_pages` and no subclass below that override
+    replaced `write`: a plugin that derives from a built-in format to change its `write` gets
+    records, as it did before there were pages.
+    """
+    if fmt.write_pages is ExportFormat.write_pages:
+        return False
+    pages_owner = next(c for c in fmt.__mro__ if "write_pages" in c.__dict__)
+    write_owner = next(c for c in fmt.__mro__ if "write" in c.__dict__)
+    return write_owner is pages_owner or not issubclass(write_owner, pages_owner)
 
 
 class Vhd11kCsvFormat(ExportFormat):
     """``vhd11k-csv``: the VHD11K release CSV; images and videos (when both) go to two files beside ``out``."""
 
     decided_only = True
+    raw_cells = frozenset({ROW_ID, ROW_STATUS, ROW_HARMFUL, ROW_REASON, ROW_CATEGORIES, ROW_KIND, ROW_PATH})
+    raw_turn_cells = frozenset({1, 2, 3})  # role, round, text
 
     def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
-        """Write one CSV, or ``<stem>_images.csv`` and ``<stem>_videos.csv``.
+        """Write one CSV, or ``<stem>_images.csv`` and ``<stem>_videos.csv``."""
+        return _write_vhd11k(out, map(_vhd11k_row, rows), kind)
 
-        Rows are spooled (one CSV line each: the number of rounds, then the cells, already escaped)
-        to a temporary file per kind in the target folder until the largest number of debate
-        rounds, which sets the header, is known.
-        """
-        out.parent.mkdir(parents=True, exist_ok=True)
-        spools: dict[Kind, IO[str]] = {}
-        writers: dict[Kind, Any] = {}
-        rounds: dict[Kind, int] = {}
-        try:
-            for sample, ann in rows:
-                k = sample.kind if type(sample.kind) is Kind else Kind(sample.kind)
-                spool_writer = writers.get(k)
-                if spool_writer is None:
-                    spools[k] = tempfile.TemporaryFile("w+", encoding="utf-8", newline="", dir=out.parent)  # noqa: SIM115 (closed below)
-                    spool_writer = writers[k] = csv.writer(spools[k])
-                    rounds[k] = 1  # at least one argument pair, as in the authors' files
-                aff, neg = _arguments(ann)
-                n = len(aff)
-                if n > rounds[k]:
-                    rounds[k] = n
-                spool_writer.writerow(
-                    [
-                        n,
-                        escape_cell(sample.path),
-                        vhd11k_decision(ann),
-                        escape_cell(ann.verdict.reason),
-                        *map(escape_cell, aff),
-                        *map(escape_cell, neg),
-                        escape_cell(";".join(ann.verdict.categories)),
-                    ]
-                )
-            kinds = sorted(spools, key=lambda k: k.value)
-            if len(kinds) > 1:
-                files = []
-                for k in kinds:
-                    target = out.with_name(f"{out.stem}_{k.value}s{out.suffix}")
-                    _write_vhd11k_csv(target, spools[k], k, rounds[k])
-                    files.append(target)
-                return files
-            only = kinds[0] if kinds else (kind or Kind.IMAGE)
-            _write_vhd11k_csv(out, spools.get(only), only, rounds.get(only, 1))
-            return [out]
-        finally:
-            for spool in spools.values():
-                spool.close()
+    def write_pages(self, out: Path, pages: Iterable[AnnotationPage], kind: Kind | None) -> list[Path]:
+        """As `write`, reading the raw rows (no record objects)."""
+        return _write_vhd11k(out, _vhd11k_page_rows(pages), kind)
 
 
 class JsonlFormat(ExportFormat):
@@ -258,13 +295,23 @@ class JsonlFormat(ExportFormat):
         atomic_write(out, lambda f: _write_jsonl(f, rows))
         return [out]
 
+    def write_pages(self, out: Path, pages: Iterable[AnnotationPage], kind: Kind | None) -> list[Path]:
+        """As `write`, a page at a time from the raw rows (`vhd.store.columns.page_cells`)."""
+        atomic_write(out, lambda f: _write_jsonl_pages(f, pages))
+        return [out]
+
 
 class ParquetFormat(ExportFormat):
     """``parquet``: the `record` of each annotation under `parquet_schema`, in row groups (needs pyarrow)."""
 
     def write(self, out: Path, rows: Iterable[tuple[Sample, Annotation]], kind: Kind | None) -> list[Path]:
         """Write the Parquet file, `ROW_GROUP` rows at a time."""
-        _write_parquet(out, rows)
+        _write_parquet(out, rows, None)
+        return [out]
+
+    def write_pages(self, out: Path, pages: Iterable[AnnotationPage], kind: Kind | None) -> list[Path]:
+        """As `write`, a page at a time from the raw rows (`vhd.store.columns.page_cells`)."""
+        _write_parquet(out, None, pages)
         return [out]
 
 
@@ -280,6 +327,16 @@ def vhd11k_decision(ann: Annotation) -> str | None:
     if status in _UNDECIDED or v.harmful is None:
         return None
     return "yes" if v.harmful else "no"
+
+
+def _decision(status: str, harmful: int | None) -> str | None:
+    """`vhd11k_decision` of a raw row's stored status and harmful flag."""
+    if status == "refused":
+        return "yes"
+    if status == "ok":
+        return None if harmful is None else "yes" if harmful else "no"
+    Status(status)  # unparsed, error or no status at all (ValueError, as building the record raises)
+    return None
 
 
 def vhd11k_columns(kind: Kind, rounds: int) -> list[str]:
@@ -309,6 +366,112 @@ def _arguments(ann: Annotation) -> tuple[list[str], list[str]]:
     aff = [found.get((Role.AFFIRMATIVE, r), "None") for r in range(1, n + 1)]
     neg = [found.get((Role.NEGATIVE, r), "None") for r in range(1, n + 1)]
     return aff, neg
+
+
+def _vhd11k_row(pair: tuple[Sample, Annotation]) -> tuple[Kind, int, list[Any]]:
+    """The kind, the number of rounds and the spool row (cells escaped) of a record."""
+    sample, ann = pair
+    k = sample.kind if type(sample.kind) is Kind else Kind(sample.kind)
+    aff, neg = _arguments(ann)
+    n = len(aff)
+    cells = [
+        n,
+        escape_cell(sample.path),
+        vhd11k_decision(ann),
+        escape_cell(ann.verdict.reason),
+        *map(escape_cell, aff),
+        *map(escape_cell, neg),
+        escape_cell(";".join(ann.verdict.categories)),
+    ]
+    return k, n, cells
+
+
+def _vhd11k_page_rows(pages: Iterable[AnnotationPage]) -> Iterator[tuple[Kind, int, list[Any]]]:
+    """`_vhd11k_row` of every raw row: the same cells, read from the stored values."""
+    kinds, roles, esc, formula = _KIND_BY_VALUE, _ROLE_VALUES, escape_cell, _FORMULA_FIRST
+    for page in pages:
+        turns = page.turns
+        for r in page.rows:
+            n = 0
+            aff_at: dict[int, str] = {}
+            neg_at: dict[int, str] = {}
+            for _id, role, round_no, text, _pt, _ct, _lat, _refused, _model in turns.get(r[ROW_ID], ()):
+                if round_no > n:
+                    n = round_no
+                if role == "affirmative":
+                    if round_no not in aff_at and text.strip():
+                        aff_at[round_no] = text
+                elif role == "negative":
+                    if round_no not in neg_at and text.strip():
+                        neg_at[round_no] = text
+                elif role not in roles:
+                    Role(role)  # ValueError, as building the record raises
+            aff = [aff_at.get(i, "None") for i in range(1, n + 1)]
+            neg = [neg_at.get(i, "None") for i in range(1, n + 1)]
+            cats = r[ROW_CATEGORIES]
+            path, reason = r[ROW_PATH], r[ROW_REASON]
+            yield (
+                kinds.get(r[ROW_KIND]) or Kind(r[ROW_KIND]),
+                n,
+                [
+                    n,
+                    esc(path) if path[:1] in formula else path,
+                    _decision(r[ROW_STATUS], r[ROW_HARMFUL]),
+                    esc(reason) if reason is None or reason[:1] in formula else reason,
+                    *[esc(a) if a[:1] in formula else a for a in aff],
+                    *[esc(a) if a[:1] in formula else a for a in neg],
+                    "" if cats == "[]" else esc(";".join(loads(cats))),
+                ],
+            )
+
+
+def _write_vhd11k(out: Path, rows: Iterable[tuple[Kind, int, list[Any]]], kind: Kind | None) -> list[Path]:
+    """Write one CSV, or ``<stem>_images.csv`` and ``<stem>_videos.csv``, from spool rows.
+
+    Rows are spooled (one CSV line each: the number of rounds, then the cells, already escaped)
+    to a temporary file per kind in the target folder until the largest number of debate
+    rounds, which sets the header, is known.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spools: dict[Kind, IO[str]] = {}
+    buffers: dict[Kind, io.StringIO] = {}
+    writers: dict[Kind, Any] = {}
+    rounds: dict[Kind, int] = {}
+    try:
+        for k, n, cells in rows:
+            spool_writer = writers.get(k)
+            if spool_writer is None:
+                spools[k] = tempfile.TemporaryFile("w+", encoding="utf-8", newline="", dir=out.parent)  # noqa: SIM115 (closed below)
+                buffers[k] = io.StringIO(newline="")  # a text file's write costs more than a row: one per SPOOL_CHUNK
+                spool_writer = writers[k] = csv.writer(buffers[k])
+                rounds[k] = 1  # at least one argument pair, as in the authors' files
+            if n > rounds[k]:
+                rounds[k] = n
+            spool_writer.writerow(cells)
+            if buffers[k].tell() >= _SPOOL_CHUNK:
+                _drain(buffers[k], spools[k])
+        for k, buffer in buffers.items():
+            _drain(buffer, spools[k])
+        kinds = sorted(spools, key=lambda k: k.value)
+        if len(kinds) > 1:
+            files = []
+            for k in kinds:
+                target = out.with_name(f"{out.stem}_{k.value}s{out.suffix}")
+                _write_vhd11k_csv(target, spools[k], k, rounds[k])
+                files.append(target)
+            return files
+        only = kinds[0] if kinds else (kind or Kind.IMAGE)
+        _write_vhd11k_csv(out, spools.get(only), only, rounds.get(only, 1))
+        return [out]
+    finally:
+        for spool in spools.values():
+            spool.close()
+
+
+def _drain(buffer: io.StringIO, spool: IO[str]) -> None:
+    spool.write(buffer.getvalue())
+    buffer.seek(0)
+    buffer.truncate()
 
 
 def _write_vhd11k_csv(path: Path, spool: IO[str] | None, kind: Kind, rounds: int) -> None:
@@ -348,7 +511,62 @@ def _write_jsonl(f: IO[str], rows: Iterable[tuple[Sample, Annotation]]) -> None:
         f.write("\n")
 
 
-def _write_parquet(path: Path, rows: Iterable[tuple[Sample, Annotation]]) -> None:
+def _write_jsonl_pages(f: IO[str], pages: Iterable[AnnotationPage]) -> None:
+    columns = list(record_columns.RECORD_COLUMNS)  # read now: `add_column` may have added some
+    names = [c.name for c in columns]
+    # what json.dumps(record, ensure_ascii=False, default=_json_default) does, without a new encoder a row
+    encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    for page in pages:
+        cells = page_cells(page, columns)
+        for i, values in enumerate(cells):
+            if any(issubclass(t, datetime) for t in set(map(type, values))):  # as text now: no `default` call each
+                cells[i] = [_json_default(v) if isinstance(v, datetime) else v for v in values]
+        f.write("".join([encode(dict(zip(names, row, strict=True))) + "\n" for row in zip(*cells, strict=True)]))
+
+
+def _write_parquet_pages(
+    pa: Any, writer: Any, pages: Iterable[AnnotationPage], columns: list[Column], types: list[Any], schema: Any
+) -> None:
+    """Write raw pages in the row groups `_write_parquet` writes from records: `ROW_GROUP` rows each.
+
+    A column with `Column.arrow_from_page` is built as an Arrow array a page at a time (the pieces
+    joined and cut at row-group bounds); any other is built from `page_cells`, as from records.
+    """
+    direct = [i for i, c in enumerate(columns) if c.arrow_from_page is not None]
+    by_cells = [i for i, c in enumerate(columns) if c.arrow_from_page is None]
+    cells: list[list[Any]] = [[] for _ in columns]
+    pieces: list[list[Any]] = [[] for _ in columns]
+    held = 0
+
+    def flush(n: int) -> None:
+        arrays: list[Any] = [None] * len(columns)
+        for i in by_cells:
+            arrays[i] = pa.array(cells[i][:n], type=types[i])
+            del cells[i][:n]
+        for i in direct:
+            whole = pieces[i][0] if len(pieces[i]) == 1 else pa.concat_arrays(pieces[i])
+            arrays[i] = whole.slice(0, n)
+            pieces[i] = [whole.slice(n)] if len(whole) > n else []
+        writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+
+    for page in pages:
+        for i, values in zip(by_cells, page_cells(page, [columns[i] for i in by_cells]), strict=True):
+            cells[i].extend(values)
+        for i in direct:
+            make = columns[i].arrow_from_page
+            assert make is not None
+            pieces[i].append(make(pa, page))
+        held += len(page.rows)
+        while held >= ROW_GROUP:
+            flush(ROW_GROUP)
+            held -= ROW_GROUP
+    if held:
+        flush(held)
+
+
+def _write_parquet(
+    path: Path, rows: Iterable[tuple[Sample, Annotation]] | None, pages: Iterable[AnnotationPage] | None
+) -> None:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -367,9 +585,12 @@ def _write_parquet(path: Path, rows: Iterable[tuple[Sample, Annotation]]) -> Non
     def write(f: IO[bytes]) -> None:
         with pq.ParquetWriter(f, schema) as writer:
             cells: list[list[Any]] = [[] for _ in columns]
+            if pages is not None:
+                _write_parquet_pages(pa, writer, pages, columns, types, schema)
+                return
             pairs = [(c.value, cells[i].append) for i, c in enumerate(columns)]
             n = 0
-            for sample, ann in rows:
+            for sample, ann in rows or ():
                 for value, append in pairs:
                     append(value(sample, ann))
                 n += 1

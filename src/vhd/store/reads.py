@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import abc
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -27,6 +30,58 @@ _ANN_COLS = (
     "a.categories_json, a.score, a.refused, a.prompt_tokens, a.completion_tokens, a.calls, "
     "a.cost, a.error, a.started_at, a.finished_at, a.decided_by"
 )
+
+
+RawTurn = tuple[Any, ...]
+"""A turn as the store holds it: annotation id, role, round, text, prompt and completion tokens, latency,
+refused (0 or 1), model."""
+
+ROW_ID, ROW_SAMPLE_ID, ROW_RUN_ID, ROW_CONFIG_HASH, ROW_STATUS, ROW_HARMFUL, ROW_REASON = range(7)
+ROW_CATEGORIES, ROW_SCORE, ROW_REFUSED, ROW_PROMPT_TOKENS, ROW_COMPLETION_TOKENS, ROW_CALLS = range(7, 13)
+ROW_COST, ROW_ERROR, ROW_STARTED_AT, ROW_FINISHED_AT, ROW_DECIDED_BY = range(13, 18)
+ROW_KIND, ROW_PATH, ROW_SOURCE, ROW_KEYWORD, ROW_GENERATOR, ROW_SPLIT, ROW_LABEL, ROW_FRAMES, ROW_META = range(18, 27)
+"""Positions in a raw annotation row (``SELECT {_ANN_COLS}, {SAMPLE_FIELDS}``, see `AnnotationPage`)."""
+_ROW_NAMES = [*_ANN_COLS.split(", "), *SAMPLE_FIELDS.split(", ")]
+_TURN_NAMES = [
+    "annotation_id", "role", "round", "text", "prompt_tokens", "completion_tokens", "latency_s", "refused", "model",
+]  # fmt: skip
+_TURN_SELECT = ", ".join(_TURN_NAMES)
+
+
+@dataclass(frozen=True)
+class AnnotationPage:
+    """A page of annotations as the store holds them: what `AnnotationReads.iter_annotation_pages` yields.
+
+    Readers that go through many rows (the exports) read cells straight from these tuples instead
+    of building a `Sample`, an `Annotation` and its `Turn` objects per row; `pairs` builds them.
+
+    Attributes:
+        rows: One tuple per annotation, its cells at the ``ROW_*`` positions: the annotation's
+            columns (``ROW_ID`` .. ``ROW_DECIDED_BY``) then its sample's (``ROW_KIND`` .. ``ROW_META``);
+            JSON columns (categories, frames, meta) as stored text, flags as stored integers.
+        turns: The turns of each annotation id in the page, in order, as `RawTurn` tuples (an
+            annotation without turns has no key).
+    """
+
+    rows: list[tuple[Any, ...]]
+    turns: dict[int, list[RawTurn]]
+
+    def pairs(self) -> Iterator[tuple[Sample, Annotation]]:
+        """Yield the ``(sample, annotation)`` pair of each row, in order."""
+        turns = self.turns
+        for r in self.rows:
+            raw = turns.get(r[ROW_ID])
+            yield pair_from_row(r, [] if raw is None else turn_objects(raw))
+
+    def with_rows(self, rows: list[tuple[Any, ...]]) -> AnnotationPage:
+        """The same page holding only these rows (a subset of its own, possibly with cells changed)."""
+        return AnnotationPage(rows, self.turns)
+
+
+def turn_objects(raw: Sequence[RawTurn]) -> list[Turn]:
+    """The `Turn` records of raw turns."""
+    roles = _ROLES
+    return [Turn(roles.get(t[1]) or Role(t[1]), t[2], t[3], t[4], t[5], t[6], bool(t[7]), t[8]) for t in raw]
 
 
 def pair_from_row(r: Sequence[Any], turns: list[Turn]) -> tuple[Sample, Annotation]:
@@ -83,6 +138,10 @@ class AnnotationReads(abc.ABC):
     @abc.abstractmethod
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """Run a read query."""
+
+    @abc.abstractmethod
+    def _tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a read query; rows as plain tuples (cheaper than `sqlite3.Row` when read by position)."""
 
     def final_ids(self, config_hash: str, *, retry_unparsed: bool = False) -> set[str]:
         """Return ids of samples whose annotation under this config needs no new attempt.
@@ -241,6 +300,39 @@ class AnnotationReads(abc.ABC):
             run_id: Only annotations written by this run.
             page: Annotations read per query.
         """
+        for one in self.iter_annotation_pages(config_hash, run_id, page=page):
+            yield from one.pairs()
+
+    def iter_annotation_pages(
+        self,
+        config_hash: str | None = None,
+        run_id: str | None = None,
+        *,
+        page: int = _CHUNK,
+        cells: Collection[int] | None = None,
+        turn_cells: Collection[int] | None = None,
+    ) -> Iterator[AnnotationPage]:
+        """Yield the annotations of `iter_annotations`, in the same order, as raw pages of ``page`` rows.
+
+        The cheap way through a large store (no record objects); `AnnotationPage.pairs` gives
+        the records of a page when they are wanted.
+
+        Args:
+            config_hash: Only annotations under this configuration.
+            run_id: Only annotations written by this run.
+            page: Annotations read per query.
+            cells: Read only these ``ROW_*`` positions (and the annotation id, sample id and path,
+                always read); the others hold None, which saves making a Python object per
+                cell on a large store. Default: all. A page read so is not for `AnnotationPage.pairs`.
+            turn_cells: The same for the positions of `RawTurn` (the annotation id always read).
+        """
+        select = ", ".join(
+            name if cells is None or at in cells or at in (ROW_ID, ROW_SAMPLE_ID, ROW_PATH) else "NULL"
+            for at, name in enumerate(_ROW_NAMES)
+        )
+        turn_select = ", ".join(
+            name if turn_cells is None or at in turn_cells or at == 0 else "NULL" for at, name in enumerate(_TURN_NAMES)
+        )
         conds, params = ["s.removed_at IS NULL"], []
         if config_hash:
             conds.append("a.config_hash = ?")
@@ -255,46 +347,26 @@ class AnnotationReads(abc.ABC):
                 params.append(run_id)
         # CROSS JOIN keeps samples outside: the walk follows index samples_path_id, never sorting the whole store
         sql = (
-            f"SELECT {_ANN_COLS}, {SAMPLE_FIELDS} FROM samples s CROSS JOIN annotations a ON a.sample_id = s.id "
+            f"SELECT {select} FROM samples s CROSS JOIN annotations a ON a.sample_id = s.id "
             f"WHERE {' AND '.join(conds)} AND (s.path, s.id, a.id) > (?, ?, ?) ORDER BY s.path, s.id, a.id LIMIT ?"
         )
         key: tuple[str, str, int] = ("", "", -1)
         while True:
-            rows = self._query(sql, [*params, *key, page])
+            rows = self._tuples(sql, [*params, *key, page])
             if not rows:
                 return
-            turns = self._turns([int(r["id"]) for r in rows])
-            for r in rows:
-                yield pair_from_row(r, turns.get(r[0], []))
+            yield AnnotationPage(rows, self._raw_turns([r[0] for r in rows], turn_select))
             last = rows[-1]
-            key = (str(last[19]), str(last[1]), int(last[0]))
+            key = (str(last[ROW_PATH]), str(last[ROW_SAMPLE_ID]), int(last[ROW_ID]))
             if len(rows) < page:
                 return
 
-    def _turns(self, ann_ids: Sequence[int]) -> dict[int, list[Turn]]:
+    def _raw_turns(self, ann_ids: Sequence[int], select: str = _TURN_SELECT) -> dict[int, list[RawTurn]]:
         marks = ",".join("?" * len(ann_ids))
-        rows = self._query(
-            "SELECT annotation_id, role, round, text, prompt_tokens, completion_tokens, "
-            f"latency_s, refused, model FROM turns WHERE annotation_id IN ({marks}) "
-            "ORDER BY annotation_id, idx",
-            list(ann_ids),
+        rows = self._tuples(
+            f"SELECT {select} FROM turns WHERE annotation_id IN ({marks}) ORDER BY annotation_id, idx", list(ann_ids)
         )
-        out: dict[int, list[Turn]] = {}
-        roles = _ROLES
-        for ann_id, role, round_no, text, prompt_tokens, completion_tokens, latency_s, refused, model in rows:
-            turns = out.get(ann_id)
-            if turns is None:
-                turns = out[ann_id] = []
-            turns.append(
-                Turn(
-                    roles.get(role) or Role(role),
-                    round_no,
-                    text,
-                    prompt_tokens,
-                    completion_tokens,
-                    latency_s,
-                    bool(refused),
-                    model,
-                )
-            )
-        return out
+        return {ann_id: list(turns) for ann_id, turns in groupby(rows, itemgetter(0))}
+
+    def _turns(self, ann_ids: Sequence[int]) -> dict[int, list[Turn]]:
+        return {ann_id: turn_objects(raw) for ann_id, raw in self._raw_turns(ann_ids).items()}

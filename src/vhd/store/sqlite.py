@@ -201,6 +201,10 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
             cur.row_factory = sqlite3.Row
             return cur.execute(sql, params).fetchall()
 
+    def _tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self.conn.execute(sql, params).fetchall()
+
     # -- runs ------------------------------------------------------------------------------
 
     def start_run(
