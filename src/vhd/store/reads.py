@@ -228,7 +228,14 @@ class AnnotationReads(abc.ABC):
     def iter_annotations(
         self, config_hash: str | None = None, run_id: str | None = None, *, page: int = _CHUNK
     ) -> Iterator[tuple[Sample, Annotation]]:
-        """Yield (sample, annotation) pairs ordered by sample path, reading the store a page at a time.
+        """Yield (sample, annotation) pairs ordered by sample path (`iter_annotation_rows` without the ids)."""
+        for _id, sample, ann in self.iter_annotation_rows(config_hash, run_id, page=page):
+            yield sample, ann
+
+    def iter_annotation_rows(
+        self, config_hash: str | None = None, run_id: str | None = None, *, page: int = _CHUNK
+    ) -> Iterator[tuple[int, Sample, Annotation]]:
+        """Yield (annotation row id, sample, annotation) ordered by sample path, a page at a time.
 
         Removed samples are left out. Without a config hash, each sample yields only its latest
         annotation (among those of ``run_id`` when given). Pages are read by key (the last
@@ -265,7 +272,7 @@ class AnnotationReads(abc.ABC):
                 return
             turns = self._turns([int(r["id"]) for r in rows])
             for r in rows:
-                yield pair_from_row(r, turns.get(r[0], []))
+                yield (int(r[0]), *pair_from_row(r, turns.get(r[0], [])))
             last = rows[-1]
             key = (str(last[19]), str(last[1]), int(last[0]))
             if len(rows) < page:
