@@ -47,6 +47,9 @@ JOURNAL = ".vhd-frames.jsonl"
 KEEP_EXAMPLES = 1000
 """Video outcomes, and skipped inputs, a `FramesResult` keeps (the first ones); the rest are counted."""
 
+CACHE_KIB = 2048
+"""Page cache of the journal's and the claimed names' temporary files: read once a video, so small."""
+
 
 @dataclass
 class VideoOutcome:
@@ -148,7 +151,7 @@ class _Journal:
         from vhd.store.statindex import ScratchMap
 
         self.path = out / JOURNAL
-        self.done = ScratchMap()
+        self.done = ScratchMap(CACHE_KIB)
         if self.path.exists():
             with open(self.path, encoding="utf-8", errors="replace") as fh:
                 for line in fh:
@@ -258,7 +261,7 @@ def extract_frames(
     from vhd.records import Kind
     from vhd.store.statindex import ScratchMap
 
-    claimed = ScratchMap()  # output stem folder -> the video that owns its names
+    claimed = ScratchMap(CACHE_KIB)  # output stem folder -> the video that owns its names
 
     def targets() -> Iterator[tuple[Path, Path, str]]:
         """(video, sub-folder relative to its input, owner of its names), as discovery finds them."""

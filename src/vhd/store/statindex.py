@@ -176,13 +176,17 @@ class ScratchMap:
         >>> m.get("a"), len(m), list(m.items())
         ('3', 2, [('a', '3'), ('b', '2')])
         >>> m.close()
+
+    Args:
+        cache_kib: SQLite's page cache in KiB: what the map may hold in memory before it spills
+            to its file (default `SCRATCH_CACHE_KIB`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cache_kib: int = SCRATCH_CACHE_KIB) -> None:
         self._conn = sqlite3.connect("", isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode = OFF")
         self._conn.execute("PRAGMA synchronous = OFF")
-        self._conn.execute(f"PRAGMA cache_size = -{SCRATCH_CACHE_KIB}")
+        self._conn.execute(f"PRAGMA cache_size = -{max(64, int(cache_kib))}")
         self._conn.execute("CREATE TABLE m (pos INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT NOT NULL)")
         self._conn.execute("BEGIN")
         self._lock = threading.Lock()
