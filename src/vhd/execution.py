@@ -225,7 +225,13 @@ async def map_async(
                     return
             on_result(result)
 
-        await asyncio.gather(*(one(item) for item in items))
+        queue = iter(items)  # drawn by ``concurrency`` workers: no coroutine per item made up front
+
+        async def worker() -> None:
+            for item in queue:
+                await one(item)
+
+        await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
     return failures
 
 

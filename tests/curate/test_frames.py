@@ -126,3 +126,33 @@ def test_cli_report_and_exit_code(tmp_path: Path, videos: Path, capsys: pytest.C
     data = json.loads(capsys.readouterr().out)
     assert data[0]["indices"] == "0 12 24 35 47"
     assert sorted(os.listdir(ok)) == sorted([JOURNAL] + [f"one_{k:04d}.png" for k in range(5)])
+
+
+def test_result_keeps_counts_and_a_bounded_list(
+    tmp_path: Path, videos: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The result holds the first outcomes only; every one still reaches on_outcome, the counts and the report."""
+    import vhd.curate.frames as frames
+
+    monkeypatch.setattr(frames, "KEEP_EXAMPLES", 2)
+    seen: list[str] = []
+    result = extract_frames(videos, tmp_path / "out", on_outcome=lambda v: seen.append(v.status))
+    assert len(result.videos) == 2 and result.total == len(seen) == 5
+    assert result.count("written") == seen.count("written") == 3 and result.count("failed") == 2
+    report = tmp_path / "all.json"
+    main(["frames", str(videos), "--out", str(tmp_path / "out"), "--report", str(report), "--no-progress"])
+    assert "3 already done, 2 failed" in capsys.readouterr().out
+    rows = json.loads(report.read_text())
+    assert len(rows) == 5 and sorted(r["status"] for r in rows) == ["done", "done", "done", "failed", "failed"]
+
+
+def test_streamed_json_is_what_json_dumps_writes() -> None:
+    import io
+
+    from vhd.cli.frames import _write_json
+
+    row = {"video": "a \u00e9\n.mp4", "status": "failed", "indices": "", "total_frames": 0, "files": "", "reason": "x"}
+    for rows in ([], [row], [row, {**row, "status": "written", "indices": "0 1"}]):
+        out = io.StringIO()
+        _write_json(out, rows)
+        assert out.getvalue() == json.dumps(rows, indent=2)

@@ -65,6 +65,11 @@ class PredictionCache:
         """Remember what a detector key stands for (shown in the report's JSON)."""
         self._cache.put(_DETECTORS.name, (key,), identity)
 
+    def get(self, key: str, sample_id: str) -> Prediction | None:
+        """One cached prediction of a detector, or None (one indexed lookup: no memory per sample)."""
+        data = self._cache.get(_PREDICTIONS.name, (key, sample_id))
+        return None if data is None else Prediction.from_dict(data)
+
     def get_many(self, key: str, sample_ids: Iterable[str] | None = None) -> dict[str, Prediction]:
         """Cached predictions of one detector, by sample id (all of them, or those asked for)."""
         rows = self._cache.select(_PREDICTIONS.name, (key,))

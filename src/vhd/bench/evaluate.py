@@ -11,6 +11,7 @@ calibration) stand on the answered samples. Each number says how many samples it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -89,16 +90,21 @@ class DetectorResult:
         }
 
 
-def group_items(items: list[BenchItem]) -> dict[str, list[BenchItem]]:
-    """The groups each number is broken down by; empty groups are left out."""
-    groups = {
-        "all": items,
-        "image": [i for i in items if i.kind.value == "image"],
-        "video": [i for i in items if i.kind.value == "video"],
-        "real": [i for i in items if i.source == Source.REAL],
-        "synthetic": [i for i in items if i.source == Source.SYNTHETIC],
+def group_indices(items: Sequence[BenchItem]) -> dict[str, list[int]]:
+    """The positions in ``items`` of each group's members (as `group_items`); empty groups are left out."""
+    groups: dict[str, list[int]] = {
+        "all": list(range(len(items))),
+        "image": [k for k, i in enumerate(items) if i.kind.value == "image"],
+        "video": [k for k, i in enumerate(items) if i.kind.value == "video"],
+        "real": [k for k, i in enumerate(items) if i.source == Source.REAL],
+        "synthetic": [k for k, i in enumerate(items) if i.source == Source.SYNTHETIC],
     }
     return {k: v for k, v in groups.items() if v}
+
+
+def group_items(items: list[BenchItem]) -> dict[str, list[BenchItem]]:
+    """The groups each number is broken down by; empty groups are left out."""
+    return {name: [items[k] for k in at] for name, at in group_indices(items).items()}
 
 
 def predicted_class(pred: Prediction, run: DetectorRun, taxonomy: Taxonomy, crosswalk: Crosswalk | None) -> str | None:
@@ -132,39 +138,50 @@ def evaluate_detector(
     resamples: int = 1000,
     seed: int = 0,
 ) -> DetectorResult:
-    """Every number of one detector over the items (a failed prediction counts as wrong)."""
+    """Every number of one detector over the items (a failed prediction counts as wrong).
+
+    The predictions are read once, one at a time, into what the numbers need per sample (the
+    decision, the score, the class named): a few numbers a sample, never the `Prediction`
+    objects of the whole set at once.
+    """
     scheme = _scheme(run, crosswalk)
+    decisions: list[bool | None] = []
+    scores: list[float | None] = []
+    classes: list[str | None] = []
+    wrong: list[str] = []
+    for item in items:
+        p = run.predictions.get(item.id)
+        if p is None or p.harmful is None:
+            decisions.append(None)
+            scores.append(None)
+            classes.append(None)
+            continue
+        decisions.append(bool(p.harmful))
+        scores.append(p.score)
+        classes.append(predicted_class(p, run, taxonomy, crosswalk) if scheme is not None else None)
+        if p.harmful != item.harmful:
+            wrong.append(item.id)
     groups: dict[str, GroupResult] = {}
-    for name, members in group_items(items).items():
-        answers = [run.predictions.get(i.id) for i in members]
-        given = [p if p is not None and p.harmful is not None else None for p in answers]
+    for name, at in group_indices(items).items():
+        members = [items[k] for k in at]
+        given = [decisions[k] for k in at]
         binary = BinaryMetrics(resamples=resamples, seed=seed).update(
-            [i.harmful for i in members],
-            [None if p is None else bool(p.harmful) for p in given],
-            [None if p is None else p.score for p in given],
+            [i.harmful for i in members], given, [scores[k] for k in at]
         )
         result = GroupResult(binary.compute())
         if scheme is not None:
-            mc = [(i, p) for i, p in zip(members, given, strict=True) if not i.harmful or i.categories]
+            mc = [(i, k) for i, k in zip(members, at, strict=True) if not i.harmful or i.categories]
             metrics = MulticlassMetrics(taxonomy.codes, resamples=resamples, seed=seed)
-            metrics.update(
-                [i.categories if i.harmful else [UNHARMFUL] for i, _ in mc],
-                [None if p is None else predicted_class(p, run, taxonomy, crosswalk) for _, p in mc],
-            )
+            metrics.update([i.categories if i.harmful else [UNHARMFUL] for i, _ in mc], [classes[k] for _, k in mc])
             result.multiclass = metrics.compute()
         for code in taxonomy.codes:
-            hits = [
-                float(p is not None and bool(p.harmful))
-                for i, p in zip(members, given, strict=True)
-                if code in i.categories
-            ]
+            hits = [float(bool(decisions[k])) for i, k in zip(members, at, strict=True) if code in i.categories]
             if hits:
                 result.category_recall[code] = mean_value(hits, resamples, seed)
-        scored = [(i, p) for i, p in zip(members, given, strict=True) if p is not None]
-        if scored and all(p.score is not None for _, p in scored):
-            result.reliability = reliability([i.harmful for i, _ in scored], [float(p.score or 0) for _, p in scored])
+        scored = [(i, k) for i, k in zip(members, at, strict=True) if decisions[k] is not None]
+        if scored and all(scores[k] is not None for _, k in scored):
+            result.reliability = reliability([i.harmful for i, _ in scored], [float(scores[k] or 0) for _, k in scored])
         groups[name] = result
-    wrong = [i.id for i in items if i.id in run.predictions and run.predictions[i.id].harmful not in (None, i.harmful)]
     return DetectorResult(run.label, run.summary(), groups, scheme, wrong)
 
 

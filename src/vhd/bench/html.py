@@ -100,7 +100,8 @@ def write_index(
     unblurred: bool = False,
 ) -> Path:
     """Write ``index.html`` tying the report's files together."""
-    by_id = {i.id: i for i in items}
+    shown = {sid for r in results for sid in r.misclassified[:MAX_THUMBS]}
+    by_id = {i.id: i for i in items if i.id in shown}  # only the samples shown: no dict of the whole set
     thumbs = out / "thumbs"
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>vhd bench</title><style>{_STYLE}</style>",

@@ -24,7 +24,7 @@ rule and how an undefined number prints are one unit that ``bench`` and ``align`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 BOOTSTRAP = 1000
 """Bootstrap resamples per confidence interval."""
+
+BLOCK_CELLS = 1 << 20
+"""Resampled indices drawn at once (8 MiB of int64): the bootstrap's memory stays flat in the sample count."""
 
 BINARY_METRICS = ("harmful_acc", "unharmful_acc", "average", "precision", "f1", "balanced_acc", "accuracy")
 """Metrics from the decisions alone (harmful accuracy is the TPR, unharmful accuracy the TNR)."""
@@ -228,16 +231,29 @@ def bootstrap(
     return float(np.percentile(arr, 2.5)), float(np.percentile(arr, 97.5))
 
 
+def resample_blocks(n: int, resamples: int, seed: int) -> Iterator[Any]:
+    """The bootstrap's index sets, ``(rows, n)`` arrays of at most about `BLOCK_CELLS` cells each.
+
+    The blocks stacked are exactly ``default_rng(seed).integers(0, n, (resamples, n))`` (numpy
+    draws them in the same order), so statistics taken row by row are the same as from one
+    array, while memory stays at one block whatever ``n``.
+    """
+    np = numpy()
+    rng = np.random.default_rng(seed)
+    rows = max(1, BLOCK_CELLS // max(1, n))
+    for start in range(0, resamples, rows):
+        yield rng.integers(0, n, (min(rows, resamples - start), n))
+
+
 def mean_value(hits: Any, resamples: int = BOOTSTRAP, seed: int = 0) -> Value:
-    """The mean of 0/1 outcomes with its bootstrap interval (vectorised)."""
+    """The mean of 0/1 outcomes with its bootstrap interval (vectorised, in blocks of resamples)."""
     np = numpy()
     arr = np.asarray(hits, dtype=float)
     if not arr.size:
         return Value(None, None, None, 0)
     if resamples <= 0:
         return Value(float(arr.mean()), None, None, int(arr.size))
-    rng = np.random.default_rng(seed)
-    boot = arr[rng.integers(0, arr.size, (resamples, arr.size))].mean(axis=1)
+    boot = np.concatenate([arr[idx].mean(axis=1) for idx in resample_blocks(arr.size, resamples, seed)])
     return Value(float(arr.mean()), float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)), int(arr.size))
 
 
@@ -367,11 +383,14 @@ def binary_result(
     keys = (*BINARY_METRICS, COVERAGE)
     lows: dict[str, Any] = {}
     highs: dict[str, Any] = {}
-    idx = None
     if n and resamples > 0:
-        idx = np.random.default_rng(seed).integers(0, n, (resamples, n))
-        boot = binary_from_counts(*_counts(y, decided, idx))
-        boot[COVERAGE] = sum(a[idx].mean(axis=-1) for a in answered) / len(runs)
+        counts: list[tuple[Array, ...]] = []
+        cover: list[Array] = []
+        for idx in resample_blocks(n, resamples, seed):
+            counts.append(_counts(y, decided, idx))
+            cover.append(sum(a[idx].mean(axis=-1) for a in answered) / len(runs))
+        boot = binary_from_counts(*(np.concatenate(c) for c in zip(*counts, strict=True)))
+        boot[COVERAGE] = np.concatenate(cover)
         for k in keys:
             lows[k], highs[k] = _interval(boot[k])
     n_pos = int(y.sum())

@@ -108,14 +108,20 @@ def build_detectors(
 
 
 def calibrated(run: DetectorRun, cal: Calibration) -> DetectorRun:
-    """A copy of a detector's predictions re-decided by a calibration (predictions without a score kept)."""
-    preds = {}
+    """A copy of a detector's predictions re-decided by a calibration (predictions without a score kept).
+
+    The copy is a `vhd.bench.predictions.PredictionLog` filled as the predictions are read (one
+    at a time): no dict of every prediction.
+    """
+    from vhd.bench.predictions import PredictionLog
+
+    preds = PredictionLog()
     for sid, p in run.predictions.items():
         if p.harmful is None or p.score is None:
-            preds[sid] = p
+            preds.put(sid, p)
             continue
         score = cal(p.score)
-        preds[sid] = replace(p, score=score, harmful=score >= cal.threshold)
+        preds.put(sid, replace(p, score=score, harmful=bool(score >= cal.threshold)))
     return replace(run, predictions=preds)
 
 
@@ -126,19 +132,21 @@ def _calibrate(
 
     cals = dict(saved)
     if split is not None:
-        fit_ids = {i.id for i in bench_run.bench.items if i.split == split}
-        if not fit_ids:
+        fit = [i for i in bench_run.bench.items if i.split == split]
+        if not fit:
             raise ConfigError(
                 f"no sample has split {split!r}: add a split column to the labels or choose another split"
             )
-        truth = {i.id: i.harmful for i in bench_run.bench.items}
-        for run in bench_run.detectors:
-            pairs = [(truth[s], p.score) for s, p in run.predictions.items() if s in fit_ids and p.score is not None]
-            if pairs:
-                ys, scores = zip(*pairs, strict=True)
-                cals[run.label] = fit_calibration(
-                    ys, [float(s) for s in scores if s is not None], method=method, detector_key=run.key
-                )
+        for run in bench_run.detectors:  # the fit split's (truth, score) pairs: two numbers a sample
+            ys: list[bool] = []
+            scores: list[float] = []
+            for item in fit:
+                p = run.predictions.get(item.id)
+                if p is not None and p.score is not None:
+                    ys.append(item.harmful)
+                    scores.append(float(p.score))
+            if ys:
+                cals[run.label] = fit_calibration(ys, scores, method=method, detector_key=run.key)
         save_calibrations(out / "calibration.json", cals)
         bench_run.bench.items = [i for i in bench_run.bench.items if i.split != split]
     for k, run in enumerate(bench_run.detectors):

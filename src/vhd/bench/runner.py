@@ -7,6 +7,11 @@ the run goes on; failed predictions are not cached, so a re-run retries them. Pr
 written to the cache in small transactions as they finish, and what is buffered is committed
 when the run is interrupted (Ctrl-C): a killed run resumes where it was.
 
+Memory does not grow with the set beyond its labels: each detector's predictions go to a
+`vhd.bench.predictions.PredictionLog` (a temporary file, read back by the evaluation), cached
+predictions are looked up one sample at a time, and the samples with work left are fed to the
+workers through a bounded queue instead of a list built up front.
+
 A detector whose class sets ``wants_original = True`` (NudeNet, which decodes files itself) is
 given an image sample's original file bytes after header checks (`vhd.bench.original`) instead
 of the re-encoded JPEG vision-language models are sent; videos are sampled into frames as usual.
@@ -16,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vhd.bench.cache import PredictionCache, detector_key
 from vhd.bench.original import original_identity, wants_original
+from vhd.bench.predictions import PredictionLog
 from vhd.bench.work import DetectWork, Entry, Outcome, predict_item
 from vhd.detectors.base import Detector, Prediction
 from vhd.errors import ConfigError, WorkerLostError
@@ -46,7 +52,9 @@ class DetectorRun:
         key: The prediction-cache key (hash of its identity and the media settings).
         identity: What the key stands for.
         multiclass: Whether it names categories itself.
-        predictions: By sample id, failed ones included (``harmful`` None, ``error`` set).
+        predictions: By sample id, failed ones included (``harmful`` None, ``error`` set): a
+            `PredictionLog` (kept on disk, read back one prediction at a time) for a run made
+            by `run_bench`; any mapping for one built by hand.
         cached: Predictions taken from the cache.
         computed: Predictions made in this run (failed ones included).
         wall_s: Seconds from its first call to its last in this run (None when nothing ran).
@@ -57,7 +65,7 @@ class DetectorRun:
     key: str
     identity: dict[str, Any]
     multiclass: bool
-    predictions: dict[str, Prediction] = field(default_factory=dict)
+    predictions: Mapping[str, Prediction] = field(default_factory=PredictionLog)
     cached: int = 0
     computed: int = 0
     wall_s: float | None = None
@@ -65,6 +73,8 @@ class DetectorRun:
     @property
     def failed(self) -> int:
         """Samples the detector failed on."""
+        if isinstance(self.predictions, PredictionLog):
+            return self.predictions.failed
         return sum(1 for p in self.predictions.values() if p.harmful is None)
 
     @property
@@ -77,6 +87,9 @@ class DetectorRun:
     @property
     def mean_latency_s(self) -> float | None:
         """Mean seconds per successful prediction (cached ones keep their original latency)."""
+        if isinstance(self.predictions, PredictionLog):
+            log = self.predictions
+            return log.latency_s / log.answered if log.answered else None
         lat = [p.latency_s for p in self.predictions.values() if p.harmful is not None]
         return sum(lat) / len(lat) if lat else None
 
@@ -119,6 +132,7 @@ class _Job:
         self,
         detectors: Sequence[Detector],
         runs: list[DetectorRun],
+        logs: list[PredictionLog],
         cache: PredictionCache | None,
         settings: MediaSettings | None,
         concurrency: int,
@@ -128,6 +142,7 @@ class _Job:
         self.detectors = detectors
         self.pool = pool
         self.runs = runs
+        self.logs = logs
         self.cache = cache
         self.settings = settings
         self.slots = asyncio.Semaphore(concurrency)
@@ -145,7 +160,7 @@ class _Job:
 
     def record(self, index: int, sid: str, pred: Prediction, start: float, end: float) -> None:
         run = self.runs[index]
-        run.predictions[sid] = pred
+        self.logs[index].put(sid, pred)
         run.computed += 1
         span = self.spans[index]
         span[:] = [min(span[0], start), max(span[1], end)] if span else [start, end]
@@ -167,18 +182,23 @@ class _Job:
         if self.on_progress is not None:
             self.on_progress(self.done, total)
 
-    async def run(self, work: list[tuple[BenchItem, list[int]]], concurrency: int) -> None:
-        queue: asyncio.Queue[tuple[BenchItem, list[int]]] = asyncio.Queue()
-        for entry in work:
-            queue.put_nowait(entry)
+    async def run(self, work: Iterator[tuple[BenchItem, list[int]]], total: int, concurrency: int) -> None:
+        """Judge ``total`` samples from ``work``, fed through a queue of at most twice the workers."""
+        workers = max(1, min(concurrency, total))
+        queue: asyncio.Queue[tuple[BenchItem, list[int]] | None] = asyncio.Queue(maxsize=2 * workers)
+
+        async def feed() -> None:
+            for entry in work:
+                await queue.put(entry)
+            for _ in range(workers):
+                await queue.put(None)
 
         async def worker() -> None:
-            while not queue.empty():
-                item, todo = queue.get_nowait()
-                await self.sample(item, todo, len(work))
+            while (entry := await queue.get()) is not None:
+                await self.sample(entry[0], entry[1], total)
 
         try:
-            await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(work))))))
+            await asyncio.gather(feed(), *(worker() for _ in range(workers)))
         finally:
             for index in range(len(self.detectors)):
                 self.flush(index, force=True)
@@ -206,30 +226,42 @@ async def arun_bench(
         raise ConfigError(f"detector label {dups[0]!r} given twice: name them apart with LABEL=NAME")
     media_id = _settings_identity(settings)
     runs: list[DetectorRun] = []
+    logs: list[PredictionLog] = []
     for det in detectors:
         det_media = {**media_id, **original_identity()} if wants_original(det) else media_id
         key = detector_key(det.identity(), det_media)
-        run = DetectorRun(det.label, det.name, key, det.identity(), det.multiclass)
+        log = PredictionLog()
+        runs.append(DetectorRun(det.label, det.name, key, det.identity(), det.multiclass, log))
+        logs.append(log)
         if cache is not None:
             cache.register(key, {"detector": det.identity(), "media": det_media})
-            ids = {item.id for item in bench.items}
-            run.predictions = cache.get_many(key, ids)
-            run.cached = len(run.predictions)
-        runs.append(run)
-    work = [(item, [i for i, r in enumerate(runs) if item.id not in r.predictions]) for item in bench.items]
-    work = [(item, todo) for item, todo in work if todo]
-    needed = sorted({i for _, todo in work for i in todo})
-    if executor is not None and not executor.in_process and work:  # detectors load on the workers
+
+    def todo(item: BenchItem) -> list[int]:
+        return [i for i, log in enumerate(logs) if item.id not in log]
+
+    total, needed = 0, set()
+    for item in bench.items:  # cached predictions into the logs, one sample at a time
+        if cache is not None:
+            for run, log in zip(runs, logs, strict=True):
+                if item.id not in log and (pred := cache.get(run.key, item.id)) is not None:
+                    log.put(item.id, pred)
+                    run.cached += 1
+        left = todo(item)
+        total += bool(left)
+        needed.update(left)
+    work = ((item, left) for item in bench.items if (left := todo(item)))
+    if executor is not None and not executor.in_process and total:  # detectors load on the workers
         share = -(-concurrency // max(1, executor.options.workers))
-        async with executor.pool(DetectWork(detectors, needed, settings, share)) as pool:
-            await _Job(detectors, runs, cache, settings, concurrency, on_progress, pool).run(work, concurrency)
+        async with executor.pool(DetectWork(detectors, sorted(needed), settings, share)) as pool:
+            job = _Job(detectors, runs, logs, cache, settings, concurrency, on_progress, pool)
+            await job.run(work, total, concurrency)
         return BenchRun(bench=bench, detectors=runs)
     try:
-        for i in needed:
+        for i in sorted(needed):
             await detectors[i].check()
-        await _Job(detectors, runs, cache, settings, concurrency, on_progress).run(work, concurrency)
+        await _Job(detectors, runs, logs, cache, settings, concurrency, on_progress).run(work, total, concurrency)
     finally:
-        for i in needed:
+        for i in sorted(needed):
             await detectors[i].aclose()
     return BenchRun(bench=bench, detectors=runs)
 

@@ -7,6 +7,10 @@ retries those that errored. At the end the verdicts' categories are set from thi
 results, so `vhd show` and the exports carry them. Methods are functions registered by name in
 `CATEGORIZE_METHODS`; third-party packages add more through the ``vhd.categorize_methods``
 entry-point group.
+
+Memory does not grow with the store: the counts come from SQL, the annotations to do are read
+a page at a time as the method iterates `Todo` (which checks a page's ids against the results
+already stored), and applying the results to the verdicts goes a page at a time too.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vhd.categorize.todo import BATCH, Todo
 from vhd.errors import ConfigError
 from vhd.execution import Executor, ExecutorOptions
 from vhd.records import Role, Status
@@ -28,7 +33,7 @@ from vhd.store import categories as cstore
 from vhd.store.sqlite import Store, open_store
 from vhd.taxonomy.taxonomy import Taxonomy, load_taxonomy
 
-_BATCH = 256
+_BATCH = BATCH
 
 
 @dataclass
@@ -41,7 +46,8 @@ class CategorizeJob:
     Attributes:
         method: The method's registered name (stored with every result).
         store: The store.
-        todo: The harmful annotations to categorise now.
+        todo: The harmful annotations to categorise now: iterate it (read from the store a
+            page at a time) and take ``len(todo)``; it is not a list (no indexing).
         taxonomy: The taxonomy.
         model: The ``--model`` given, if any.
         config: The config file given, if any.
@@ -57,7 +63,7 @@ class CategorizeJob:
 
     method: str
     store: Store
-    todo: list[cstore.HarmfulAnnotation]
+    todo: Todo
     taxonomy: Taxonomy
     model: str | None
     config: str | os.PathLike[str] | None
@@ -236,13 +242,10 @@ def categorize(
     db, owned = use_store(store)
     emit = on_event or (lambda _m: None)
     try:
-        items = cstore.harmful_annotations(db, config_hash=config_hash)
-        done = set() if redo else cstore.done_ids(db, method, tax.name, tax.version, retry_unparsed=retry_unparsed)
-        todo = [it for it in items if it.annotation_id not in done]
-        if limit is not None:
-            todo = todo[: max(0, limit)]
-        summary = CategorizeSummary(method, "", tax.key, str(db.path), harmful=len(items))
-        summary.already_done = sum(1 for it in items if it.annotation_id in done)
+        done = None if redo else (method, tax.name, tax.version)
+        todo = Todo(db, config_hash=config_hash, done=done, retry_unparsed=retry_unparsed, limit=limit)
+        summary = CategorizeSummary(method, "", tax.key, str(db.path), harmful=todo.harmful)
+        summary.already_done = todo.already_done
         digests = cstore.stored_digests(db, method, tax.name, tax.version) - {tax.digest}
         if digests:
             summary.warnings.append(
@@ -313,8 +316,8 @@ def run_embed(job: CategorizeJob) -> str:
         job.calibration = cal.to_dict()
         emit(f"calibrated on {len(reasons)} labelled reason(s) from {calibrate} ({skipped} row(s) without one)")
     params = scorer.params()
-    for start in range(0, len(todo), _BATCH):
-        chunk = todo[start : start + _BATCH]
+    done = 0
+    for chunk in todo.batches(_BATCH):
         decided = scorer.categorize([embed_text(it) for it in chunk])
         cats = []
         for item, chosen in zip(chunk, decided, strict=True):
@@ -333,7 +336,8 @@ def run_embed(job: CategorizeJob) -> str:
             cats.append(cat)
             record(cat)
         cstore.save_categorizations(db, cats)
-        emit(f"categorised {min(start + _BATCH, len(todo))}/{len(todo)}")
+        done += len(chunk)
+        emit(f"categorised {done}/{len(todo)}")
     return embedder.name
 
 

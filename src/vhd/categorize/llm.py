@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,7 +96,7 @@ def code_confidences(logprobs: dict[str, float] | None, codes: Sequence[str]) ->
 
 
 async def categorize_with_llm(
-    items: Sequence[HarmfulAnnotation],
+    items: Iterable[HarmfulAnnotation],
     backend: Backend,
     taxonomy: Taxonomy,
     *,
@@ -109,7 +109,7 @@ async def categorize_with_llm(
     """Ask the backend about every item, ``concurrency`` at a time, saving each result as it arrives.
 
     Args:
-        items: Harmful annotations to categorise.
+        items: Harmful annotations to categorise (iterated once, ``concurrency`` items in work at a time).
         backend: An opened backend.
         taxonomy: The categories.
         save: Called with each result (status ok, unparsed or error) as soon as it exists.
@@ -168,7 +168,13 @@ async def categorize_with_llm(
             base.assignments = [Assignment(c, taxonomy.get(c).name, confidences.get(c)) for c in parsed.codes]
         await _call(save, base)
 
-    await asyncio.gather(*(one(item) for item in items))
+    queue = iter(items)  # drawn by a fixed number of workers: no coroutine per item made up front
+
+    async def worker() -> None:
+        for item in queue:
+            await one(item)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
 
 
 def sample_images(sample: Sample, settings: MediaSettings) -> list[EncodedImage]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from vhd.cli.habits import examples
@@ -41,37 +42,78 @@ def add_parser(sub: Any, name: str) -> None:
     p.set_defaults(handler=run)
 
 
-def _rows(result: Any) -> list[dict[str, Any]]:
-    return [
-        {
-            "video": v.path,
-            "status": v.status,
-            "indices": " ".join(map(str, v.indices)),
-            "total_frames": v.total_frames,
-            "files": " ".join(v.files),
-            "reason": v.reason,
-        }
-        for v in result.videos
-    ] + [
-        {"video": path, "status": "skipped", "indices": "", "total_frames": 0, "files": "", "reason": reason}
-        for path, reason in result.skipped
-    ]
+def _video_row(v: Any) -> dict[str, Any]:
+    return {
+        "video": v.path,
+        "status": v.status,
+        "indices": " ".join(map(str, v.indices)),
+        "total_frames": v.total_frames,
+        "files": " ".join(v.files),
+        "reason": v.reason,
+    }
 
 
-def _write_report(path: str, rows: list[dict[str, Any]]) -> None:
+def _skip_row(path: str, reason: str) -> dict[str, Any]:
+    return {"video": path, "status": "skipped", "indices": "", "total_frames": 0, "files": "", "reason": reason}
+
+
+class _Rows:
+    """One row per video, then one per skipped input, spooled to temporary files as they come.
+
+    The report and ``--json`` list every video: the rows wait on disk, not in a list, and are
+    written out at the end in the order they always had (videos first).
+    """
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.videos = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (closed by close())
+        self.skipped = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
+
+    def video(self, outcome: Any) -> None:
+        self.videos.write(json.dumps(_video_row(outcome), ensure_ascii=False) + "\n")
+
+    def skip(self, path: str, reason: str) -> None:
+        self.skipped.write(json.dumps(_skip_row(path, reason), ensure_ascii=False) + "\n")
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for spool in (self.videos, self.skipped):
+            spool.seek(0)
+            for line in spool:
+                yield dict(json.loads(line))
+
+    def close(self) -> None:
+        self.videos.close()
+        self.skipped.close()
+
+
+def _write_json(fh: Any, rows: Iterable[dict[str, Any]]) -> None:
+    """Rows as ``json.dump(list(rows), fh, indent=2)`` writes them, one row at a time."""
+    sep = "[\n  "
+    for row in rows:
+        fh.write(sep + json.dumps(row, indent=2).replace("\n", "\n  "))
+        sep = ",\n  "
+    fh.write("[]" if sep.startswith("[") else "\n]")
+
+
+def _write_report(path: str, rows: Iterable[dict[str, Any]]) -> None:
     import csv
 
     from vhd.errors import ConfigError
     from vhd.fileio import atomic_write, escape_cell
 
     if path.lower().endswith(".json"):
-        atomic_write(path, lambda fh: json.dump(rows, fh, indent=2))
+        atomic_write(path, lambda fh: _write_json(fh, rows))
     elif path.lower().endswith(".csv"):
 
         def write(fh: Any) -> None:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["video"], lineterminator="\n")
+            it = iter(rows)
+            first = next(it, None)
+            writer = csv.DictWriter(fh, fieldnames=list(first) if first else ["video"], lineterminator="\n")
             writer.writeheader()
-            writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)
+            for row in [first] if first else []:
+                writer.writerow({k: escape_cell(v) for k, v in row.items()})
+            writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in it)
 
         atomic_write(path, write)
     else:
@@ -80,35 +122,51 @@ def _write_report(path: str, rows: list[dict[str, Any]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    import sys
+
     from vhd.curate.frames import extract_frames
     from vhd.progress import bar
 
-    with bar("frames", not (args.no_progress or args.json)) as on_progress:
-        result = extract_frames(
-            args.inputs,
-            args.out,
-            n=args.n,
-            first=args.first,
-            layout=args.layout,
-            jobs=args.jobs,
-            strategy="decode" if args.decode_all else "auto",
-            on_progress=on_progress,
-        )
-    rows = _rows(result)
-    if args.report:
-        _write_report(args.report, rows)
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print(
-            f"{result.count('written')} video(s) written, {result.count('done')} already done, "
-            f"{result.count('failed')} failed, {len(result.skipped)} input(s) skipped, {result.images} image(s) "
-            f"left alone ({result.elapsed_s:.1f} s); frames in {args.out}"
-        )
-        problems = [("failed", v.path, v.reason) for v in result.videos if v.status == "failed"]
-        problems += [("skipped", path, reason) for path, reason in result.skipped]
-        for what, path, reason in problems[:20]:
-            print(printable(f"{what} {path}: {reason}"))
-        if len(problems) > 20:
-            print(f"... {len(problems) - 20} more (use --report FILE for all)")
+    rows = _Rows()
+    failed: list[tuple[str, str]] = []  # the first 20 failures, for the terminal
+
+    def outcome(v: Any) -> None:
+        rows.video(v)
+        if v.status == "failed" and len(failed) < 20:
+            failed.append((v.path, v.reason))
+
+    try:
+        with bar("frames", not (args.no_progress or args.json)) as on_progress:
+            result = extract_frames(
+                args.inputs,
+                args.out,
+                n=args.n,
+                first=args.first,
+                layout=args.layout,
+                jobs=args.jobs,
+                strategy="decode" if args.decode_all else "auto",
+                on_progress=on_progress,
+                on_outcome=outcome,
+                on_skip=rows.skip,
+            )
+        if args.report:
+            _write_report(args.report, rows)
+        if args.json:
+            _write_json(sys.stdout, rows)
+            print()
+        else:
+            print(
+                f"{result.count('written')} video(s) written, {result.count('done')} already done, "
+                f"{result.count('failed')} failed, {result.skipped_count} input(s) skipped, {result.images} "
+                f"image(s) left alone ({result.elapsed_s:.1f} s); frames in {args.out}"
+            )
+            problems = [("failed", path, reason) for path, reason in failed]
+            problems += [("skipped", path, reason) for path, reason in result.skipped[: 20 - len(problems)]]
+            for what, path, reason in problems[:20]:
+                print(printable(f"{what} {path}: {reason}"))
+            more = result.count("failed") + result.skipped_count - 20
+            if more > 0:
+                print(f"... {more} more (use --report FILE for all)")
+    finally:
+        rows.close()
     return 1 if result.count("failed") else 0

@@ -13,6 +13,11 @@ Each video's frames are written to a hidden temporary folder and moved into plac
 a journal (``OUT/.vhd-frames.jsonl``) records each finished video with its size, modification
 time and settings: a re-run skips what is done and redoes only what is missing or changed, and
 a killed run leaves no partial frame set under a final name.
+
+Memory does not grow with the number of videos: discovery is streamed (a first walk counts the
+videos for the progress bar, a second feeds the work), the journal, the names claimed and the
+paths met are kept in temporary files (`vhd.store.statindex`), and `FramesResult` keeps counts
+and the first `KEEP_EXAMPLES` outcomes; every outcome goes to ``on_outcome`` as it is made.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +43,12 @@ LAYOUTS = ("folders", "flat")
 
 JOURNAL = ".vhd-frames.jsonl"
 """File (in the output folder) that records finished videos."""
+
+KEEP_EXAMPLES = 1000
+"""Video outcomes, and skipped inputs, a `FramesResult` keeps (the first ones); the rest are counted."""
+
+CACHE_KIB = 2048
+"""Page cache of the journal's and the claimed names' temporary files: read once a video, so small."""
 
 
 @dataclass
@@ -62,64 +74,109 @@ class VideoOutcome:
 
 @dataclass
 class FramesResult:
-    """Outcome of `extract_frames`.
+    """Outcome of `extract_frames`: counts, and the first outcomes as examples.
 
     Attributes:
-        videos: One entry per video, in input order.
-        skipped: ``(path, reason)`` of inputs that could not be considered (unsupported type,
-            symbolic link out of the folder, ...).
+        videos: The first `KEEP_EXAMPLES` videos' outcomes, in input order (every one goes to
+            ``on_outcome``; `count` counts them all).
+        skipped: The first `KEEP_EXAMPLES` ``(path, reason)`` of inputs that could not be
+            considered (unsupported type, symbolic link out of the folder, ...); every one goes
+            to ``on_skip``, `skipped_count` counts them.
         images: Image files found and left alone.
         elapsed_s: Wall time.
+        statuses: Videos per status (``written``, ``done``, ``failed``).
+        skipped_count: Inputs skipped.
     """
 
     videos: list[VideoOutcome] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     images: int = 0
     elapsed_s: float = 0.0
+    statuses: Counter[str] = field(default_factory=Counter)
+    skipped_count: int = 0
 
     def count(self, status: str) -> int:
         """Videos with this status."""
-        return sum(1 for v in self.videos if v.status == status)
+        return self.statuses[status]
+
+    @property
+    def total(self) -> int:
+        """Videos considered."""
+        return sum(self.statuses.values())
+
+    def add(self, outcome: VideoOutcome) -> None:
+        """Count an outcome (kept as an example while fewer than `KEEP_EXAMPLES` are)."""
+        self.statuses[outcome.status] += 1
+        if len(self.videos) < KEEP_EXAMPLES:
+            self.videos.append(outcome)
+
+    def skip(self, path: str, reason: str) -> None:
+        """Count a skipped input (kept as an example while fewer than `KEEP_EXAMPLES` are)."""
+        self.skipped_count += 1
+        if len(self.skipped) < KEEP_EXAMPLES:
+            self.skipped.append((path, reason))
 
 
-def _targets(inputs: Sequence[str | os.PathLike[str]], result: FramesResult) -> list[tuple[Path, Path]]:
-    """Return (video, sub-folder relative to its input) for every video under the inputs."""
-    from vhd.media.discover import discover
-    from vhd.records import Kind
+def _found(inputs: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[Path, Any]]:
+    """``(input root, what discovery found)`` for everything under the inputs, streamed.
 
-    out: list[tuple[Path, Path]] = []
+    Each input is discovered on its own (a file under two inputs is met twice, as before);
+    the paths met are kept in a temporary file, not a set.
+    """
+    from vhd.media.discover import iter_discover
+    from vhd.store.statindex import ScratchSet
+
     for raw in inputs:
         root = Path(os.path.abspath(raw))
-        found = discover([root])
-        result.skipped.extend((display_path(s.path), s.reason) for s in found.skipped)
-        for item in found.items:
-            if item.kind is not Kind.VIDEO:
-                result.images += 1
-                continue
-            rel = Path(os.path.relpath(item.path.parent, root)) if root.is_dir() else Path()
-            out.append((item.path, rel))
-    return out
+        seen = ScratchSet()
+        try:
+            yield from ((root, found) for found in iter_discover([root], first_seen=seen.add))
+        finally:
+            seen.close()
+
+
+def _count_videos(inputs: Sequence[str | os.PathLike[str]]) -> int:
+    """How many videos the inputs hold (a walk without reading; raises for a missing input)."""
+    from vhd.media.discover import Skipped, check_inputs
+    from vhd.records import Kind
+
+    check_inputs([os.fspath(p) for p in inputs])
+    return sum(1 for _, f in _found(inputs) if not isinstance(f, Skipped) and f.kind is Kind.VIDEO)
 
 
 class _Journal:
+    """The journal's entries by video, read into a temporary file (the last entry of a video wins)."""
+
     def __init__(self, out: Path) -> None:
+        from vhd.store.statindex import ScratchMap
+
         self.path = out / JOURNAL
-        self.done: dict[str, dict[str, Any]] = {}
+        self.done = ScratchMap(CACHE_KIB)
         if self.path.exists():
-            for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue  # a line cut short by a kill
-                if isinstance(entry, dict) and "video" in entry:
-                    self.done[str(entry["video"])] = entry
+            with open(self.path, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue  # a line cut short by a kill
+                    if isinstance(entry, dict) and "video" in entry:
+                        self.done.put(str(entry["video"]), json.dumps(entry, ensure_ascii=False))
+
+    def get(self, video: str) -> dict[str, Any] | None:
+        """The video's latest entry, or None."""
+        text = self.done.get(video)
+        return None if text is None else dict(json.loads(text))
 
     def append(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, ensure_ascii=False)
         with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-        self.done[str(entry["video"])] = entry
+        self.done.put(str(entry["video"]), line)
+
+    def close(self) -> None:
+        self.done.close()
 
 
 def _signature(video: Path, n: int, first: int, layout: str) -> dict[str, Any]:
@@ -160,6 +217,8 @@ def extract_frames(
     jobs: int = 1,
     strategy: str = "auto",
     on_progress: ProgressFn | None = None,
+    on_outcome: Callable[[VideoOutcome], None] | None = None,
+    on_skip: Callable[[str, str], None] | None = None,
 ) -> FramesResult:
     """Write the sampled frames of every video under the inputs.
 
@@ -172,9 +231,12 @@ def extract_frames(
         jobs: Videos decoded at once (threads).
         strategy: Passed to `read_frames` (``auto`` or ``decode``).
         on_progress: Called with (videos done, videos in total).
+        on_outcome: Called with every video's outcome, in input order, as it is made.
+        on_skip: Called with ``(path, reason)`` of every input skipped.
 
     Returns:
-        One outcome per video; unreadable videos are reported with a reason, not raised.
+        Counts per status and the first outcomes; unreadable videos are reported with a
+        reason, not raised.
 
     Raises:
         ConfigError: Bad settings, a missing input, or an unwritable output folder.
@@ -193,17 +255,37 @@ def extract_frames(
         raise ConfigError(f"cannot create output folder {out_dir}: {exc.strerror}") from exc
     paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     result = FramesResult()
-    targets = _targets(paths, result)
+    total = _count_videos(paths)
     journal = _Journal(out_dir)
-    claimed: dict[Path, str] = {}
-    for video, rel in targets:  # the first video with a stem in a folder owns its names
-        claimed.setdefault(out_dir / rel / video.stem, display_path(video))
+    from vhd.media.discover import Skipped
+    from vhd.records import Kind
+    from vhd.store.statindex import ScratchMap
 
-    def one(target: tuple[Path, Path]) -> VideoOutcome:
-        video, rel = target
+    claimed = ScratchMap(CACHE_KIB)  # output stem folder -> the video that owns its names
+
+    def targets() -> Iterator[tuple[Path, Path, str]]:
+        """(video, sub-folder relative to its input, owner of its names), as discovery finds them."""
+        for root, found in _found(paths):
+            if isinstance(found, Skipped):
+                result.skip(display_path(found.path), found.reason)
+                if on_skip is not None:
+                    on_skip(display_path(found.path), found.reason)
+                continue
+            if found.kind is not Kind.VIDEO:
+                result.images += 1
+                continue
+            rel = Path(os.path.relpath(found.path.parent, root)) if root.is_dir() else Path()
+            stem_key = str(out_dir / rel / found.path.stem)
+            owner = claimed.get(stem_key)
+            if owner is None:  # the first video with a stem in a folder owns its names
+                owner = display_path(found.path)
+                claimed.put(stem_key, owner)
+            yield found.path, rel, owner
+
+    def one(target: tuple[Path, Path, str]) -> VideoOutcome:
+        video, rel, owner = target
         label = display_path(video)
         folder = out_dir / rel
-        owner = claimed[folder / video.stem]
         if owner != label:
             return VideoOutcome(
                 label, "failed", reason=f"{owner} has the same stem and writes the same files; rename one"
@@ -212,7 +294,7 @@ def extract_frames(
             signature = _signature(video, n, first, layout)
         except OSError as exc:
             return VideoOutcome(label, "failed", reason=f"cannot read file ({exc.strerror})")
-        entry = journal.done.get(label)
+        entry = journal.get(label)
         if entry and entry.get("signature") == signature and all(Path(f).exists() for f in entry["files"]):
             return VideoOutcome(label, "done", entry["indices"], entry["total_frames"], entry["files"])
         try:
@@ -224,19 +306,25 @@ def extract_frames(
             return VideoOutcome(label, "failed", reason=f"cannot write frames under {folder} ({exc.strerror})")
         return VideoOutcome(label, "written", frames.indices, frames.total_frames, files)
 
-    for outcome in thread_map(one, targets, jobs):
-        if outcome.status == "written":
-            journal.append(
-                {
-                    "video": outcome.path,
-                    "signature": _signature(Path(outcome.path), n, first, layout),
-                    "indices": outcome.indices,
-                    "total_frames": outcome.total_frames,
-                    "files": outcome.files,
-                }
-            )
-        result.videos.append(outcome)
-        if on_progress is not None:
-            on_progress(len(result.videos), len(targets))
+    try:
+        for outcome in thread_map(one, targets(), jobs):
+            if outcome.status == "written":
+                journal.append(
+                    {
+                        "video": outcome.path,
+                        "signature": _signature(Path(outcome.path), n, first, layout),
+                        "indices": outcome.indices,
+                        "total_frames": outcome.total_frames,
+                        "files": outcome.files,
+                    }
+                )
+            result.add(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+            if on_progress is not None:
+                on_progress(result.total, total)
+    finally:
+        journal.close()
+        claimed.close()
     result.elapsed_s = time.perf_counter() - start
     return result

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -99,38 +99,105 @@ class HarmfulAnnotation:
     annotation: Annotation
 
 
-def harmful_annotations(store: Store, *, config_hash: str | None = None) -> list[HarmfulAnnotation]:
-    """Return the harmful annotations of a store, ordered by sample path.
+def iter_harmful_annotations(store: Store, *, config_hash: str | None = None) -> Iterator[HarmfulAnnotation]:
+    """Yield the harmful annotations of a store, ordered by sample path, a page at a time.
 
     Args:
         store: The store.
         config_hash: Only annotations under this configuration (default: each sample's latest,
             as exports do).
     """
+    for ann_id, sample, ann in store.iter_annotation_rows(config_hash=config_hash):
+        if ann.verdict.harmful and ann.verdict.status.value in _HARMFUL:
+            yield HarmfulAnnotation(ann_id, sample, ann)
+
+
+def harmful_annotations(store: Store, *, config_hash: str | None = None) -> list[HarmfulAnnotation]:
+    """Return the harmful annotations of a store, ordered by sample path (`iter_harmful_annotations` as a list).
+
+    Args:
+        store: The store.
+        config_hash: Only annotations under this configuration (default: each sample's latest,
+            as exports do).
+    """
+    return list(iter_harmful_annotations(store, config_hash=config_hash))
+
+
+def _final(retry_unparsed: bool) -> list[str]:
+    return ["ok"] if retry_unparsed else ["ok", "unparsed"]
+
+
+def count_harmful(
+    store: Store,
+    *,
+    config_hash: str | None = None,
+    done: tuple[str, str, str] | None = None,
+    retry_unparsed: bool = False,
+) -> int:
+    """How many annotations `iter_harmful_annotations` yields, counted by SQL (nothing read per row).
+
+    Args:
+        store: The store.
+        config_hash: As for `iter_harmful_annotations`.
+        done: ``(method, taxonomy, version)``: count only those with a final categorisation
+            under it (as `done_ids` says).
+        retry_unparsed: With ``done``: an ``unparsed`` result is not final.
+    """
     marks = ",".join("?" * len(_HARMFUL))
-    rows = store.conn.execute(
-        f"SELECT id, sample_id, config_hash FROM annotations WHERE harmful = 1 AND status IN ({marks})",
-        _HARMFUL,
-    ).fetchall()
-    ids = {(str(r[1]), str(r[2])): int(r[0]) for r in rows}
-    out = []
-    for sample, ann in store.iter_annotations(config_hash=config_hash):
-        ann_id = ids.get((ann.sample_id, ann.config_hash))
-        if ann_id is not None and ann.verdict.harmful:
-            out.append(HarmfulAnnotation(ann_id, sample, ann))
-    return out
+    conds = ["s.removed_at IS NULL", "a.harmful = 1", f"a.status IN ({marks})"]
+    params: list[Any] = [*_HARMFUL]
+    if config_hash:
+        conds.append("a.config_hash = ?")
+        params.append(config_hash)
+    else:
+        conds.append("a.id = (SELECT MAX(a2.id) FROM annotations a2 WHERE a2.sample_id = a.sample_id)")
+    if done is not None:
+        statuses = _final(retry_unparsed)
+        conds.append(
+            "EXISTS (SELECT 1 FROM categorizations c WHERE c.annotation_id = a.id AND c.method = ? AND c.taxonomy = ? "
+            f"AND c.taxonomy_version = ? AND c.status IN ({','.join('?' * len(statuses))}))"
+        )
+        params += [*done, *statuses]
+    sql = f"SELECT COUNT(*) FROM samples s JOIN annotations a ON a.sample_id = s.id WHERE {' AND '.join(conds)}"
+    return int(store.conn.execute(sql, params).fetchone()[0])
 
 
-def done_ids(store: Store, method: str, taxonomy: str, version: str, *, retry_unparsed: bool = False) -> set[int]:
-    """Annotation ids that already have a final categorisation (``ok``, or ``unparsed`` unless retried)."""
-    statuses = ["ok"] if retry_unparsed else ["ok", "unparsed"]
+def done_ids(
+    store: Store,
+    method: str,
+    taxonomy: str,
+    version: str,
+    *,
+    retry_unparsed: bool = False,
+    among: Sequence[int] | None = None,
+) -> set[int]:
+    """Annotation ids that already have a final categorisation (``ok``, or ``unparsed`` unless retried).
+
+    Args:
+        store: The store.
+        method: The method.
+        taxonomy: Taxonomy name.
+        version: Taxonomy version.
+        retry_unparsed: An ``unparsed`` result is not final.
+        among: Only look at these annotation ids (a page of them: the answer stays small).
+    """
+    statuses = _final(retry_unparsed)
     marks = ",".join("?" * len(statuses))
-    rows = store.conn.execute(
+    sql = (
         "SELECT annotation_id FROM categorizations WHERE method = ? AND taxonomy = ? AND taxonomy_version = ? "
-        f"AND status IN ({marks})",
-        [method, taxonomy, version, *statuses],
-    ).fetchall()
-    return {int(r[0]) for r in rows}
+        f"AND status IN ({marks})"
+    )
+    params: list[Any] = [method, taxonomy, version, *statuses]
+    if among is None:
+        return {int(r[0]) for r in store.conn.execute(sql, params).fetchall()}
+    out: set[int] = set()
+    for start in range(0, len(among), 500):
+        chunk = list(among[start : start + 500])
+        rows = store.conn.execute(
+            f"{sql} AND annotation_id IN ({','.join('?' * len(chunk))})", [*params, *chunk]
+        ).fetchall()
+        out.update(int(r[0]) for r in rows)
+    return out
 
 
 def stored_digests(store: Store, method: str, taxonomy: str, version: str) -> set[str]:
@@ -279,14 +346,32 @@ def apply_to_verdicts(store: Store, method: str, taxonomy: str, version: str, co
         How many annotations were updated.
     """
     order = {c: i for i, c in enumerate(codes)}
-    found = load_categorizations(store, method=method, taxonomy=taxonomy, version=version, statuses=["ok"])
-    updates = []
-    for ann_id, cats in found.items():
-        names = [a.name for a in sorted(cats[0].assignments, key=lambda a: (order.get(a.code, len(order)), a.code))]
-        updates.append((json.dumps(names, ensure_ascii=False), ann_id))
-    with store._tx() as conn:
-        conn.executemany("UPDATE annotations SET categories_json = ? WHERE id = ?", updates)
-    return len(updates)
+    updated = 0
+    last = -1
+    with store._tx() as conn:  # a page of results at a time: nothing held per annotation
+        while True:
+            rows = conn.execute(
+                "SELECT id, annotation_id FROM categorizations WHERE method = ? AND taxonomy = ? "
+                "AND taxonomy_version = ? AND status = 'ok' AND id > ? ORDER BY id LIMIT 500",
+                (method, taxonomy, version, last),
+            ).fetchall()
+            if not rows:
+                break
+            last = int(rows[-1][0])
+            found: dict[int, list[tuple[str, str]]] = {int(r[0]): [] for r in rows}
+            for cid, code, name in conn.execute(
+                "SELECT categorization_id, code, name FROM category_assignments "
+                f"WHERE categorization_id IN ({','.join('?' * len(found))}) ORDER BY rowid",
+                list(found),
+            ):
+                found[int(cid)].append((str(code), str(name)))
+            updates = []
+            for cid, ann_id in rows:
+                pairs = sorted(found[int(cid)], key=lambda cn: (order.get(cn[0], len(order)), cn[0]))
+                updates.append((json.dumps([name for _, name in pairs], ensure_ascii=False), int(ann_id)))
+            conn.executemany("UPDATE annotations SET categories_json = ? WHERE id = ?", updates)
+            updated += len(updates)
+    return updated
 
 
 def status_counts(store: Store, method: str, taxonomy: str, version: str) -> dict[str, int]:

@@ -287,7 +287,14 @@ class AnnotationReads(abc.ABC):
     def iter_annotations(
         self, config_hash: str | None = None, run_id: str | None = None, *, page: int = _CHUNK
     ) -> Iterator[tuple[Sample, Annotation]]:
-        """Yield (sample, annotation) pairs ordered by sample path, reading the store a page at a time.
+        """Yield (sample, annotation) pairs ordered by sample path (`iter_annotation_rows` without the ids)."""
+        for one in self.iter_annotation_pages(config_hash, run_id, page=page):
+            yield from one.pairs()
+
+    def iter_annotation_rows(
+        self, config_hash: str | None = None, run_id: str | None = None, *, page: int = _CHUNK
+    ) -> Iterator[tuple[int, Sample, Annotation]]:
+        """Yield (annotation row id, sample, annotation) ordered by sample path, a page at a time.
 
         Removed samples are left out. Without a config hash, each sample yields only its latest
         annotation (among those of ``run_id`` when given). Pages are read by key (the last
@@ -301,7 +308,8 @@ class AnnotationReads(abc.ABC):
             page: Annotations read per query.
         """
         for one in self.iter_annotation_pages(config_hash, run_id, page=page):
-            yield from one.pairs()
+            for row, pair in zip(one.rows, one.pairs(), strict=True):
+                yield (int(row[ROW_ID]), *pair)
 
     def iter_annotation_pages(
         self,

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import abc
 import sqlite3
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
@@ -273,3 +274,88 @@ class ScratchSet:
     def close(self) -> None:
         """Drop the set and its file."""
         self._conn.close()
+
+
+class ScratchMap:
+    """A mapping of strings to strings in a private temporary SQLite file: flat memory at any size.
+
+    Keys keep the order they were first put in (putting a key again replaces its value in place,
+    as a dict does). SQLite deletes the file when the map is closed or collected. Used by long
+    runs for per-sample results they read back once the run is over (e.g. the predictions of
+    ``vhd bench``), instead of a dict of objects. Safe to use from several threads (one lock).
+
+    Example:
+        >>> m = ScratchMap()
+        >>> m.put("a", "1"), m.put("b", "2"), m.put("a", "3")
+        (None, None, '1')
+        >>> m.get("a"), len(m), list(m.items())
+        ('3', 2, [('a', '3'), ('b', '2')])
+        >>> m.close()
+
+    Args:
+        cache_kib: SQLite's page cache in KiB: what the map may hold in memory before it spills
+            to its file (default `SCRATCH_CACHE_KIB`).
+    """
+
+    def __init__(self, cache_kib: int = SCRATCH_CACHE_KIB) -> None:
+        self._conn = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode = OFF")
+        self._conn.execute("PRAGMA synchronous = OFF")
+        self._conn.execute(f"PRAGMA cache_size = -{max(64, int(cache_kib))}")
+        self._conn.execute("CREATE TABLE m (pos INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT NOT NULL)")
+        self._conn.execute("BEGIN")
+        self._lock = threading.Lock()
+        self._pending = 0
+        self.size = 0
+
+    def put(self, key: str, value: str) -> str | None:
+        """Set a key's value; returns the value it replaced (None when the key is new)."""
+        with self._lock:
+            return self._put(key, value)
+
+    def _put(self, key: str, value: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM m WHERE key = ?", (key,)).fetchone()
+        old = None if row is None else str(row[0])
+        if old is None:
+            self._conn.execute("INSERT INTO m (key, value) VALUES (?, ?)", (key, value))
+            self.size += 1
+        else:
+            self._conn.execute("UPDATE m SET value = ? WHERE key = ?", (value, key))
+        self._pending += 1
+        if self._pending >= 10_000:  # keep the open transaction (and SQLite's spill) small
+            self._conn.execute("COMMIT")
+            self._conn.execute("BEGIN")
+            self._pending = 0
+        return old
+
+    def get(self, key: str) -> str | None:
+        """A key's value, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM m WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM m WHERE key = ?", (str(key),)).fetchone() is not None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def items(self, page: int = 512) -> Iterator[tuple[str, str]]:
+        """Every ``(key, value)`` in first-put order, read a page at a time (safe to put while iterating)."""
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    "SELECT pos, key, value FROM m WHERE pos > ? ORDER BY pos LIMIT ?", (last, page)
+                ).fetchall()
+            if not rows:
+                return
+            for _pos, key, value in rows:
+                yield str(key), str(value)
+            last = int(rows[-1][0])
+
+    def close(self) -> None:
+        """Drop the map and its file."""
+        with self._lock:
+            self._conn.close()
