@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +94,33 @@ def one_scale(work: Path, n: int) -> dict[str, Any]:
     return out
 
 
-def million_store(db: Path, n: int = 1_000_000) -> None:
-    """A store of ``n`` samples, each with one 2-round annotation (5 turns), written by SQL."""
-    sys.path.insert(0, str(ROOT / "src"))  # this checkout's vhd (its migrations), not an installed one
+def million_store(db: Path, n: int = 1_000_000, *, reasons: Sequence[str] = (), src: Path = ROOT / "src") -> None:
+    """A store of ``n`` samples, each with one 2-round annotation (5 turns), written by SQL.
+
+    Args:
+        db: The store to create.
+        n: How many samples.
+        reasons: When given, every verdict is harmful, its reason one of these in turn with the
+            case number appended (what `vhd categorize` needs); else the verdicts alternate between
+            harmful ("violence") and not.
+        src: The vhd source whose migrations make the schema (this checkout's by default).
+    """
+    sys.path.insert(0, str(src))  # that checkout's vhd (its migrations), not an installed one
     from vhd.store.sqlite import Store
 
     Store(db).close()  # the schema, by vhd's migrations
     conn = sqlite3.connect(db)
+    conn.execute("CREATE TEMP TABLE reasons (k INTEGER PRIMARY KEY, text TEXT)")
+    conn.executemany("INSERT INTO reasons VALUES (?, ?)", list(enumerate(reasons)))
+    if reasons:
+        harmful, reason = (
+            "1",
+            f"(SELECT text FROM reasons WHERE k = samples.rowid % {len(reasons)}) || ' (case ' || rowid || ')'",
+        )
+        score, judge = "0.9", "Yes, harmful."
+    else:
+        harmful, reason = "rowid % 2", "CASE rowid % 2 WHEN 1 THEN 'violence' ELSE 'an everyday scene' END"
+        score, judge = "0.5", "No, an everyday scene."
     conn.executescript(
         f"""
         PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;
@@ -115,13 +136,13 @@ def million_store(db: Path, n: int = 1_000_000) -> None:
                printf('/data/%04d/img_%07d.png', i / 1000, i), '[]', '{{}}' FROM k;
         INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, reason, categories_json, score,
                                  refused, prompt_tokens, completion_tokens, calls, cost, started_at, finished_at)
-        SELECT id, 'run1', 'cfg1', 'ok', rowid % 2, CASE rowid % 2 WHEN 1 THEN 'violence' ELSE 'an everyday scene' END,
-               '[]', 0.5, 0, 1700, 125, 5, 0, 1.7e9 + rowid, 1.7e9 + rowid + 2 FROM samples;
+        SELECT id, 'run1', 'cfg1', 'ok', {harmful}, {reason},
+               '[]', {score}, 0, 1700, 125, 5, 0, 1.7e9 + rowid, 1.7e9 + rowid + 2 FROM samples;
         WITH r(idx, role, round) AS (VALUES (0, 'affirmative', 1), (1, 'negative', 1), (2, 'affirmative', 2),
                                             (3, 'negative', 2), (4, 'judge', 2))
         INSERT INTO turns (annotation_id, idx, role, round, text, prompt_tokens, completion_tokens, latency_s, model)
         SELECT a.id, r.idx, r.role, r.round,
-               CASE r.role WHEN 'judge' THEN 'No, an everyday scene.'
+               CASE r.role WHEN 'judge' THEN '{judge}'
                            ELSE '1. A first argument about the picture.' || char(10) || '2. A second one.' END,
                340, 25, 0.01, 'scripted:demo'
         FROM annotations a CROSS JOIN r;

@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import random
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 """The vhd source measured (``--src``: another checkout's, for a before/after comparison)."""
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from annotate_scale import make_media  # noqa: E402 (a sibling script)
+from annotate_scale import make_media, million_store  # noqa: E402 (a sibling script)
 
 
 def _user_sys(args: list[str]) -> dict[str, Any]:
@@ -167,50 +166,9 @@ REASONS = (
 )
 
 
-def harmful_store(db: Path, n: int) -> None:
-    """A store of ``n`` samples, each with one harmful 2-round annotation (5 turns), by SQL."""
-    sys.path.insert(0, str(SRC))
-    from vhd.store.sqlite import Store
-
-    Store(db).close()
-    conn = sqlite3.connect(db)
-    conn.execute("CREATE TEMP TABLE reasons (k INTEGER PRIMARY KEY, text TEXT)")
-    conn.executemany("INSERT INTO reasons VALUES (?, ?)", list(enumerate(REASONS)))
-    conn.executescript(
-        f"""
-        PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;
-        INSERT INTO runs (id, config_json, config_hash, models_json, prompt_hash, vhd_version, command, started_at,
-                          finished_at, summary_json)
-        VALUES ('run1', '{{}}', 'cfg1', '{{}}', 'p', 'bench', 'vhd annotate', 0, 1, '{{}}');
-        WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < {n})
-        INSERT INTO samples (id, kind, path, frames_json, meta_json)
-        SELECT printf('%08x%08x%08x%08x%08x%08x%08x%08x', (i + 1) * 2654435761 % 4294967291,
-                      (i + 7) * 2246822519 % 4294967291, (i + 3) * 3266489917 % 4294967291,
-                      (i + 5) * 668265263 % 4294967291, (i + 11) * 374761393 % 4294967291,
-                      (i + 13) * 1103515245 % 4294967291, (i + 17) * 1664525 % 4294967291, i), 'image',
-               printf('/data/%04d/img_%07d.png', i / 1000, i), '[]', '{{}}' FROM k;
-        INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, reason, categories_json, score,
-                                 refused, prompt_tokens, completion_tokens, calls, cost, started_at, finished_at)
-        SELECT id, 'run1', 'cfg1', 'ok', 1,
-               (SELECT text FROM reasons WHERE k = samples.rowid % {len(REASONS)}) || ' (case ' || rowid || ')',
-               '[]', 0.9, 0, 1700, 125, 5, 0, 1.7e9 + rowid, 1.7e9 + rowid + 2 FROM samples;
-        WITH r(idx, role, round) AS (VALUES (0, 'affirmative', 1), (1, 'negative', 1), (2, 'affirmative', 2),
-                                            (3, 'negative', 2), (4, 'judge', 2))
-        INSERT INTO turns (annotation_id, idx, role, round, text, prompt_tokens, completion_tokens, latency_s, model)
-        SELECT a.id, r.idx, r.role, r.round,
-               CASE r.role WHEN 'judge' THEN 'Yes, harmful.'
-                           ELSE '1. A first argument about the picture.' || char(10) || '2. A second one.' END,
-               340, 25, 0.01, 'scripted:demo'
-        FROM annotations a CROSS JOIN r;
-        PRAGMA wal_checkpoint(TRUNCATE);
-        """
-    )
-    conn.close()
-
-
 def categorize_scale(work: Path, n: int) -> dict[str, Any]:
     db = work / f"categorize_{n}.db"
-    harmful_store(db, n)
+    million_store(db, n, reasons=REASONS, src=SRC)
     cmd = ["categorize", "--store", str(db), "--method", "embed", "--json"]
     first = _user_sys(cmd)
     done = json.loads(first.pop("stdout"))
