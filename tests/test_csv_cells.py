@@ -216,7 +216,9 @@ def test_frames_report_escapes_paths(
     import vhd.curate.frames as frames
     from vhd.cli.main import main
 
-    def fake(*args: Any, **kwargs: Any) -> frames.FramesResult:
+    def fake(*args: Any, on_skip: Any = None, **kwargs: Any) -> frames.FramesResult:
+        # like the real one: every skip goes to the callback (the report), the result keeps a few
+        on_skip("=cmd.mp4", "@unsupported")
         return frames.FramesResult(skipped=[("=cmd.mp4", "@unsupported")])
 
     monkeypatch.setattr(frames, "extract_frames", fake)
