@@ -50,18 +50,20 @@ def make_media(folder: Path, n: int) -> None:
 
 
 def timed(args: list[str]) -> dict[str, Any]:
-    """Run ``python -m vhd ARGS`` under /usr/bin/time: wall seconds, peak RSS MB, exit status."""
+    """Run ``python -m vhd ARGS`` under /usr/bin/time: wall seconds, peak RSS MB, CPU seconds, exit status."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached after the first run
-    cmd = ["/usr/bin/time", "-f", "VHDTIME %e %M", sys.executable, "-m", "vhd", *args]
+    cmd = ["/usr/bin/time", "-f", "VHDTIME %e %M %U %S", sys.executable, "-m", "vhd", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-    match = re.search(r"VHDTIME ([\d.]+) (\d+)", proc.stderr)
+    match = re.search(r"VHDTIME ([\d.]+) (\d+) ([\d.]+) ([\d.]+)", proc.stderr)
     if match is None:
         raise SystemExit(f"{args[:2]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     code = proc.returncode
     if code not in (0, 1):
         raise SystemExit(f"{args[:2]} failed ({code}): {proc.stderr[-2000:]}")
-    return {"wall_s": float(match[1]), "peak_rss_mb": int(match[2]) / 1024, "code": code, "stdout": proc.stdout}
+    cpu = round(float(match[3]) + float(match[4]), 2)  # user + sys, waited-for children (workers) included
+    out = {"wall_s": float(match[1]), "peak_rss_mb": int(match[2]) / 1024, "cpu_s": cpu}
+    return {**out, "code": code, "stdout": proc.stdout}
 
 
 def one_scale(work: Path, n: int) -> dict[str, Any]:
