@@ -10,7 +10,7 @@ from vhd.curate.fingerprint import Job
 from vhd.fileio import display_path
 from vhd.store.sqlite import Store
 
-DISCOVERY_CACHE_KIB = 2 * 1024
+DISCOVERY_CACHE_KIB = 1024
 """Page cache of the on-disk set of paths met while walking the inputs (they come sorted)."""
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from vhd.errors import ConfigError
 
-SCRATCH_TABLE_CACHE_KIB = 4 * 1024
+SCRATCH_TABLE_CACHE_KIB = 1024
 """Page cache of a `ScratchTable` (KiB). Rows are appended in key order and read back in runs,
 so a small cache is enough."""
 
