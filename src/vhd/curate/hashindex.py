@@ -146,7 +146,7 @@ class HammingIndex(Generic[T]):
         return [(self._values[slot], distance) for slot, distance in found]
 
 
-PAIR_BATCH = 1 << 20
+PAIR_BATCH = 1 << 17
 """Candidate pairs `pairs_within` checks at once (its working memory is a few times this, in bytes x 8)."""
 
 _DENSE_BITS = 20
