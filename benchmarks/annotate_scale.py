@@ -51,7 +51,7 @@ def make_media(folder: Path, n: int) -> None:
 
 
 def timed(args: list[str]) -> dict[str, Any]:
-    """Run ``python -m vhd ARGS`` under /usr/bin/time: wall, user and system seconds, peak RSS MB, exit status."""
+    """Run ``python -m vhd ARGS`` under /usr/bin/time: wall, user, system and CPU seconds, peak RSS MB, exit status."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached after the first run
     cmd = ["/usr/bin/time", "-f", "VHDTIME %e %M %U %S", sys.executable, "-m", "vhd", *args]
@@ -62,10 +62,12 @@ def timed(args: list[str]) -> dict[str, Any]:
     code = proc.returncode
     if code not in (0, 1):
         raise SystemExit(f"{args[:2]} failed ({code}): {proc.stderr[-2000:]}")
+    user, system = float(match[3]), float(match[4])
     return {
         "wall_s": float(match[1]),
-        "user_s": float(match[3]),
-        "system_s": float(match[4]),
+        "user_s": user,
+        "system_s": system,
+        "cpu_s": round(user + system, 2),  # waited-for children (workers) included
         "peak_rss_mb": int(match[2]) / 1024,
         "code": code,
         "stdout": proc.stdout,

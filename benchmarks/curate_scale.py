@@ -11,7 +11,12 @@ Measured with /usr/bin/time in a fresh process per command (wall seconds, peak R
 - ``vhd dedup MEDIA --jobs 2 --json`` (every file decoded, pixel-hashed and pHashed in two
   worker processes, then linked). The worker processes' peaks are not in the main figure.
 
-Usage: python benchmarks/curate_scale.py [--scales 10000,100000] [--workdir DIR] [--out results.json]
+``--dedup-only`` runs only the last one (and keeps the media of ``--workdir`` for the next run).
+Each result has wall seconds, peak RSS of the main process, and user + sys CPU seconds (workers
+included).
+
+Usage: python benchmarks/curate_scale.py [--scales 10000,100000] [--workdir DIR] [--dedup-only]
+       [--out results.json]
 """
 
 from __future__ import annotations
@@ -46,11 +51,16 @@ def make_noise(folder: Path, n: int) -> None:
         os.utime(path, (then, then))
 
 
-def one_scale(work: Path, n: int) -> dict[str, Any]:
+def one_scale(work: Path, n: int, dedup_only: bool = False) -> dict[str, Any]:
     media, db = work / f"noise_{n}", work / f"curate_{n}.db"
     t0 = time.perf_counter()
-    make_noise(media, n)
+    if not (dedup_only and media.is_dir()):
+        make_noise(media, n)
     out: dict[str, Any] = {"files": n, "make_s": round(time.perf_counter() - t0, 1)}
+    if dedup_only:
+        dedup = timed(["dedup", str(media), "--jobs", "2", "--json", "--no-progress"])
+        counts = json.loads(dedup.pop("stdout"))
+        return {**out, "dedup": dedup, "dedup_counts": counts, "load": os.getloadavg()}
     ingest = ["ingest", str(media), "--store", str(db), "--source", "real", "--json", "--no-progress"]
     first = timed(ingest)
     summary = json.loads(first.pop("stdout"))
@@ -73,12 +83,13 @@ def main() -> None:
     ap.add_argument("--scales", default="10000,100000")
     ap.add_argument("--workdir", type=Path, help="where media and stores go (default: a temporary folder)")
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
+    ap.add_argument("--dedup-only", action="store_true", help="time only `vhd dedup` (media kept for reuse)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="vhd-curate-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     results = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs", "scales": []}
     for n in (int(s) for s in args.scales.split(",")):
-        results["scales"].append(one_scale(work, n))
+        results["scales"].append(one_scale(work, n, args.dedup_only))
         print(json.dumps(results["scales"][-1]), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=2))

@@ -225,7 +225,7 @@ def child(folder: Path, count: int, jobs: int) -> dict[str, Any]:
     start = time.perf_counter()
     stages: dict[str, float] = {}
 
-    def progress(stage: str, done: int, total: int) -> None:
+    def progress(done: int, total: int | None, stage: str = "") -> None:  # find_duplicates' progress callback
         stages[stage] = time.perf_counter() - start
 
     result = find_duplicates(files, threshold=10, keep="largest", jobs=jobs, on_progress=progress)

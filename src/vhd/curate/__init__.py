@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from vhd.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from vhd.curate.clusters import Member, cluster
+    from vhd.curate.clusters import cluster
     from vhd.curate.dedup import DedupResult, Leak, apply_marks, find_duplicates, find_leaks
     from vhd.curate.fingerprint import Fingerprint, fingerprint
     from vhd.curate.frames import FramesResult, VideoOutcome, extract_frames
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from vhd.curate.split import SplitResult, split_store, write_split_csv
 
 _EXPORTS = {
-    "Member": "vhd.curate.clusters",
+    "Member": "vhd.curate.members",
     "cluster": "vhd.curate.clusters",
     "DedupResult": "vhd.curate.dedup",
     "Leak": "vhd.curate.dedup",

@@ -19,6 +19,10 @@ JSON: ``{"threshold", "keep", "counts", "clusters": [{"id", "kept", "members": [
 "leaks": [...], "unreadable": [...], "files": [rows as in the CSV]}``, clusters listing only
 those of two files or more.
 
+Memory: fingerprints stream from the hashing workers into compact arrays and an on-disk scratch
+table (`vhd.curate.fptable`), so a run holds well under 100 bytes per file; `DedupResult.members`
+reads them back in batches, and the reports are written row by row.
+
 Example:
     >>> result = find_duplicates(["photos/"], threshold=10, keep="largest")  # doctest: +SKIP
     >>> result.write_report("clusters.csv")  # doctest: +SKIP
@@ -27,7 +31,7 @@ Example:
 from __future__ import annotations
 
 import csv
-import json
+import itertools
 import os
 import time
 from collections import Counter
@@ -36,11 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from vhd.curate.clusters import DEFAULT_THRESHOLD, Member, cluster
-from vhd.curate.fingerprint import Fingerprint, Job, fingerprint_many
+from vhd.curate.clusters import DEFAULT_THRESHOLD, check_settings, link
+from vhd.curate.dedup_jobs import jobs_from_paths, jobs_from_store
+from vhd.curate.fingerprint import Fingerprint, Job, iter_fingerprints
+from vhd.curate.fptable import FingerprintTable
+from vhd.curate.jsonstream import write_object
+from vhd.curate.members import ClusterView, Member
 from vhd.errors import ConfigError
 from vhd.execution import Executor, ExecutorOptions
-from vhd.fileio import atomic_write, display_path, escape_cell, open_regular
+from vhd.fileio import atomic_write, escape_cell, open_regular
 from vhd.progress import ProgressFn
 from vhd.store.sqlite import Store
 
@@ -67,7 +75,8 @@ class DedupResult:
     """What `find_duplicates` found.
 
     Attributes:
-        members: Every usable file with its cluster, grouped by cluster (kept file first).
+        members: Every usable file with its cluster, grouped by cluster (kept file first): from
+            `find_duplicates`, a `ClusterView` reading them back from a scratch file.
         unreadable: ``(path, reason)`` for files that could not be read or decoded.
         splits: File path to split, where known (from the store or a manifest).
         sample_ids: File path to sample id, for files whose sample is in the store.
@@ -77,7 +86,7 @@ class DedupResult:
         elapsed_s: Wall time.
     """
 
-    members: list[Member] = field(default_factory=list)
+    members: Sequence[Member] = field(default_factory=list)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     splits: dict[str, str] = field(default_factory=dict)
     sample_ids: dict[str, str] = field(default_factory=dict)
@@ -86,31 +95,43 @@ class DedupResult:
     keep: str = "largest"
     elapsed_s: float = 0.0
 
+    def grouped(self) -> Iterator[Member]:
+        """Members of clusters of two files or more, in order (singletons are skipped unread)."""
+        if isinstance(self.members, ClusterView):
+            return self.members.in_clusters()
+        return (m for m in self.members if m.size > 1)
+
     @property
     def duplicates(self) -> list[Member]:
         """Members that are not kept (the files a cleaned dataset would drop)."""
-        return [m for m in self.members if not m.kept]
+        return [m for m in self.grouped() if not m.kept]
 
     @property
     def clusters(self) -> dict[str, list[Member]]:
         """Clusters of two files or more, by id, kept file first."""
         out: dict[str, list[Member]] = {}
-        for m in self.members:
-            if m.size > 1:
-                out.setdefault(m.cluster, []).append(m)
+        for m in self.grouped():
+            out.setdefault(m.cluster, []).append(m)
         return out
 
     def counts(self) -> dict[str, int]:
         """Files, clusters, duplicates by match kind, unreadable files and leaks."""
-        matches = Counter(m.match for m in self.members)
-        return {
-            "files": len(self.members),
-            "clusters": len(self.clusters),
-            "exact": matches.get("exact", 0),
-            "near": matches.get("near", 0),
-            "unreadable": len(self.unreadable),
-            "leaks": len(self.leaks),
-        }
+        if isinstance(self.members, ClusterView):
+            found = self.members.counts()
+        else:
+            matches = Counter(m.match for m in self.members)
+            found = {
+                "files": len(self.members),
+                "clusters": len({m.cluster for m in self.members if m.size > 1}),
+                "exact": matches.get("exact", 0),
+                "near": matches.get("near", 0),
+            }
+        return {**found, "unreadable": len(self.unreadable), "leaks": len(self.leaks)}
+
+    def close(self) -> None:
+        """Drop the scratch file behind `members` (they can no longer be read)."""
+        if isinstance(self.members, ClusterView):
+            self.members.close()
 
     def split_of(self, member: Member) -> str | None:
         """The split of a member's file, when known."""
@@ -128,60 +149,6 @@ def is_store_file(path: str | os.PathLike[str]) -> bool:
             return fh.read(16) == _SQLITE_MAGIC
     except OSError:
         return False
-
-
-def _jobs_from_store(store: Store, settings: dict[str, int]) -> tuple[list[Job], dict[str, str], dict[str, str]]:
-    from vhd.store.curation import active_samples
-
-    jobs: list[Job] = []
-    splits: dict[str, str] = {}
-    ids: dict[str, str] = {}
-    for row in active_samples(store):
-        path = str(row["path"])
-        frame_folder = row["kind"] == "video" and os.path.isdir(path)
-        jobs.append(Job(len(jobs), path, str(row["kind"]), frame_folder, **settings))
-        ids[path] = str(row["id"])
-        if row["split"]:
-            splits[path] = str(row["split"])
-    return jobs, splits, ids
-
-
-def _jobs_from_paths(
-    inputs: Sequence[str | Path],
-    settings: dict[str, int],
-    frame_folders: bool,
-    result: DedupResult,
-    allow_outside_paths: bool = False,
-    store: Store | None = None,
-) -> Iterator[Job]:
-    """Discovery, streamed into jobs (paths met in an on-disk set).
-
-    Skipped inputs go to ``result.unreadable``, manifest splits to ``result.splits``.
-    """
-    from vhd.media.discover import Skipped, iter_discover
-    from vhd.store.label_rules import known_sample
-    from vhd.store.statindex import ScratchSet
-
-    order, seen = 0, ScratchSet()
-    try:
-        for found in iter_discover(
-            inputs,
-            frame_folders=frame_folders,
-            allow_outside_paths=allow_outside_paths,
-            known=lambda sample_id, path: known_sample(store, sample_id, path),
-            first_seen=seen.add,
-            record_new=seen.put_new,
-        ):
-            if isinstance(found, Skipped):
-                result.unreadable.append((display_path(found.path), found.reason))
-                continue
-            path = display_path(found.path)
-            if found.split:
-                result.splits[path] = found.split
-            yield Job(order, path, found.kind.value, found.is_frame_folder, **settings)
-            order += 1
-    finally:
-        seen.close()
 
 
 def find_duplicates(
@@ -234,20 +201,27 @@ def find_duplicates(
     paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     if not paths:
         raise ConfigError("nothing to check: give files, folders, manifests or a store")
+    check_settings(threshold, keep)
     settings = {"n_frames": n_frames, "first_frames": first_frames, "max_pixels": max_pixels}
     result = DedupResult(threshold=threshold, keep=keep)
     discovered = 0
     if len(paths) == 1 and is_store_file(paths[0]):
         with Store(paths[0]) as db:
-            job_list, result.splits, result.sample_ids = _jobs_from_store(db, settings)
+            job_list, result.splits, result.sample_ids = jobs_from_store(db, settings)
         jobs_in: Iterable[Job] = job_list
         discovered = len(job_list)
     else:
         from vhd.media.discover import check_inputs
 
         check_inputs([os.fspath(p) for p in paths])
-        jobs_in = _jobs_from_paths(
-            [os.fspath(p) for p in paths], settings, frame_folders, result, allow_outside_paths, store
+        jobs_in = jobs_from_paths(
+            [os.fspath(p) for p in paths],
+            settings,
+            frame_folders,
+            result.unreadable,
+            result.splits,
+            allow_outside_paths,
+            store,
         )
 
     workers = max(1, jobs if jobs else (os.cpu_count() or 1))
@@ -259,23 +233,29 @@ def find_duplicates(
     from vhd.execution import executor as find_executor
 
     runner = find_executor(executor, executor_options)
-    fps = fingerprint_many(jobs_in, workers, hashed, executor=None if runner.in_process else runner)
-    total = len(fps)
-    result.unreadable.extend((fp.path, fp.error) for fp in fps if fp.error is not None)
+    table = FingerprintTable()
+    try:
+        for fp in iter_fingerprints(jobs_in, workers, hashed, executor=None if runner.in_process else runner):
+            table.add(fp)
+        total = len(table) + len(table.errors)
+        result.unreadable.extend((path, error) for _, path, error in sorted(table.errors))
+
+        def linked(done: int) -> None:
+            if on_progress is not None:
+                on_progress(done, total, stage="link")
+
+        result.members = link(table, threshold=threshold, keep=keep, on_done=linked)
+    except BaseException:
+        table.close()
+        raise
     if store is not None:
-        _attach_store(result, store, fps)
-
-    def linked(done: int) -> None:
-        if on_progress is not None:
-            on_progress(done, total, stage="link")
-
-    result.members = cluster(fps, threshold=threshold, keep=keep, on_done=linked)
+        _attach_store(result, store, table.scan())
     result.leaks = find_leaks(result)
     result.elapsed_s = time.perf_counter() - start
     return result
 
 
-def _attach_store(result: DedupResult, store: Store, fps: Sequence[Fingerprint]) -> None:
+def _attach_store(result: DedupResult, store: Store, fps: Iterable[Fingerprint]) -> None:
     """Record which files are samples of the store, and their splits."""
     for fp in fps:
         if not fp.sha256 or fp.path in result.sample_ids:
@@ -311,7 +291,7 @@ def apply_marks(result: DedupResult, store: Store) -> tuple[int, int]:
     """
     from vhd.store.curation import DuplicateMark, mark_duplicates
 
-    _attach_store(result, store, [m.fp for m in result.members])
+    _attach_store(result, store, (m.fp for m in result.members))
     ids = result.sample_ids
     by_cluster: dict[str, dict[str, DuplicateMark]] = {}
     missing = 0
@@ -371,9 +351,13 @@ REPORT_COLUMNS = (
 
 def report_rows(result: DedupResult) -> list[dict[str, Any]]:
     """Return one row per file (clusters together, kept file first), then unreadable files."""
-    rows: list[dict[str, Any]] = []
+    return list(iter_report_rows(result))
+
+
+def iter_report_rows(result: DedupResult) -> Iterator[dict[str, Any]]:
+    """Yield the rows of `report_rows` one at a time."""
     for m in result.members:
-        rows.append(
+        yield (
             {
                 "path": m.fp.path,
                 "cluster": m.cluster,
@@ -391,41 +375,47 @@ def report_rows(result: DedupResult) -> list[dict[str, Any]]:
             }
         )
     for path, reason in result.unreadable:
-        rows.append({**dict.fromkeys(REPORT_COLUMNS, ""), "path": path, "error": reason})
-    return rows
+        yield {**dict.fromkeys(REPORT_COLUMNS, ""), "path": path, "error": reason}
 
 
-def _csv(rows: list[dict[str, Any]]) -> Any:
+def _csv(result: DedupResult) -> Any:
     def write(fh: IO[str]) -> None:
         writer = csv.DictWriter(fh, fieldnames=REPORT_COLUMNS, lineterminator="\n")
         writer.writeheader()
-        writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)  # paths, reasons
+        writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in iter_report_rows(result))
 
     return write
 
 
-def _json(result: DedupResult, rows: list[dict[str, Any]]) -> Any:
-    clusters = [
-        {
-            "id": cid,
-            "kept": members[0].fp.path,
-            "members": [{"path": m.fp.path, "match": m.match, "distance": m.distance} for m in members],
-        }
-        for cid, members in result.clusters.items()
-    ]
-    data = {
-        "threshold": result.threshold,
-        "keep": result.keep,
-        "counts": result.counts(),
-        "clusters": clusters,
-        "leaks": [{"cluster": leak.cluster, "splits": leak.splits, "paths": leak.paths} for leak in result.leaks],
-        "unreadable": [{"path": p, "reason": r} for p, r in result.unreadable],
-        "files": rows,
-    }
+def _clusters(result: DedupResult) -> Iterator[dict[str, Any]]:
+    """The report's clusters one at a time (the members of one cluster come together)."""
+    current: list[Member] = []
+    for m in itertools.chain(result.grouped(), [None]):
+        if current and (m is None or m.cluster != current[0].cluster or m.kept):
+            yield {
+                "id": current[0].cluster,
+                "kept": current[0].fp.path,
+                "members": [{"path": c.fp.path, "match": c.match, "distance": c.distance} for c in current],
+            }
+            current = []
+        if m is not None:
+            current.append(m)
 
+
+def _json(result: DedupResult) -> Any:
     def write(fh: IO[str]) -> None:
-        json.dump(data, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
+        write_object(
+            fh,
+            [
+                ("threshold", result.threshold),
+                ("keep", result.keep),
+                ("counts", result.counts()),
+                ("clusters", _clusters(result)),
+                ("leaks", [{"cluster": x.cluster, "splits": x.splits, "paths": x.paths} for x in result.leaks]),
+                ("unreadable", [{"path": p, "reason": r} for p, r in result.unreadable]),
+                ("files", iter_report_rows(result)),
+            ],
+        )
 
     return write
 
@@ -437,9 +427,8 @@ def write_dedup_report(result: DedupResult, path: Path) -> Path:
         ConfigError: Any other suffix.
     """
     suffix = path.suffix.lower()
-    rows = report_rows(result)
     if suffix == ".csv":
-        return atomic_write(path, _csv(rows))
+        return atomic_write(path, _csv(result))
     if suffix == ".json":
-        return atomic_write(path, _json(result, rows))
+        return atomic_write(path, _json(result))
     raise ConfigError(f"unknown report format {path.suffix or '(no suffix)'!r}: name the report .csv or .json")

@@ -10,7 +10,8 @@ vhd's image limits (the same checks as the annotator), turned upright in RGB, an
 
 A video is represented by its sampled frames (`vhd.media.video.read_frames`): one pixel hash
 over all of them and one pHash per frame. Nothing else is kept, so memory does not grow with
-the size of the files.
+the size of the files; `iter_fingerprints` streams them, so it need not grow with their number
+either (`vhd.curate.fptable` keeps them compactly).
 """
 
 from __future__ import annotations
@@ -255,8 +256,8 @@ def fingerprint_many(
 ) -> list[Fingerprint]:
     """Fingerprint files in ``workers`` processes (in this process when 1), in input order.
 
-    The jobs are read lazily (a generator streams: no list of jobs is held), so only the
-    fingerprints, which duplicate search compares, stay in memory.
+    The jobs are read lazily (a generator streams: no list of jobs is held); the fingerprints
+    are returned as a list (`iter_fingerprints` streams them instead).
 
     Args:
         jobs: The files, in order (``order`` counting from 0).
@@ -268,47 +269,76 @@ def fingerprint_many(
     Returns:
         One fingerprint per job, in order.
     """
+    found = list(iter_fingerprints(jobs, workers, on_done, executor=executor))
+    if executor is not None and not executor.in_process:
+        found.sort(key=lambda fp: fp.order)
+    return found
+
+
+def iter_fingerprints(
+    jobs: Iterable[Job], workers: int, on_done: Any = None, *, executor: Executor | None = None
+) -> Iterator[Fingerprint]:
+    """Fingerprint files as `fingerprint_many` does, yielding each fingerprint as it is ready.
+
+    Here they come in input order; on an executor in the order they finish (``order`` says
+    where each belongs). Nothing is kept once yielded.
+
+    Args:
+        jobs: The files (``order`` counting from 0).
+        workers: Worker processes.
+        on_done: Called with the number of files done so far, now and then.
+        executor: Fingerprint on this executor's workers instead.
+
+    Yields:
+        One fingerprint per job.
+
+    Raises:
+        MissingDependencyError: imagehash is missing here (or a worker), or PyAV before the first video.
+    """
     from vhd.errors import require
 
     require("imagehash", "dedup")  # fail here, once, rather than in every worker
     source = checked_jobs(jobs)
-    results: list[Fingerprint] = []
     if executor is not None and not executor.in_process:
-        return _on_executor(executor, source, workers, on_done)
+        yield from _on_executor(executor, source, workers, on_done)
+        return
     head = list(itertools.islice(source, 2 * workers))
+    done = 0
     if workers <= 1 or len(head) < 2 * workers:
         for job in itertools.chain(head, source):
-            results.append(fingerprint(job))
+            result = fingerprint(job)
+            done += 1
             if on_done is not None:
-                on_done(len(results))
-        return results
+                on_done(done)
+            yield result
+        return
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers) as pool:
         for result in pool.imap(fingerprint, itertools.chain(head, source), chunksize=16):
-            results.append(result)
-            if on_done is not None and len(results) % 64 == 0:
-                on_done(len(results))
+            done += 1
+            if on_done is not None and done % 64 == 0:
+                on_done(done)
+            yield result
     if on_done is not None:
-        on_done(len(results))
-    return results
+        on_done(done)
 
 
-def _on_executor(executor: Executor, jobs: Iterable[Job], workers: int, on_done: Any) -> list[Fingerprint]:
-    """`fingerprint_many` on an executor: results stream back in any order and are put in input order."""
+def _on_executor(executor: Executor, jobs: Iterable[Job], workers: int, on_done: Any) -> Iterator[Fingerprint]:
+    """`iter_fingerprints` on an executor: results stream back in the order they finish."""
     from vhd.execution import map_unordered
 
-    found: dict[int, Fingerprint] = {}
+    done = 0
     in_flight = max(2, workers) * max(1, executor.options.workers)
     for job, result in map_unordered(executor, FingerprintWork(), jobs, in_flight=in_flight):
         if isinstance(result, MissingDependencyError):
             raise result
         if isinstance(result, BaseException):  # a worker lost for good, or a bug: reported per file
             result = Fingerprint(order=job.order, path=job.path, kind=job.kind, error=str(result).splitlines()[0])
-        found[job.order] = result
-        if on_done is not None and len(found) % 64 == 0:
-            on_done(len(found))
+        done += 1
+        if on_done is not None and done % 64 == 0:
+            on_done(done)
+        yield result
     if on_done is not None:
-        on_done(len(found))
-    return [found[k] for k in sorted(found)]
+        on_done(done)

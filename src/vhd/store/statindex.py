@@ -220,6 +220,10 @@ class ScratchSet:
     SQLite deletes the file when the set is closed. Used by long runs for the keys they have
     seen (paths, sample ids) instead of a Python set.
 
+    Args:
+        cache_kib: Page cache in KiB (default `SCRATCH_CACHE_KIB`); keys added in sorted order
+            (paths of a folder walk) need little.
+
     Example:
         >>> seen = ScratchSet()
         >>> seen.add("a"), seen.add("a"), "a" in seen
@@ -227,11 +231,11 @@ class ScratchSet:
         >>> seen.close()
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cache_kib: int = SCRATCH_CACHE_KIB) -> None:
         self._conn = sqlite3.connect("", isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode = OFF")
         self._conn.execute("PRAGMA synchronous = OFF")
-        self._conn.execute(f"PRAGMA cache_size = -{SCRATCH_CACHE_KIB}")
+        self._conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
         self._conn.execute("CREATE TABLE seen (key TEXT PRIMARY KEY) WITHOUT ROWID")
         self._conn.execute("BEGIN")
         self._pending = 0
