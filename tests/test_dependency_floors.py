@@ -115,6 +115,12 @@ def test_metrics_and_blocklist_work_without_numpy_2_names(monkeypatch: pytest.Mo
     hit = blocks.match_pdq(near)
     assert hit is not None and hit.distance == 1
     assert blocks.match_pdq("54" * 32) is None  # every bit flipped
+    from vhd.curate.hashindex import pairs_within, popcount64
+
+    codes = numpy.array([0b1011, 0, 2**64 - 1, 0b1010], dtype=numpy.uint64)
+    assert popcount64(codes).tolist() == [3, 0, 64, 2]
+    found = {tuple(sorted(p)) for i, j in pairs_within(codes, 1) for p in zip(i.tolist(), j.tolist(), strict=True)}
+    assert found == {(0, 3)}
 
 
 if __name__ == "__main__":  # the names file, from the numpy installed

@@ -159,8 +159,9 @@ def popcount64(values: NDArray[np.uint64]) -> NDArray[np.uint8]:
     """Return the number of set bits of each 64-bit value (``np.bitwise_count`` where numpy has it)."""
     import numpy as np
 
-    if hasattr(np, "bitwise_count"):
-        counted: NDArray[np.uint8] = np.asarray(np.bitwise_count(values), dtype=np.uint8)
+    native = getattr(np, "bitwise_count", None)  # numpy >= 2.0; the declared floor is 1.24
+    if native is not None:
+        counted: NDArray[np.uint8] = np.asarray(native(values), dtype=np.uint8)
         return counted
     return popcount64_by_bytes(values)
 
