@@ -73,3 +73,19 @@ def served_llava(tiny_llava_dir: Path, tmp_path_factory: pytest.TempPathFactory)
 
     with serve(tiny_llava_dir, tmp_path_factory.mktemp("hf_home")) as served:
         yield served
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every file the id step of `vhd annotate` reads (the stat index decides which)."""
+    import vhd.media.ids as ids_mod
+
+    seen: list[str] = []
+    real = ids_mod.sha256_file
+
+    def counting(path: str | os.PathLike[str]) -> str:
+        seen.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(ids_mod, "sha256_file", counting)
+    return seen

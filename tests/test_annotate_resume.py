@@ -25,25 +25,13 @@ from PIL import Image
 import vhd
 import vhd.annotate.feeder as feeder_mod
 import vhd.media.ids as ids_mod
+from tests.test_annotate_scale import make_images
 from vhd.annotate.summary import RunSummary
 from vhd.fileio import file_stat
 from vhd.records import Annotation, Kind, Sample, Status, Verdict
 from vhd.store.migrations import backup_store
 from vhd.store.sqlite import Store
 from vhd.store.statindex import KnownFiles, ScratchSet, StatIndex
-
-
-def make_images(folder: Path, n: int, start: int = 0) -> list[Path]:
-    """``n`` byte-distinct tiny PNGs named ``img_<i>.png``, dated a minute back (older than the racy window)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    then = time.time() - 60
-    for i in range(start, start + n):
-        p = folder / f"img_{i:04d}.png"
-        Image.new("RGB", (8, 8), (i % 256, (i // 256) % 256, 9)).save(p)
-        os.utime(p, (then, then))
-        paths.append(p)
-    return paths
 
 
 def copy_of(src: Path, dest: Path) -> Path:
@@ -53,20 +41,6 @@ def copy_of(src: Path, dest: Path) -> Path:
     then = time.time() - 60
     os.utime(dest, (then, then))
     return dest
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every file the id step reads."""
-    seen: list[str] = []
-    real = ids_mod.sha256_file
-
-    def counting(path: str | os.PathLike[str]) -> str:
-        seen.append(os.fspath(path))
-        return real(path)
-
-    monkeypatch.setattr(ids_mod, "sha256_file", counting)
-    return seen
 
 
 @pytest.fixture

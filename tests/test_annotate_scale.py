@@ -21,18 +21,20 @@ from PIL import Image
 import vhd
 import vhd.annotate.feeder as feeder_mod
 import vhd.backends.scripted as scripted_mod
-import vhd.media.ids as ids_mod
 from vhd.annotate.summary import RunSummary
 from vhd.errors import MediaError
 from vhd.records import Kind, MediaItem
 from vhd.store.sqlite import Store
 
 
-def make_images(folder: Path, n: int, *, past: bool = True) -> list[Path]:
-    """``n`` byte-distinct tiny PNGs; ``past`` dates them a minute back (older than the racy window)."""
+def make_images(folder: Path, n: int, *, start: int = 0, past: bool = True) -> list[Path]:
+    """``n`` byte-distinct tiny PNGs ``img_<i>.png`` from ``start``; ``past`` dates them a minute back.
+
+    A minute back is older than the racy window of the stat index.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for i in range(n):
+    for i in range(start, start + n):
         p = folder / f"img_{i:04d}.png"
         Image.new("RGB", (8, 8), (i % 256, (i // 256) % 256, 7)).save(p)
         if past:
@@ -40,20 +42,6 @@ def make_images(folder: Path, n: int, *, past: bool = True) -> list[Path]:
             os.utime(p, (then, then))
         paths.append(p)
     return paths
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every file the id step reads (the stat index decides which)."""
-    seen: list[str] = []
-    real = ids_mod.sha256_file
-
-    def counting(path: str | os.PathLike[str]) -> str:
-        seen.append(os.fspath(path))
-        return real(path)
-
-    monkeypatch.setattr(ids_mod, "sha256_file", counting)
-    return seen
 
 
 def run(folder: Path, db: Path, **kw: Any) -> RunSummary:
