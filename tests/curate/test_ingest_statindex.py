@@ -6,24 +6,19 @@ import os
 import time
 from pathlib import Path
 
-import pytest
 from PIL import Image
 
-import vhd.media.ids as ids_mod
 from vhd.curate.ingest import ingest
 from vhd.store.sqlite import Store
 
 
-def test_ingest_again_reads_only_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ingest_again_reads_only_what_changed(tmp_path: Path, reads: list[str]) -> None:
     folder = tmp_path / "m"
     folder.mkdir()
     then = time.time() - 60
     for i in range(4):
         Image.new("RGB", (8, 8), (i, 9, 9)).save(folder / f"p{i}.png")
         os.utime(folder / f"p{i}.png", (then, then))
-    reads: list[str] = []
-    real = ids_mod.sha256_file
-    monkeypatch.setattr(ids_mod, "sha256_file", lambda p: reads.append(os.fspath(p)) or real(p))
     with Store(tmp_path / "s.db") as store:
         assert len(ingest([folder], store).added) == 4 and len(reads) == 4
         reads.clear()
