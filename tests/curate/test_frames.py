@@ -156,3 +156,23 @@ def test_streamed_json_is_what_json_dumps_writes() -> None:
         out = io.StringIO()
         _write_json(out, rows)
         assert out.getvalue() == json.dumps(rows, indent=2)
+
+
+def test_progress_total_walks_the_inputs_once_more_only_when_asked(
+    tmp_path: Path, videos: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import vhd.curate.frames as frames_mod
+
+    walks: list[int] = []
+    real = frames_mod._found
+    monkeypatch.setattr(frames_mod, "_found", lambda inputs: (walks.append(1), real(inputs))[1])
+    calls: list[tuple[int, int | None]] = []
+    extract_frames(videos, tmp_path / "a", on_progress=lambda done, total, **_: calls.append((done, total)))
+    assert len(walks) == 2  # one to count for the bar, one to do the work
+    assert calls and all(total == 5 for _, total in calls) and calls[-1][0] == 5  # every video file, audio-only too
+    walks.clear()
+    extract_frames(videos, tmp_path / "b")
+    assert len(walks) == 1
+    with pytest.raises(ConfigError, match="nope"):  # a missing input fails before any work, bar or not
+        extract_frames([videos, tmp_path / "nope"], tmp_path / "c")
+    assert not (tmp_path / "c" / JOURNAL).exists()

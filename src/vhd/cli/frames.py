@@ -136,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
             failed.append((v.path, v.reason))
 
     try:
-        with bar("frames", not (args.no_progress or args.json)) as on_progress:
+        drawn = not (args.no_progress or args.json) and sys.stderr.isatty()  # else no counting walk for a bar
+        with bar("frames", drawn) as on_progress:
             result = extract_frames(
                 args.inputs,
                 args.out,
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 layout=args.layout,
                 jobs=args.jobs,
                 strategy="decode" if args.decode_all else "auto",
-                on_progress=on_progress,
+                on_progress=on_progress if drawn else None,
                 on_outcome=outcome,
                 on_skip=rows.skip,
             )

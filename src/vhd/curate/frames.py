@@ -14,8 +14,8 @@ a journal (``OUT/.vhd-frames.jsonl``) records each finished video with its size,
 time and settings: a re-run skips what is done and redoes only what is missing or changed, and
 a killed run leaves no partial frame set under a final name.
 
-Memory does not grow with the number of videos: discovery is streamed (a first walk counts the
-videos for the progress bar, a second feeds the work), the journal, the names claimed and the
+Memory does not grow with the number of videos: discovery is streamed (with ``on_progress``, a first walk
+counts the videos for the total, a second feeds the work), the journal, the names claimed and the
 paths met are kept in temporary files (`vhd.store.statindex`), and `FramesResult` keeps counts
 and the first `KEEP_EXAMPLES` outcomes; every outcome goes to ``on_outcome`` as it is made.
 """
@@ -136,11 +136,10 @@ def _found(inputs: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[Path, Any
 
 
 def _count_videos(inputs: Sequence[str | os.PathLike[str]]) -> int:
-    """How many videos the inputs hold (a walk without reading; raises for a missing input)."""
-    from vhd.media.discover import Skipped, check_inputs
+    """How many videos the inputs hold (a walk without reading)."""
+    from vhd.media.discover import Skipped
     from vhd.records import Kind
 
-    check_inputs([os.fspath(p) for p in inputs])
     return sum(1 for _, f in _found(inputs) if not isinstance(f, Skipped) and f.kind is Kind.VIDEO)
 
 
@@ -255,7 +254,10 @@ def extract_frames(
         raise ConfigError(f"cannot create output folder {out_dir}: {exc.strerror}") from exc
     paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     result = FramesResult()
-    total = _count_videos(paths)
+    from vhd.media.discover import check_inputs
+
+    check_inputs([os.fspath(p) for p in paths])  # a missing input fails before any work
+    total = 0 if on_progress is None else _count_videos(paths)  # a second walk only for a progress bar
     journal = _Journal(out_dir)
     from vhd.media.discover import Skipped
     from vhd.records import Kind
