@@ -165,6 +165,13 @@ def test_takedown_drops_the_cached_previews(shapes_copy: Path, client_for: Any) 
     page = client.get(f"/sample/{sid}/remove")
     client.post(f"/sample/{sid}/remove", data={"csrf": csrf_of(page.text), "confirm": "yes"})
     assert not kept.exists() and client.get(f"/thumb/{sid}").status_code == 404
+    other = sample_ids(client.get("/").text)[0]
+    assert client.get(f"/thumb/{other}").status_code == 200
+    from vhd.cli.main import main
+
+    assert main(["remove", other, "--store", str(shapes_copy), "--reason", "test"]) == 0  # outside the app
+    client_for(settings)  # the next start of the app drops its previews
+    assert not (Path(str(settings.preview_cache)) / other[:2] / other).exists()
 
 
 def test_control_and_bidi_characters_in_model_text_are_shown_visibly(tmp_path: Path, demo_media: Path) -> None:

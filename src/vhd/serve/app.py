@@ -60,10 +60,13 @@ def create_app(settings: ServeSettings, *, on_event: Any = None) -> Starlette:
     from vhd.serve.security import Guard
     from vhd.serve.thumbs import PreviewCache
     from vhd.serve.web import State, make_env
+    from vhd.store.curation import removals
     from vhd.store.sqlite import open_store
 
     store = open_store(settings.store)
     previews = PreviewCache(settings.preview_cache, memory=settings.preview_memory_mb * 2**20)
+    for removal in removals(store):  # taken down since the last run (`vhd remove`): no cached copy stays
+        previews.forget(removal.sample_id)
     st = State(settings=settings, store=store, env=make_env(), previews=previews)
     if settings.queue is not None:
         queue = read_queue(settings.queue)
