@@ -179,9 +179,6 @@ async def sample_page(request: Request) -> Response:
         "sample.html",
         sample=sample,
         thumbs=[thumb_url(sample_id, k, lk, key) for k in range(_frames(sample.kind.value, len(sample.frames)))],
-        hidden_thumbs=[
-            thumb_url(sample_id, k, look(request)) for k in range(_frames(sample.kind.value, len(sample.frames)))
-        ],
         clip_url=f"/clip/{sample_id}?clear={key}" if reveal and playable(sample) else None,
         reveal=reveal,
         reveal_for=seconds,
