@@ -2,15 +2,16 @@
 
 Data (built once, cached at ``--data``, default /tmp/vhd-bench-serve-memory): ``--images`` PNGs of
 8000x8000 pixels (default 32), each a few flat shapes drawn on a plain background, so the files
-are small on disk (about 0.2 MB each) but decode to 192 MB of pixels each; all are inside the
-64-megapixel limit. They are ingested into a store with ``vhd ingest``.
+are small on disk (about 0.2 MB each) but decode to 256 MB each (Pillow keeps RGB in 4 bytes a
+pixel); all are inside the 64-megapixel limit. They are ingested into a store with ``vhd ingest``.
 
 Measured: ``vhd serve`` runs as a subprocess; ``--clients`` threads (default 32) ask for
-``--requests`` previews in all (default 128: each image four times), each client its share one
-after the other, as a gallery page opened by several reviewers would. Two rounds: cold (an empty
-preview cache) and warm (the previews made by the first round). Reported: the server's peak
-resident memory (sampled every 20 ms from /proc, and the kernel's high-water mark VmHWM), its
-resident memory two seconds after the burst, and the p50/p99/max latency of each round.
+``--requests`` previews in all (default 128: each image four times), each client a different run
+of four images one after the other, as gallery pages opened by several reviewers at once would.
+Two rounds: cold (an empty preview cache) and warm (the previews made by the first round).
+Reported: the server's peak resident memory (sampled every 20 ms from /proc, and the kernel's
+high-water mark VmHWM), its resident memory two seconds after the burst, and the p50/p99/max
+latency of each round.
 
 Safety: the server is stopped as soon as its resident memory passes ``--kill-above`` (default
 3 GiB), so an unbounded build does not take a shared machine down; the run then reports the
@@ -124,8 +125,8 @@ class Watch(threading.Thread):
 
 def burst(url: str, ids: list[str], clients: int, requests: int) -> tuple[list[float], int]:
     """``requests`` GETs of ``/thumb/<id>`` from ``clients`` threads; latencies (s) and failures."""
-    plan = [ids[k % len(ids)] for k in range(requests)]
-    shares = [plan[c::clients] for c in range(clients)]
+    per = max(1, requests // clients)  # client c asks for images c*per ... c*per + per - 1 (wrapping)
+    shares = [[ids[(c * per + k) % len(ids)] for k in range(per)] for c in range(clients)]
     times: list[float] = []
     failures = [0]
     lock = threading.Lock()
@@ -163,7 +164,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--requests", type=int, default=128)
     ap.add_argument("--kill-above", type=float, default=3.0, metavar="GIB")
-    ap.add_argument("--preview-memory", type=int, default=512, metavar="MIB")
+    ap.add_argument("--preview-memory", type=int, default=768, metavar="MIB")
     ap.add_argument("--old", action="store_true", help="the checkout has no --preview-cache/--preview-memory")
     args = ap.parse_args()
 

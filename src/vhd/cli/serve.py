@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from vhd.fileio import printable
+from vhd.serve.settings import DEFAULT_PREVIEW_MEMORY_MB
 
 EXAMPLES = """examples:
   vhd serve run.db
@@ -53,9 +54,9 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument(
         "--preview-memory",
         type=int,
-        default=512,
+        default=DEFAULT_PREVIEW_MEMORY_MB,
         metavar="MIB",
-        help="memory budget of image decodes for previews; more large images at once wait (default 512)",
+        help="memory budget of image decodes for previews; more large images at once wait (default 768)",
     )
     p.set_defaults(handler=run)
 

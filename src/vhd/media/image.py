@@ -419,16 +419,17 @@ def _jpeg_scale(size: tuple[int, int], max_side: int) -> int:
 def decode_cost(img: Image.Image, max_side: int) -> int:
     """Bytes that `open_image_reduced` needs to decode an image opened lazily (header read only).
 
-    A JPEG is counted at the size its decoder scales down to; any other format at full size, plus
+    A JPEG is counted at the size its decoder scales down to; any other format at full size
+    (Pillow keeps 4 bytes a pixel for every mode but the 8-bit and 16-bit single-band ones), plus
     a converted copy when its mode cannot be reduced directly (palette, bilevel).
     """
     width, height = img.size
     if img.format in ("JPEG", "MPO"):
         scale = _jpeg_scale(img.size, max_side)
         width, height = math.ceil(width / scale), math.ceil(height / scale)
-    bands = len(img.getbands())
+    per_pixel = 1 if img.mode in ("1", "L", "P") else 2 if img.mode.startswith("I;16") else 4
     extra = 0 if img.mode in _REDUCIBLE else 4
-    return width * height * (bands + extra) + 2**20
+    return width * height * (per_pixel + extra) + 2**20
 
 
 def open_image_reduced(data: bytes, max_side: int, limits: ImageLimits | None = None) -> Image.Image:

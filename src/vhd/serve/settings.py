@@ -21,8 +21,8 @@ DEFAULT_HOST = "127.0.0.1"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 """Hosts that only this machine reaches: the app may run on them without a token."""
 
-DEFAULT_PREVIEW_MEMORY_MB = 512
-"""Default memory budget of the preview decodes (two 8000x8000 RGB images at once)."""
+DEFAULT_PREVIEW_MEMORY_MB = 768
+"""Default memory budget of the preview decodes (two 8000x8000 RGB images at once: 256 MiB each)."""
 
 _REVIEWER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
