@@ -405,7 +405,7 @@ _TRANSPOSE: Final = {
     7: Image.Transpose.TRANSVERSE,
     8: Image.Transpose.ROTATE_90,
 }
-_REDUCIBLE: Final = frozenset({"L", "LA", "RGB", "RGBA", "RGBa", "La", "CMYK", "I", "F", "I;16"})
+_REDUCIBLE: Final = frozenset({"L", "LA", "La", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "I", "F"})
 
 
 def _jpeg_scale(size: tuple[int, int], max_side: int) -> int:
