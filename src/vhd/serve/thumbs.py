@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import io
 import os
 import shutil
@@ -274,9 +273,8 @@ def _cost(sample: Sample) -> int:
     if sample.kind is not Kind.IMAGE:
         return VIDEO_COST
     try:
-        with path.open("rb") as fh:
-            img = open_untrusted(fh.read())
-        return decode_cost(img, CLEAR_SIDE)
+        with open_untrusted(path) as img:  # the header only
+            return decode_cost(img, CLEAR_SIDE)
     except (OSError, MediaError):
         return 2**20  # the decode itself will say what is wrong
 
@@ -284,10 +282,11 @@ def _cost(sample: Sample) -> int:
 class PreviewCache:
     """Previews made once and kept: on disk (when ``folder`` is given) and the newest few in memory.
 
-    A preview's file is ``<folder>/<id[:2]>/<id>/<frame>-<look>.jpg``; the clear view of each frame
-    (``<frame>-clear.jpg``) is the base the other looks are drawn from, so the original media is
-    decoded once per sample, under the memory budget. Files are written atomically; two requests
-    for the same sample at once decode it once.
+    A preview's file is ``<folder>/<id[:2]>/<id>/<frame>-<look>-v<VERSION>.jpg`` (the id is the
+    media's SHA-256); the clear view of each frame (``<frame>-clear-v<VERSION>.jpg``) is the base
+    the other looks are drawn from, so the original media is decoded once per sample, under the
+    memory budget. Files are written atomically; two requests for the same sample at once decode
+    it once.
 
     Args:
         folder: Where previews are kept (created when needed); None: memory only.
@@ -310,8 +309,7 @@ class PreviewCache:
     def _file(self, sample_id: str, frame: int, look: Look) -> Path | None:
         if self.folder is None:
             return None
-        digest = hashlib.sha256(f"{sample_id}:{frame}:{look.key}:{VERSION}".encode()).hexdigest()[:16]
-        return self.folder / sample_id[:2] / sample_id / f"{frame}-{look.key}-{digest}.jpg"
+        return self.folder / sample_id[:2] / sample_id / f"{frame}-{look.key}-v{VERSION}.jpg"
 
     def _remember(self, sample_id: str, frame: int, look: Look, data: bytes) -> None:
         with self._lock:
