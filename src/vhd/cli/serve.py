@@ -11,10 +11,9 @@ from vhd.serve.settings import DEFAULT_PREVIEW_MEMORY_MB
 
 EXAMPLES = """examples:
   vhd serve run.db
-  vhd serve run.db --port 9000 --labelled-set review --reviewer alice
+  vhd serve run.db --port 9000 --labelled-set review --reviewer alice --preview-memory 1024
   vhd serve run.db --queue review.csv --reviews-per-sample 2
   vhd serve run.db --host 0.0.0.0 --auth-token-env VHD_SERVE_TOKEN
-  vhd serve run.db --preview-cache /fast/disk/previews --preview-memory 1024
 """
 
 
