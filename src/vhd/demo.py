@@ -194,3 +194,96 @@ def write_examples(out_dir: str | Path) -> list[Path]:
     except OSError as exc:
         raise MediaError(f"cannot write examples to {folder} ({exc.strerror})") from exc
     return written
+
+
+def _shape_canvas(size: tuple[int, int] = (512, 512)) -> tuple[Any, Any]:
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", size, (255, 255, 255))
+    return image, ImageDraw.Draw(image)
+
+
+def _figure_silhouette() -> Any:
+    """A standing figure in black on white (head, body, arms, legs): shape is all it has."""
+    image, draw = _shape_canvas()
+    draw.ellipse([226, 40, 286, 100], fill=(0, 0, 0))
+    draw.rounded_rectangle([206, 110, 306, 290], radius=20, fill=(0, 0, 0))
+    draw.line([(210, 125), (130, 250)], fill=(0, 0, 0), width=26)
+    draw.line([(302, 125), (382, 250)], fill=(0, 0, 0), width=26)
+    draw.line([(230, 285), (200, 470)], fill=(0, 0, 0), width=34)
+    draw.line([(282, 285), (312, 470)], fill=(0, 0, 0), width=34)
+    return image
+
+
+def _hand_silhouette() -> Any:
+    """An open hand in black on white: five fingers and a palm."""
+    image, draw = _shape_canvas()
+    draw.ellipse([150, 240, 370, 470], fill=(0, 0, 0))
+    for k, (x, top) in enumerate(((165, 170), (215, 70), (265, 50), (315, 80), (355, 150))):
+        width = 44 if k else 50
+        draw.rounded_rectangle([x - width // 2, top, x + width // 2, 330], radius=width // 2, fill=(0, 0, 0))
+    return image
+
+
+def _line_art() -> Any:
+    """Text and line drawing in black on white: thin strokes, the hardest case for a blur."""
+    from PIL import ImageFont
+
+    image, draw = _shape_canvas()
+    font = ImageFont.load_default(size=64)
+    draw.text((40, 40), "WARNING", fill=(0, 0, 0), font=font)
+    draw.text((40, 130), "line art", fill=(0, 0, 0), font=font)
+    for k in range(8):
+        draw.line([(40 + 55 * k, 260), (90 + 55 * k, 470)], fill=(0, 0, 0), width=4)
+    draw.rectangle([30, 240, 480, 490], outline=(0, 0, 0), width=6)
+    return image
+
+
+def _checkers() -> Any:
+    """A black and white checkerboard of large squares: the strongest edges a picture can have."""
+    image, draw = _shape_canvas()
+    for y in range(0, 512, 64):
+        for x in range(0, 512, 64):
+            if (x + y) // 64 % 2:
+                draw.rectangle([x, y, x + 63, y + 63], fill=(0, 0, 0))
+    return image
+
+
+def write_shape_examples(out_dir: str | Path) -> list[Path]:
+    """Write high-contrast silhouettes and line art: the hard cases for a preview that should hide shape.
+
+    scikit-image's horse (a dark shape on white) and four drawings made by code: a standing
+    figure, an open hand, text with line art, and a checkerboard. All are benign PNGs.
+
+    Args:
+        out_dir: Folder to write into (created if needed).
+
+    Returns:
+        The written files.
+
+    Raises:
+        MissingDependencyError: scikit-image (extra ``examples``) is not installed.
+        MediaError: The files cannot be written.
+    """
+    from PIL import Image
+
+    skdata = skimage_data()
+    horse = Image.fromarray(skdata.horse().astype("uint8") * 255).convert("RGB")
+    drawings = {
+        "horse.png": horse,
+        "figure_silhouette.png": _figure_silhouette(),
+        "hand_silhouette.png": _hand_silhouette(),
+        "line_art.png": _line_art(),
+        "checkers.png": _checkers(),
+    }
+    folder = Path(out_dir)
+    written = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, image in drawings.items():
+            buf = io.BytesIO()
+            image.save(buf, format="PNG")
+            written.append(atomic_write(folder / name, buf.getvalue()))
+    except OSError as exc:
+        raise MediaError(f"cannot write examples to {folder} ({exc.strerror})") from exc
+    return written

@@ -49,3 +49,24 @@ def test_examples_need_their_extras(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     with pytest.raises(MissingDependencyError, match=r"vhd\[video\]"):
         write_examples(tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_write_shape_examples_are_high_contrast_drawings(tmp_path: Path) -> None:
+    from vhd.demo import write_shape_examples
+    from vhd.media.image import open_image
+
+    paths = write_shape_examples(tmp_path / "shapes")
+    assert {p.name for p in paths} == {
+        "horse.png",
+        "figure_silhouette.png",
+        "hand_silhouette.png",
+        "line_art.png",
+        "checkers.png",
+    }
+    for path in paths:
+        colours = open_image(path).convert("L").getcolors(256) or []
+        dark = sum(n for n, v in colours if v < 64)
+        light = sum(n for n, v in colours if v > 192)
+        assert dark > 0 and light > 0 and dark + light > 0.95 * sum(n for n, _ in colours), path.name
+    horse = open_image(tmp_path / "shapes" / "horse.png").convert("L")
+    assert horse.getpixel((0, 0)) > 192  # a dark horse on white, as skimage draws it

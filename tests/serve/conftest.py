@@ -97,3 +97,23 @@ def client_for() -> Iterator[object]:
     yield build
     for client in made:
         client.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def shapes_store(demo_media: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example media plus high-contrast silhouettes and line art, annotated: the wellness test set."""
+    from vhd.demo import write_shape_examples
+
+    root = tmp_path_factory.mktemp("serve-shapes")
+    write_shape_examples(root / "shapes")
+    db = root / "run.db"
+    for target in (str(demo_media / "manifest.csv"), str(root / "shapes")):
+        assert main(["annotate", target, "--model", "scripted:demo", "--store", str(db), "--no-progress"]) == 0
+    return db
+
+
+@pytest.fixture
+def shapes_copy(shapes_store: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "shapes.db"
+    backup_store(shapes_store, target)
+    return target

@@ -20,7 +20,7 @@ need_module("starlette", "pip install 'vhd[serve]'")
 need_module("jinja2", "pip install 'vhd[serve]'")
 
 from vhd.serve import ServeSettings  # noqa: E402
-from vhd.serve.thumbs import edge_energy, sample_frames  # noqa: E402
+from vhd.serve.thumbs import MAX_EDGE_RATIO, edge_energy, sample_frames  # noqa: E402
 
 HTML = {"accept": "text/html"}
 
@@ -53,7 +53,7 @@ def test_gallery_is_the_root_with_root_relative_previews_and_links(store_copy: P
     assert client.get("/static/app.js").status_code == 200
 
 
-def test_every_preview_leaving_the_server_is_blurred(store_copy: Path, client_for: Any) -> None:
+def test_every_preview_leaving_the_server_hides_shape(store_copy: Path, client_for: Any) -> None:
     from PIL import Image
 
     client = client_for(_settings(store_copy))
@@ -65,14 +65,14 @@ def test_every_preview_leaving_the_server_is_blurred(store_copy: Path, client_fo
         originals = sample_frames(sample)
         assert len(originals) == (5 if sample.kind is Kind.VIDEO else 1)
         for k, original in enumerate(originals):
-            for query in ("", "&blur=2", "&gray=1", "&blur=3"):
+            for query in ("", "&level=2", "&colour=1", "&level=3"):
                 r = client.get(f"/thumb/{sample.id}?frame={k}{query}")
                 assert r.status_code == 200 and r.headers["content-type"] == "image/jpeg"
                 served = Image.open(io.BytesIO(r.content))
-                assert edge_energy(served) <= 0.5 * edge_energy(original), (sample.path, k, query)
+                assert edge_energy(served) <= MAX_EDGE_RATIO * edge_energy(original), (sample.path, k, query)
                 checked += 1
     assert checked == (6 + 5) * 4
-    assert client.get(f"/thumb/{samples[0].id}?blur=0").status_code == 404  # nothing weaker than the default
+    assert client.get(f"/thumb/{samples[0].id}?level=0").status_code == 404  # nothing weaker than the default
 
 
 def test_reveal_needs_a_click_and_never_happens_with_no_reveal(store_copy: Path, client_for: Any) -> None:
@@ -138,9 +138,9 @@ def test_k_reviewers_agreement_and_adjudication(store_copy: Path, client_for: An
     alice = client_for(settings)
     bob = client_for(settings)
     page = bob.get("/settings")
-    bob.post("/settings", data={"csrf": csrf_of(page.text), "reviewer": "bob", "blur": "2", "gray": "1"})
+    bob.post("/settings", data={"csrf": csrf_of(page.text), "reviewer": "bob", "level": "2", "colour": "1"})
     assert 'id="reviewer">bob<' in bob.get("/").text
-    assert "blur=2" in bob.get("/").text and "gray=1" in bob.get("/").text
+    assert "level=2" in bob.get("/").text and "colour=1" in bob.get("/").text
     ids = sample_ids(alice.get("/").text)
     for client, decisions in ((alice, "yyn"), (bob, "yny")):
         for sid, d in zip(ids[:3], decisions, strict=True):

@@ -7,10 +7,11 @@ import sys
 from typing import Any
 
 from vhd.fileio import printable
+from vhd.serve.settings import DEFAULT_PREVIEW_MEMORY_MB
 
 EXAMPLES = """examples:
   vhd serve run.db
-  vhd serve run.db --port 9000 --labelled-set review --reviewer alice
+  vhd serve run.db --port 9000 --labelled-set review --reviewer alice --preview-memory 1024
   vhd serve run.db --queue review.csv --reviews-per-sample 2
   vhd serve run.db --host 0.0.0.0 --auth-token-env VHD_SERVE_TOKEN
 """
@@ -22,8 +23,9 @@ def add_parser(sub: Any, name: str) -> None:
         name,
         help="review samples in a local web app; labels go into a labelled set of the store",
         description=(
-            "Serve the review app at http://HOST:PORT/ (it opens no browser). Previews are blurred on the "
-            "server; the clear image comes only after a click per sample (never with --no-reveal). Labels are "
+            "Serve the review app at http://HOST:PORT/ (it opens no browser). Previews hide shape (made on the "
+            "server, grayscale by default); the clear image comes only after a click per sample (never with "
+            "--no-reveal), and every reveal is recorded with the reviewer. Labels are "
             "saved at once, with reviewer and time, into the labelled set (default 'review') that "
             "`vhd icl --validation review --store STORE` and the other commands read."
         ),
@@ -42,6 +44,18 @@ def add_parser(sub: Any, name: str) -> None:
     )
     p.add_argument(
         "--reviews-per-sample", type=int, default=1, metavar="K", help="different reviewers per sample (default 1)"
+    )
+    p.add_argument(
+        "--preview-cache",
+        metavar="DIR",
+        help="folder where previews are kept once made (default: STORE.previews beside the store)",
+    )
+    p.add_argument(
+        "--preview-memory",
+        type=int,
+        default=DEFAULT_PREVIEW_MEMORY_MB,
+        metavar="MIB",
+        help="memory budget of image decodes for previews; more large images at once wait (default 768)",
     )
     p.set_defaults(handler=run)
 
@@ -62,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         no_reveal=args.no_reveal,
         token=token,
         reviews_per_sample=args.reviews_per_sample,
+        preview_cache=args.preview_cache,
+        preview_memory_mb=args.preview_memory,
     )
     serve(settings, on_event=lambda m: print(printable(m), file=sys.stderr, flush=True))
     return 0

@@ -7,7 +7,9 @@ concealed damage (JPEG, with PyAV: `jpeg_damage`), turned upright (EXIF orientat
 to RGB and re-encoded at a bounded size. Every other part of vhd that opens an image file uses
 `open_untrusted` (defined in `vhd.media.untrusted`, where the accepted formats are decided).
 
-All failures raise `vhd.errors.MediaError` with a one-line reason.
+All failures raise `vhd.errors.MediaError` with a one-line reason. The module is long (over 450
+lines) on purpose: every way an untrusted image is decoded (whole, or reduced for a preview by
+`open_image_reduced`) shares the same checks, which stay private to this one file.
 """
 
 from __future__ import annotations
@@ -392,3 +394,76 @@ def load_image_encoded(
     return encode_image_bytes(
         read_image_bytes(path, limits), max_side=max_side, limits=limits, fmt=fmt, quality=quality
     )
+
+
+_TRANSPOSE: Final = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+_REDUCIBLE: Final = frozenset({"L", "LA", "La", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "I", "F"})
+
+
+def _jpeg_scale(size: tuple[int, int], max_side: int) -> int:
+    """The power of two (1 to 8) a JPEG decoder may scale down by and keep ``max_side``."""
+    scale = 1
+    while scale < 8 and max(size) // (scale * 2) >= max_side:
+        scale *= 2
+    return scale
+
+
+def decode_cost(img: Image.Image, max_side: int) -> int:
+    """Bytes that `open_image_reduced` needs to decode an image opened lazily (header read only).
+
+    A JPEG is counted at the size its decoder scales down to; any other format at full size
+    (Pillow keeps 4 bytes a pixel for every mode but the 8-bit and 16-bit single-band ones), plus
+    a converted copy when its mode cannot be reduced directly (palette, bilevel).
+    """
+    width, height = img.size
+    if img.format in ("JPEG", "MPO"):
+        scale = _jpeg_scale(img.size, max_side)
+        width, height = math.ceil(width / scale), math.ceil(height / scale)
+    per_pixel = 1 if img.mode in ("1", "L", "P") else 2 if img.mode.startswith("I;16") else 4
+    extra = 0 if img.mode in _REDUCIBLE else 4
+    return width * height * (per_pixel + extra) + 2**20
+
+
+def open_image_reduced(data: bytes, max_side: int, limits: ImageLimits | None = None) -> Image.Image:
+    """Decode image bytes straight to a small RGB image whose longest side is ``max_side`` or a little more.
+
+    What a preview needs, at a bounded cost (`decode_cost`): a JPEG is decoded already scaled
+    down (its decoder's draft mode), other formats are decoded once and shrunk by an integer
+    factor (``Image.reduce``, a box filter) before anything else is done with them. The same
+    checks as `open_image_bytes` apply (size, accepted format, pixel limit, truncation, JPEG
+    damage) and the EXIF orientation is applied to the small image.
+
+    Args:
+        data: Encoded image bytes.
+        max_side: The longest side wanted (the result is at least this long unless the image is smaller).
+        limits: Size limits; defaults to `ImageLimits()`.
+
+    Raises:
+        MediaError: With a one-line reason, as `open_image_bytes`.
+    """
+    limits = limits or ImageLimits()
+    if len(data) > limits.max_bytes:
+        raise MediaError(
+            f"image is {len(data) / 2**20:.1f} MiB, over the {limits.max_bytes / 2**20:.1f} MiB "
+            "limit (raise max_bytes to accept it)"
+        )
+    img, _ = _open_loaded(data, limits, draft_side=max_side)
+    orientation = _orientation(img)
+    factor = max(1, max(img.size) // max(1, max_side))
+    if factor > 1:
+        try:
+            small = (img if img.mode in _REDUCIBLE else to_rgb(img)).reduce(factor)
+        except Exception as exc:
+            raise MediaError(f"cannot scale the image down ({_reason(exc)})") from exc
+        img.close()
+        img = small
+    out = to_rgb(img)
+    return out.transpose(_TRANSPOSE[orientation]) if orientation in _TRANSPOSE else out

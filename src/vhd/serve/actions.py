@@ -13,10 +13,12 @@ from vhd.errors import VhdError
 from vhd.serve.pages import live_sample, next_sample
 from vhd.serve.security import TOKEN_COOKIE, cookie_header, login_cookie, same
 from vhd.serve.settings import check_reviewer
-from vhd.serve.thumbs import BLUR_RADII
+from vhd.serve.thumbs import DEFAULT_LEVEL, LEVELS
 from vhd.serve.web import (
-    BLUR_COOKIE,
-    GRAY_COOKIE,
+    COLOUR_COOKIE,
+    LEVEL_COOKIE,
+    REVEAL_COOKIE,
+    REVEAL_SECONDS,
     REVIEWER_COOKIE,
     FormError,
     filter_query,
@@ -114,31 +116,43 @@ async def remove(request: Request) -> Response:
         return _refuse(request, exc)
     reason = one(form, "reason").strip()[:500] or "takedown from the review app"
     remove_samples(st.store, [sample_id], reason=reason, requested_by=reviewer(request))
+    st.previews.forget(sample_id)  # no copy of a taken-down sample's media stays in the preview cache
     st.total_at = -1e9  # count again
     return render(request, "message.html", title="Taken down", message=f"sample {sample_id[:12]} was removed: {reason}")
 
 
 async def save_settings(request: Request) -> Response:
-    """``POST /settings``: reviewer name, blur strength and grayscale, kept in this browser's cookies."""
+    """``POST /settings``: reviewer name, preview level, colour and reveal time, kept in this browser's cookies."""
     try:
         form = await read_form(request)
         name = check_reviewer(one(form, "reviewer") or state(request).settings.reviewer)
-        blur = int(one(form, "blur", "1")) if one(form, "blur", "1").isdigit() else 1
     except (FormError, VhdError) as exc:
         return _refuse(request, exc)
-    blur = blur if blur in BLUR_RADII else 1
-    gray = "1" if one(form, "gray") == "1" else "0"
+    raw_level, raw_seconds = one(form, "level"), one(form, "reveal_s", "0")
+    level = int(raw_level) if raw_level.isdigit() and int(raw_level) in LEVELS else DEFAULT_LEVEL
+    seconds = int(raw_seconds) if raw_seconds.isdigit() and int(raw_seconds) in REVEAL_SECONDS else 0
     return _redirect(
         "/settings?saved=1",
         cookie_header(REVIEWER_COOKIE, name, max_age=YEAR),
-        cookie_header(BLUR_COOKIE, str(blur), max_age=YEAR),
-        cookie_header(GRAY_COOKIE, gray, max_age=YEAR),
+        cookie_header(LEVEL_COOKIE, str(level), max_age=YEAR),
+        cookie_header(COLOUR_COOKIE, "1" if one(form, "colour") == "1" else "0", max_age=YEAR),
+        cookie_header(REVEAL_COOKIE, str(seconds), max_age=YEAR),
     )
 
 
 async def login(request: Request) -> Response:
-    """``POST /login``: check the token and keep it in an HttpOnly cookie."""
-    token = state(request).settings.token
+    """``POST /login``: check the token and keep it in an HttpOnly cookie (a few tries per client, then 429)."""
+    st = state(request)
+    token = st.settings.token
+    wait = st.logins.wait(request.client.host if request.client else "")
+    if wait:
+        from starlette.responses import PlainTextResponse
+
+        return PlainTextResponse(
+            f"too many login attempts: wait {wait:.0f} s and try again",
+            status_code=429,
+            headers={"retry-after": str(max(1, round(wait)))},
+        )
     try:
         form = await read_form(request)
     except FormError as exc:

@@ -6,7 +6,8 @@ Routes (all root-relative; the pages work without JavaScript, which only adds ke
 |---|---|
 | ``GET /`` | the gallery: blurred previews, filters, keyset pages |
 | ``GET /sample/<id>`` | verdict, debate, reviews, the labelling form (``?reveal=1``: the clear image) |
-| ``GET /thumb/<id>`` | a preview (``frame``, ``blur``, ``gray``; ``clear`` with a reveal key), by sample id only |
+| ``GET /thumb/<id>`` | a preview (``frame``, ``level``, ``colour``; ``clear`` with a reveal key), by sample id only |
+| ``GET /clip/<id>`` | a revealed video's file (``clear`` with a reveal key), played muted by the page |
 | ``POST /sample/<id>/label`` | record a review, then the next sample |
 | ``POST /undo`` | undo this reviewer's newest review |
 | ``GET/POST /sample/<id>/remove`` | takedown with confirmation |
@@ -57,11 +58,16 @@ def create_app(settings: ServeSettings, *, on_event: Any = None) -> Starlette:
     from vhd.serve import actions, pages
     from vhd.serve.queue import read_queue
     from vhd.serve.security import Guard
+    from vhd.serve.thumbs import PreviewCache
     from vhd.serve.web import State, make_env
+    from vhd.store.curation import removals
     from vhd.store.sqlite import open_store
 
     store = open_store(settings.store)
-    st = State(settings=settings, store=store, env=make_env())
+    previews = PreviewCache(settings.preview_cache, memory=settings.preview_memory_mb * 2**20)
+    for removal in removals(store):  # taken down since the last run (`vhd remove`): no cached copy stays
+        previews.forget(removal.sample_id)
+    st = State(settings=settings, store=store, env=make_env(), previews=previews)
     if settings.queue is not None:
         queue = read_queue(settings.queue)
         st.queue_size = store.load_queue(queue.entries)
@@ -83,6 +89,7 @@ def create_app(settings: ServeSettings, *, on_event: Any = None) -> Starlette:
         Route("/sample/{sample_id}/remove", pages.remove_page),
         Route("/sample/{sample_id}/remove", actions.remove, methods=["POST"]),
         Route("/thumb/{sample_id}", pages.thumb),
+        Route("/clip/{sample_id}", pages.clip),
         Route("/undo", actions.undo, methods=["POST"]),
         Route("/agreement", pages.agreement),
         Route("/export.csv", pages.export_csv),

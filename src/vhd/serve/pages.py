@@ -17,15 +17,18 @@ from vhd.fileio import escape_cell
 from vhd.records import Sample
 from vhd.serve.agreement import fleiss_kappa
 from vhd.serve.security import same
-from vhd.serve.thumbs import BLUR_RADII, Look
+from vhd.serve.thumbs import LEVELS, Look
 from vhd.serve.web import (
     PAGE_SIZE,
+    REVEAL_SECONDS,
     SHA256,
     filter_query,
     look,
     parse_filter,
     render,
     reveal_key,
+    reveal_seconds,
+    reviewer,
     state,
     thumb_url,
 )
@@ -152,6 +155,10 @@ async def sample_page(request: Request) -> Response:
     flt, sort, _, notes = parse_filter(request)
     reveal = request.query_params.get("reveal") == "1" and not st.settings.no_reveal
     lk = look(request, clear=reveal)
+    seconds = reveal_seconds(request)
+    key = reveal_key(request, sample_id) if reveal else ""
+    if reveal:  # the exposure audit trail: who saw what, when, for how long
+        st.store.add_reveal(st.settings.set_name, sample_id, reviewer(request), seconds=seconds or None)
     annotation = st.store.get_annotation(sample_id, flt.config_hash) if flt.config_hash else None
     runs = {r.id: r for r in st.store.runs()} if annotation else {}
     reviews = st.store.sample_reviews(st.settings.set_name, sample_id)
@@ -171,11 +178,11 @@ async def sample_page(request: Request) -> Response:
         request,
         "sample.html",
         sample=sample,
-        thumbs=[
-            thumb_url(sample_id, k, lk, reveal_key(request, sample_id) if reveal else "")
-            for k in range(_frames(sample.kind.value, len(sample.frames)))
-        ],
+        thumbs=[thumb_url(sample_id, k, lk, key) for k in range(_frames(sample.kind.value, len(sample.frames)))],
+        clip_url=f"/clip/{sample_id}?clear={key}" if reveal and playable(sample) else None,
         reveal=reveal,
+        reveal_for=seconds,
+        reveals=st.store.sample_reveals(sample_id),
         annotation=annotation,
         run=run,
         stage=stage,
@@ -200,22 +207,55 @@ def thumb(request: Request) -> Response:
     sample_id = request.path_params["sample_id"]
     q = request.query_params
     try:
-        frame, blur = int(q.get("frame", "0")), int(q.get("blur", "1"))
+        frame, level = int(q.get("frame", "0")), int(q.get("level", "1"))
     except ValueError:
-        return Response("frame and blur are small integers", status_code=400, media_type="text/plain")
+        return Response("frame and level are small integers", status_code=400, media_type="text/plain")
     clear = "clear" in q
     if clear and st.settings.no_reveal:
         return Response("this app never sends clear images (--no-reveal)", status_code=403, media_type="text/plain")
     if clear and not same(q.get("clear", ""), reveal_key(request, sample_id)):
         return Response("reveal the sample on its page first", status_code=403, media_type="text/plain")
     sample = live_sample(request, sample_id)
-    if sample is None or blur not in BLUR_RADII or not 0 <= frame < _frames(sample.kind.value, len(sample.frames)):
+    if sample is None or level not in LEVELS or not 0 <= frame < _frames(sample.kind.value, len(sample.frames)):
         return Response("no such preview", status_code=404, media_type="text/plain")
     try:
-        data = st.previews.get(sample, frame, Look(blur=blur, gray=q.get("gray") == "1", clear=clear))
+        data = st.previews.get(sample, frame, Look(level=level, gray=q.get("colour") != "1", clear=clear))
     except VhdError as exc:
         return Response(f"cannot show this sample: {exc}", status_code=404, media_type="text/plain")
     return Response(data, media_type="image/jpeg", headers={"cache-control": "private, no-store"})
+
+
+CLIP_TYPES = {".mp4": "video/mp4", ".m4v": "video/mp4", ".webm": "video/webm", ".mov": "video/mp4"}
+"""Video files a browser can play, by suffix: a revealed one of these plays in the page."""
+
+
+def playable(sample: Sample) -> bool:
+    """Whether the sample is a video file a browser can play (a frame folder is shown as frames)."""
+    from pathlib import Path
+
+    return sample.kind.value == "video" and Path(sample.path).suffix.lower() in CLIP_TYPES
+
+
+def clip(request: Request) -> Response:
+    """``/clip/<id>?clear=KEY``: a revealed video's file, for the page's player (never without a reveal key)."""
+    from pathlib import Path
+
+    from starlette.responses import FileResponse, Response
+
+    st = state(request)
+    sample_id = request.path_params["sample_id"]
+    if st.settings.no_reveal:
+        return Response("this app never sends clear media (--no-reveal)", status_code=403, media_type="text/plain")
+    if not same(request.query_params.get("clear", ""), reveal_key(request, sample_id)):
+        return Response("reveal the sample on its page first", status_code=403, media_type="text/plain")
+    sample = live_sample(request, sample_id)
+    if sample is None or not playable(sample) or not Path(sample.path).is_file():
+        return Response("no such clip", status_code=404, media_type="text/plain")
+    return FileResponse(
+        sample.path,
+        media_type=CLIP_TYPES[Path(sample.path).suffix.lower()],
+        headers={"cache-control": "private, no-store"},
+    )
 
 
 async def agreement(request: Request) -> Response:
@@ -229,8 +269,21 @@ async def agreement(request: Request) -> Response:
 
 
 async def settings_page(request: Request) -> Response:
-    """``/settings``: reviewer name, blur strength, grayscale."""
-    return render(request, "settings.html", look=look(request), blurs=sorted(BLUR_RADII), saved=False)
+    """``/settings``: reviewer name, preview level, colour, reveal time, and this reviewer's reveals per hour."""
+    import time
+
+    st = state(request)
+    hours = st.store.reveals_per_hour(reviewer(request), since=time.time() - 24 * 3600)
+    return render(
+        request,
+        "settings.html",
+        look=look(request),
+        levels=sorted(LEVELS),
+        reveal_choices=REVEAL_SECONDS,
+        reveal_for=reveal_seconds(request),
+        hours=[(time.strftime("%Y-%m-%d %H:00", time.localtime(start)), n) for start, n in hours],
+        saved=False,
+    )
 
 
 async def login_page(request: Request) -> Response:

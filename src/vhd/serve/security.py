@@ -19,6 +19,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
@@ -36,7 +39,7 @@ CSRF_KEY = "vhd.csrf"
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    "media-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 HEADERS = [
     (b"content-security-policy", CSP.encode()),
@@ -152,3 +155,35 @@ class Guard:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class RateLimit:
+    """A small per-client limit (a token bucket per address): ``burst`` tries at once, then one per ``every`` seconds.
+
+    What stops a token from being guessed at speed through ``POST /login``. At most ``clients``
+    addresses are remembered (the least recently seen are forgotten first), so the table stays small.
+
+    Args:
+        burst: Tries a client may make at once.
+        every: Seconds until one more try is allowed.
+        clients: Addresses remembered.
+    """
+
+    def __init__(self, burst: int = 5, every: float = 6.0, clients: int = 4096) -> None:
+        self.burst = burst
+        self.every = every
+        self.clients = clients
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def wait(self, client: str, now: float | None = None) -> float:
+        """Take one try for ``client``: 0 when allowed, else the seconds to wait before the next."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            tokens, at = self._buckets.pop(client, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - at) / self.every)
+            allowed = tokens >= 1.0
+            self._buckets[client] = (tokens - 1.0 if allowed else tokens, now)
+            while len(self._buckets) > self.clients:
+                self._buckets.popitem(last=False)
+            return 0.0 if allowed else (1.0 - tokens) * self.every

@@ -21,6 +21,9 @@ DEFAULT_HOST = "127.0.0.1"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 """Hosts that only this machine reaches: the app may run on them without a token."""
 
+DEFAULT_PREVIEW_MEMORY_MB = 768
+"""Default memory budget of the preview decodes (two 8000x8000 RGB images at once: 256 MiB each)."""
+
 _REVIEWER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
 
@@ -84,6 +87,10 @@ class ServeSettings:
         no_reveal: Never send a clear (unblurred) image.
         token: The access token every request must carry (None: no token, loopback only).
         reviews_per_sample: Different reviewers asked per sample before it gets a label.
+        preview_cache: Folder where previews are kept once made (None: ``<store>.previews`` beside
+            the store).
+        preview_memory_mb: Memory budget of the image decodes behind previews, in MiB: large images
+            requested at once wait for room instead of being decoded together.
     """
 
     store: str | os.PathLike[str]
@@ -95,6 +102,8 @@ class ServeSettings:
     no_reveal: bool = False
     token: str | None = None
     reviews_per_sample: int = 1
+    preview_cache: str | os.PathLike[str] | None = None
+    preview_memory_mb: int = DEFAULT_PREVIEW_MEMORY_MB
 
     def __post_init__(self) -> None:
         from vhd.align.labels import check_set_name
@@ -103,6 +112,10 @@ class ServeSettings:
         self.reviewer = check_reviewer(self.reviewer)
         if self.reviews_per_sample < 1:
             raise ConfigError(f"--reviews-per-sample must be 1 or more, not {self.reviews_per_sample}")
+        if self.preview_memory_mb < 16:
+            raise ConfigError(f"--preview-memory must be at least 16 (MiB), not {self.preview_memory_mb}")
+        if self.preview_cache is None:
+            self.preview_cache = Path(f"{self.store}.previews")
         if not 0 < self.port < 65536:
             raise ConfigError(f"--port must be between 1 and 65535, not {self.port}")
         if self.token is None and self.host not in LOOPBACK:

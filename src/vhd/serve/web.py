@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
-from vhd.serve.security import CSRF_KEY, same
+from vhd.fileio import printable
+from vhd.serve.security import CSRF_KEY, RateLimit, same
 from vhd.serve.settings import ServeSettings, check_reviewer
-from vhd.serve.thumbs import BLUR_RADII, Look, PreviewCache
+from vhd.serve.thumbs import DEFAULT_LEVEL, LEVELS, Look, PreviewCache
 from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
 from vhd.store.labels import CATEGORIES
 from vhd.store.sqlite import Store
@@ -32,8 +33,11 @@ if TYPE_CHECKING:
 MAX_FORM_BYTES = 64 * 1024
 SHA256 = re.compile(r"[0-9a-f]{64}")
 REVIEWER_COOKIE = "vhd_reviewer"
-BLUR_COOKIE = "vhd_blur"
-GRAY_COOKIE = "vhd_gray"
+LEVEL_COOKIE = "vhd_level"
+COLOUR_COOKIE = "vhd_colour"
+REVEAL_COOKIE = "vhd_reveal_s"
+REVEAL_SECONDS = (0, 3, 5, 10, 30)
+"""Choices of "reveal for N seconds" (0: until the page is left)."""
 PAGE_SIZE = 48
 TOTAL_TTL_S = 10.0
 """How long the count of samples to review is reused (a page render stays fast on large stores)."""
@@ -70,7 +74,8 @@ class State:
         settings: How the app runs.
         store: The open store (thread-safe).
         env: The Jinja2 environment (autoescaping on).
-        previews: Recently made previews.
+        previews: Previews, made once (on disk beside the store) under a decode memory budget.
+        logins: The per-client limit of login attempts.
         secret: Key of the reveal links (`reveal_key`), new on every start.
         queue_size: Samples in the loaded review queue (0: no queue).
         queue_skipped: Rows of the queue file left out, with the reason.
@@ -81,6 +86,7 @@ class State:
     store: Store
     env: Environment
     previews: PreviewCache = field(default_factory=PreviewCache)
+    logins: RateLimit = field(default_factory=RateLimit)
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
     queue_size: int = 0
     queue_skipped: list[tuple[int, str]] = field(default_factory=list)
@@ -98,9 +104,29 @@ def make_env() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=visible,
     )
     env.filters["short"] = lambda s: str(s)[:12]
     return env
+
+
+_UNSEEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Control characters (a newline aside) and bidirectional controls: what `visible` shows escaped."""
+
+
+def visible(value: Any) -> Any:
+    r"""Every value a template prints: control and bidirectional characters shown as ``\x1b``, ``\u202e``.
+
+    An escape sequence or a right-to-left override in a model's reply (or a file name) would
+    otherwise reorder or hide what the page shows, e.g. make "harmful" read as "lufmrah"; they are
+    shown escaped, as the CLI shows them (`vhd.fileio.printable`). Newlines are kept. Markup made
+    by the templates themselves is left alone.
+    """
+    from markupsafe import Markup
+
+    if isinstance(value, str) and not isinstance(value, Markup) and _UNSEEN.search(value):
+        return printable(value, multiline=True)
+    return value
 
 
 def state(request: Request) -> State:
@@ -119,12 +145,16 @@ def reviewer(request: Request) -> str:
 
 
 def look(request: Request, *, clear: bool = False) -> Look:
-    """This browser's preview settings (blur strength, grayscale) from its cookies."""
-    try:
-        blur = int(request.cookies.get(BLUR_COOKIE, "1"))
-    except ValueError:
-        blur = 1
-    return Look(blur=blur if blur in BLUR_RADII else 1, gray=request.cookies.get(GRAY_COOKIE) == "1", clear=clear)
+    """This reviewer's preview settings (level, grayscale unless colour was chosen) from the browser's cookies."""
+    raw = request.cookies.get(LEVEL_COOKIE, "")
+    level = int(raw) if raw.isdigit() and int(raw) in LEVELS else DEFAULT_LEVEL
+    return Look(level=level, gray=request.cookies.get(COLOUR_COOKIE) != "1", clear=clear)
+
+
+def reveal_seconds(request: Request) -> int:
+    """How long this reviewer's reveals last, in seconds (0: until the page is left)."""
+    raw = request.cookies.get(REVEAL_COOKIE, "0")
+    return int(raw) if raw.isdigit() and int(raw) in REVEAL_SECONDS else 0
 
 
 def reveal_key(request: Request, sample_id: str) -> str:
@@ -145,10 +175,10 @@ def thumb_url(sample_id: str, frame: int, lk: Look, key: str = "") -> str:
     query: dict[str, int] = {}
     if frame:
         query["frame"] = frame
-    if lk.blur != 1:
-        query["blur"] = lk.blur
-    if lk.gray:
-        query["gray"] = 1
+    if lk.level != DEFAULT_LEVEL:
+        query["level"] = lk.level
+    if not lk.gray:
+        query["colour"] = 1
     pairs: dict[str, int | str] = dict(query)
     if lk.clear:
         pairs["clear"] = key
@@ -261,8 +291,12 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         st.total, st.total_at = st.store.review_total(queue=queue), now
     done, total = st.store.review_progress(st.settings.set_name, queue=queue, total=st.total)
     last = st.store.last_review(st.settings.set_name, reviewer(request))
+    lk = look(request)
     page = st.env.get_template(template).render(
         settings=st.settings,
+        level=lk.level,
+        level_text=f"preview level {lk.level} of {max(LEVELS)}, {'grayscale' if lk.gray else 'colour'}",
+        reveals_hour=st.store.reveal_count(reviewer(request), since=time.time() - 3600),
         csrf=str(request.scope.get(CSRF_KEY, "")),
         me=reviewer(request),
         progress=(done, total),

@@ -485,6 +485,21 @@ MIGRATIONS: list[tuple[str, str]] = [
         END;
         """,
     ),
+    (
+        "0013_reveals",
+        """
+        CREATE TABLE reveals (
+            id INTEGER PRIMARY KEY,
+            set_name TEXT NOT NULL,
+            sample_id TEXT NOT NULL REFERENCES samples (id),
+            reviewer TEXT NOT NULL,
+            seconds INTEGER,
+            at REAL NOT NULL
+        );
+        CREATE INDEX reveals_reviewer ON reveals (reviewer, at);
+        CREATE INDEX reveals_sample ON reveals (sample_id);
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 

@@ -79,6 +79,29 @@ def _review(r: Sequence[Any]) -> ReviewRow:
     )
 
 
+@dataclass(frozen=True)
+class RevealRow:
+    """One reveal of a sample's clear media in the review app.
+
+    Attributes:
+        set_name: The labelled set being reviewed.
+        sample_id: The sample.
+        reviewer: Who saw it.
+        seconds: How long it was to stay clear (None: until the page was left).
+        at: When (Unix time).
+    """
+
+    set_name: str
+    sample_id: str
+    reviewer: str
+    seconds: int | None
+    at: float
+
+
+def _reveal(r: Sequence[Any]) -> RevealRow:
+    return RevealRow(str(r[0]), str(r[1]), str(r[2]), None if r[3] is None else int(r[3]), float(r[4]))
+
+
 def _current(rows: Sequence[ReviewRow]) -> tuple[list[ReviewRow], ReviewRow | None]:
     """Each reviewer's newest review (``rows`` oldest first), and the newest adjudication."""
     latest: dict[str, ReviewRow] = {}
@@ -194,6 +217,47 @@ class Reviews(abc.ABC):
             (set_name, sample_id),
         )
         return [_review(r) for r in rows]
+
+    def add_reveal(self, set_name: str, sample_id: str, reviewer: str, *, seconds: int | None = None) -> int:
+        """Record that a reviewer revealed a sample's clear media (the exposure audit trail).
+
+        Args:
+            set_name: The labelled set being reviewed.
+            sample_id: The sample.
+            reviewer: Who saw it.
+            seconds: How long the reveal was to last (None: until the page was left).
+
+        Returns:
+            The row id.
+        """
+        with self._tx() as conn:
+            cur = conn.execute(
+                "INSERT INTO reveals (set_name, sample_id, reviewer, seconds, at) VALUES (?, ?, ?, ?, ?)",
+                (set_name, sample_id, reviewer, seconds, time.time()),
+            )
+            return int(cur.lastrowid or 0)
+
+    def sample_reveals(self, sample_id: str) -> list[RevealRow]:
+        """Every reveal of a sample, oldest first: who saw it, when, for how long."""
+        rows = self._query(
+            "SELECT set_name, sample_id, reviewer, seconds, at FROM reveals WHERE sample_id = ? ORDER BY id",
+            (sample_id,),
+        )
+        return [_reveal(r) for r in rows]
+
+    def reveal_count(self, reviewer: str, *, since: float) -> int:
+        """How many reveals a reviewer made since a time (Unix seconds)."""
+        rows = self._query("SELECT COUNT(*) FROM reveals WHERE reviewer = ? AND at >= ?", (reviewer, since))
+        return int(rows[0][0])
+
+    def reveals_per_hour(self, reviewer: str, *, since: float) -> list[tuple[float, int]]:
+        """A reviewer's reveals per clock hour since a time: ``(hour start, count)``, oldest first, busy hours only."""
+        rows = self._query(
+            "SELECT CAST(at / 3600 AS INTEGER) * 3600 AS hour, COUNT(*) FROM reveals "
+            "WHERE reviewer = ? AND at >= ? GROUP BY hour ORDER BY hour",
+            (reviewer, since),
+        )
+        return [(float(r[0]), int(r[1])) for r in rows]
 
     def labelled_set_reviewers(self, set_name: str) -> dict[str, str]:
         """Who labelled each sample of a labelled set (empty for imported rows), by sample id."""
