@@ -1,7 +1,7 @@
 """The annotation room: the entry point, the async loop, the dry-run estimate and the run summary.
 
 ``vhd.annotate`` is both this package and the function users call
-(``vhd.annotate(["photos/"], model=..., store=...)``, the README's Python API). Python binds a
+(``vhd.annotate(["photos/"], model=..., store=...)``, docs/python-api.md). Python binds a
 package's submodules as attributes of its parent, which would replace the function with this
 package the first time any ``vhd.annotate.*`` module is imported; so the package itself is
 callable and forwards to `vhd.annotate.api.annotate`.
