@@ -6,15 +6,14 @@ or heading, a docstring mkdocstrings cannot read) into a failure; CI runs it thr
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from markdown.extensions.toc import slugify
 
 from tests.optional import need_module
 
@@ -60,8 +59,9 @@ def test_a_broken_heading_link_fails_the_build(tmp_path: Path) -> None:
     (docs / "index.md").write_text("# Home\n\nSee [there](other.md#no-such-heading).\n", encoding="utf-8")
     (docs / "other.md").write_text("# Other\n\n## A heading\n", encoding="utf-8")
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:\n", 1)[0]
+    assert "paths: [src]" in config
+    config = config.replace("paths: [src]", f"paths: [{json.dumps(str(ROOT / 'src'))}]")  # relative to the config
     (tmp_path / "mkdocs.yml").write_text(config + "\nnav:\n  - index.md\n  - other.md\n", encoding="utf-8")
-    shutil.copytree(ROOT / "src", tmp_path / "src")  # mkdocstrings' `paths: [src]`, relative to the config
     done = _mkdocs(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0
     assert "no-such-heading" in done.stdout + done.stderr
@@ -78,6 +78,10 @@ def test_readme_keeps_the_two_commands_and_ci_runs_the_second() -> None:
 
 
 def _anchors(page: Path) -> set[str]:
+    """The heading ids of a docs page, as the site's Markdown gives them."""
+    need_module("markdown", "pip install -e '.[docs]'")
+    from markdown.extensions.toc import slugify
+
     text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
     heads = re.findall(r"^#{1,6} (.+)$", text, flags=re.M)
     return {slugify(re.sub(r"[`*]", "", h).strip(), "-") for h in heads}
