@@ -140,9 +140,11 @@ async def _alice(browser: Any, served: Served, shots: Path) -> dict[str, Any]:
         await page.click("#apply")
     mine = await page.locator("#grid .card").count()
     await page.screenshot(path=str(shots / "4-filter-mine.png"), full_page=True)
-    # undo one (the newest) with the keyboard
+    # undo one (the newest) with the keyboard: back on the undone sample, in the same view
     async with page.expect_navigation():
         await page.keyboard.press("u")
+    undone_url = page.url
+    await page.goto(served.url + "/?review=mine")
     after_undo = await page.locator("#grid .card").count()
     await page.screenshot(path=str(shots / "5-after-undo.png"), full_page=True)
     await ctx.close()
@@ -155,6 +157,7 @@ async def _alice(browser: Any, served: Served, shots: Path) -> dict[str, Any]:
         "progress": progress_after_labels,
         "mine": mine,
         "after_undo": after_undo,
+        "undone_url": undone_url,
         "errors": errors,
     }
 
@@ -207,6 +210,7 @@ def test_review_in_a_real_browser(served: Served, tmp_path: Path) -> None:
     assert alice["labelled"][0][0] in alice["first_url"]
     assert len({sid for sid, _ in alice["labelled"]}) == 3
     assert alice["mine"] == 3 and alice["after_undo"] == 2
+    assert f"/sample/{alice['labelled'][2][0]}?review=mine" in alice["undone_url"]
     assert not alice["errors"], alice["errors"]  # no CSP violation or script error in the console
     with Store(served.store) as store:
         labels = {item.id: item.harmful for item in store.labelled_set("review")}

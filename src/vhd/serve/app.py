@@ -8,7 +8,9 @@ Routes (all root-relative; the pages work without JavaScript, which only adds ke
 | ``GET /sample/<id>`` | verdict, debate, reviews, the labelling form (``?reveal=1``: the clear image) |
 | ``GET /thumb/<id>`` | a preview (``frame``, ``blur``, ``gray``; ``clear`` with a reveal key), by sample id only |
 | ``POST /sample/<id>/label`` | record a review, then the next sample |
-| ``POST /undo`` | undo this reviewer's newest review |
+| ``POST /undo`` | undo this reviewer's newest review (a bulk label whole), back to that sample |
+| ``POST /label`` | a bulk label: the same review of the selected samples (``ids``), one batch |
+| ``GET /instructions`` | the policy and category definitions the annotator was given |
 | ``GET/POST /sample/<id>/remove`` | takedown with confirmation |
 | ``GET /agreement`` | reviewer agreement (kappa) and adjudication list |
 | ``GET /export.csv`` | the labelled set as a labels CSV |
@@ -84,6 +86,8 @@ def create_app(settings: ServeSettings, *, on_event: Any = None) -> Starlette:
         Route("/sample/{sample_id}/remove", actions.remove, methods=["POST"]),
         Route("/thumb/{sample_id}", pages.thumb),
         Route("/undo", actions.undo, methods=["POST"]),
+        Route("/label", actions.label_bulk, methods=["POST"]),
+        Route("/instructions", pages.instructions_page),
         Route("/agreement", pages.agreement),
         Route("/export.csv", pages.export_csv),
         Route("/settings", pages.settings_page),

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-SORTS = ("ingest", "path", "queue")
-"""Orders of the gallery: ingest order, media path, the review queue's rank."""
+SORTS = ("ingest", "path", "queue", "score")
+"""Orders of the gallery: ingest order, media path, the review queue's rank, P(harmful) highest first."""
 
 DECISIONS = ("harmful", "not_harmful", "none")
 STATUSES = ("ok", "refused", "unparsed", "error", "missing")
@@ -33,6 +33,8 @@ class GalleryFilter:
 
     Attributes:
         config_hash: The configuration whose annotation is shown and filtered on.
+        latest: With no ``config_hash``: show each sample's newest annotation, whichever configuration
+            made it (filters on the verdict need a configuration; without one nothing has a verdict).
         set_name: The labelled set under review.
         reviewer: The person looking (for ``review="mine"`` / ``"not_mine"``).
         reviews_per_sample: Reviews wanted per sample (for ``review="needs_more"``).
@@ -54,6 +56,7 @@ class GalleryFilter:
     """
 
     config_hash: str | None = None
+    latest: bool = False
     set_name: str = "review"
     reviewer: str = ""
     reviews_per_sample: int = 1
@@ -73,7 +76,7 @@ class GalleryFilter:
 
     def active(self) -> dict[str, Any]:
         """The filters a user set (the fields below ``reviews_per_sample`` that are not None/False)."""
-        skip = {"config_hash", "set_name", "reviewer", "reviews_per_sample"}
+        skip = {"config_hash", "latest", "set_name", "reviewer", "reviews_per_sample"}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip and getattr(self, f.name)}
 
 
