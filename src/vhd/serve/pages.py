@@ -99,9 +99,13 @@ async def gallery(request: Request) -> Response:
     """``/``: the gallery, filtered and keyset-paged."""
     st = state(request)
     flt, sort, after, notes = parse_filter(request)
-    rows = st.store.gallery_page(flt, sort=sort, after=after, limit=PAGE_SIZE)
     configs = st.store.gallery_configs()
     shown = flt.config_hash or next(iter(configs), None)  # what a filter on the verdict will use
+    bars = histograms(st.histograms, st.store, shown, sort)
+    if sort == "score" and (bars is None or not any(n for _, n, _ in bars.scores)):
+        notes.append(f"configuration {str(shown)[:12]} gave no scores: showing ingest order")
+        sort = "ingest"
+    rows = st.store.gallery_page(flt, sort=sort, after=after, limit=PAGE_SIZE)
     query = filter_query(flt, sort, request.query_params.get("config"))
     lk = look(request)
     cards = [
@@ -136,7 +140,7 @@ async def gallery(request: Request) -> Response:
         },
         query=query,
         queue_size=st.queue_size,
-        histograms=histograms(st.histograms, st.store, shown, sort),
+        histograms=bars,
         request_config=flt.config_hash if request.query_params.get("config") else "",
         keys=category_keys(),
         guide=_guide(request, flt.config_hash),

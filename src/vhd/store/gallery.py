@@ -397,8 +397,9 @@ class Gallery(abc.ABC):
     def gallery_histograms(self, config_hash: str, bins: int = 10) -> tuple[list[int], dict[str, int]]:
         """How a configuration's verdicts spread: counts of P(harmful) in ``bins`` equal bins, and per category.
 
-        Read from the gallery's indexes (``gallery_scores``, the ``c:`` facets of ``gallery_facets``): the
-        cost follows the configuration's annotations, so callers cache the answer on large stores.
+        Read from the gallery's indexes (``gallery_scores``, the ``c:`` facets of ``gallery_facets``), which
+        keep a removed sample's verdict: the counts include taken-down samples. The cost follows the
+        configuration's annotations, so callers cache the answer on large stores.
 
         Returns:
             ``(score counts from low to high, category name -> samples)``; empty when nothing is annotated
