@@ -10,69 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.optional import need_executable, need_module
-from tests.servers import free_port
+from tests.serve.served import Served, serving
 from vhd.store.sqlite import Store
 
 pytestmark = pytest.mark.slow
-SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-@dataclass
-class Served:
-    url: str
-    store: Path
-    log: Path
 
 
 @pytest.fixture
 def served(store_copy: Path, tmp_path: Path) -> Iterator[Served]:
-    need_module("starlette", "pip install 'vhd[serve]'")
-    need_module("uvicorn", "pip install 'vhd[serve]'")
-    port = free_port()
-    log = tmp_path / "serve.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "vhd", "serve", str(store_copy), "--port", str(port), "--reviewer", "alice"]
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vhd serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                with urllib.request.urlopen(url + "/static/app.css", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vhd serve not ready after 30 s:\n{log.read_text()}")
-            time.sleep(0.1)
-        yield Served(url, store_copy, log)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+    with serving(store_copy, tmp_path) as app:
+        yield app
 
 
 def _variance_of_edges(data: bytes) -> float:
