@@ -267,18 +267,18 @@ def test_every_control_is_reachable_by_keyboard_and_named(served: Served, page: 
 
 def test_readme_screenshots(served: Served, page: Any, tmp_path: Path) -> None:
     """The README's two pictures: the gallery, and a sample being labelled (drawn shapes only)."""
-    page.set_viewport_size({"width": 1100, "height": 720})
+    page.set_viewport_size({"width": 1100, "height": 860})
     page.goto(served.url + "/")
     page.wait_for_function("() => [...document.images].every(i => i.complete && i.naturalWidth > 0)")
     page.locator("#grid input.pick").nth(1).check()
     page.locator("#grid input.pick").nth(2).check()
     gallery = tmp_path / "review-gallery.png"
     page.screenshot(path=str(gallery))
-    page.goto(served.url + page.locator("#grid a.open").nth(7).get_attribute("href"))
+    page.goto(served.url + "/?keyword=disc+25")
+    _press(page, "Enter")
     _press(page, "r")
-    page.keyboard.press("2")
-    page.keyboard.press("5")
-    page.keyboard.press("+")
+    page.wait_for_function("() => [...document.querySelectorAll('.media img.clear')].every(i => i.complete)")
+    page.keyboard.press("1")
     sample = tmp_path / "review-sample.png"
     page.screenshot(path=str(sample))
     for shot in (gallery, sample):

@@ -39,8 +39,9 @@
     function fit() {
       if (!img.naturalWidth) return;
       box.style.aspectRatio = img.naturalWidth + " / " + img.naturalHeight;
+      box.style.maxWidth = "calc(60vh * " + (img.naturalWidth / img.naturalHeight).toFixed(4) + ")";  // the form stays in view
       // a small image is scaled up to the frame; keep its pixels sharp rather than smeared
-      box.classList.toggle("small", img.naturalWidth < box.clientWidth / 2);
+      box.classList.toggle("small", img.naturalWidth * 4 <= box.clientWidth);
     }
     if (img.complete) fit(); else img.addEventListener("load", fit);
     box.addEventListener("wheel", function (ev) {
