@@ -86,6 +86,24 @@ def test_bulk_label_of_selected_cards_and_one_undo(store_copy: Path, client_for:
     assert _labels(store_copy) == {}
 
 
+def test_bulk_label_of_a_whole_view(store_copy: Path, client_for: Any, monkeypatch: Any) -> None:
+    client = _client(client_for, store_copy)
+    gallery = client.get("/?source=real").text
+    real = sample_ids(gallery)
+    assert 'action="/label?source=real"' in gallery and len(real) == 6  # the view's filters go with the form
+    data = {"csrf": csrf_of(gallery), "harmful": "no", "scope": "view", "back": "/?source=real"}
+    monkeypatch.setattr("vhd.serve.actions.BATCH_MAX", 5)
+    r = client.post("/label?source=real", data=data)
+    assert r.status_code == 400 and "more than 5 samples" in r.text and _labels(store_copy) == {}
+    monkeypatch.setattr("vhd.serve.actions.BATCH_MAX", 6)
+    r = client.post("/label?source=real", data=data, follow_redirects=False)
+    assert r.status_code == 303 and _labels(store_copy) == dict.fromkeys(real, False)
+    page = client.get("/").text
+    assert "undo not harmful on 6 samples" in page
+    client.post("/undo", data={"csrf": csrf_of(page), "back": "/"})
+    assert _labels(store_copy) == {}
+
+
 def test_a_bulk_label_reports_the_samples_it_skipped(store_copy: Path, client_for: Any) -> None:
     client = _client(client_for, store_copy)
     gallery = client.get("/").text

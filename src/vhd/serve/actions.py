@@ -31,6 +31,7 @@ from vhd.serve.web import (
     state,
 )
 from vhd.store.labels import CATEGORIES
+from vhd.store.reviews import BATCH_MAX
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -86,9 +87,11 @@ async def label(request: Request) -> Response:
 
 
 async def label_bulk(request: Request) -> Response:
-    """``POST /label``: the same review of every sample in ``ids`` (a bulk label from the gallery), then back.
+    """``POST /label``: the same review of many samples at once (a bulk label from the gallery), then back.
 
-    The reviews form one batch: one undo takes them all back.
+    ``scope=selected`` (the default) labels the samples in ``ids``; ``scope=view`` every sample of the
+    gallery view in the query string (its filters), up to `BATCH_MAX`. The reviews form one batch:
+    one undo takes them all back.
     """
     st = state(request)
     try:
@@ -96,7 +99,13 @@ async def label_bulk(request: Request) -> Response:
         decision = one(form, "harmful")
         if decision not in ("yes", "no"):
             raise FormError("choose harmful (yes) or not harmful (no)")
-        ids = [i for i in form.get("ids", []) if SHA256.fullmatch(i)]
+        if one(form, "scope") == "view":
+            flt, sort, _, _ = parse_filter(request)
+            ids = [row.sample_id for row in st.store.gallery_page(flt, sort=sort, limit=BATCH_MAX + 1)]
+            if len(ids) > BATCH_MAX:
+                raise FormError(f"this view holds more than {BATCH_MAX} samples: narrow the filters first")
+        else:
+            ids = [i for i in form.get("ids", []) if SHA256.fullmatch(i)]
         if not ids:
             raise FormError("select one sample or more first (click a card's box, or x on a card)")
         known = {name for _, name in CATEGORIES}

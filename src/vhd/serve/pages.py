@@ -34,6 +34,7 @@ from vhd.store.curation import removed_at
 from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
 from vhd.store.labels import CATEGORIES
 from vhd.store.provenance import sample_provenance
+from vhd.store.reviews import BATCH_MAX
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -142,6 +143,7 @@ async def gallery(request: Request) -> Response:
         queue_size=st.queue_size,
         histograms=bars,
         request_config=flt.config_hash if request.query_params.get("config") else "",
+        bulk_max=BATCH_MAX,
         keys=category_keys(),
         guide=_guide(request, flt.config_hash),
     )

@@ -138,6 +138,13 @@
       });
     }
     counted();
+    var bulk = document.getElementById("bulk-form");
+    if (bulk) {
+      bulk.addEventListener("submit", function (ev) {
+        var scope = document.getElementById("bulk-scope");
+        if (scope && scope.value === "view" && !window.confirm("Label every sample of this view?")) ev.preventDefault();
+      });
+    }
   }
 
   // ---- saved views: a name for the gallery's current URL, kept in this browser
