@@ -168,7 +168,18 @@ def test_score_order_and_histograms(store_copy: Path, client_for: Any) -> None:
     assert len(sample_ids(client.get(first_bin).text)) >= first  # a bar's link lists its samples
 
 
-def _flt(config: str) -> Any:
+def test_disagreement_order_puts_the_split_sample_first(store_copy: Path, client_for: Any) -> None:
+    """The newest configuration calls the astronaut harmful, the older one does not: it comes first."""
+    client = _client(client_for, store_copy)
+    default = sample_ids(client.get("/").text)
+    page = client.get("/?sort=disagreement").text
+    with Store(store_copy) as store:
+        astronaut = next(r.sample_id for r in store.gallery_page(_flt(None), limit=10) if "astronaut" in r.path)
+    assert default[0] != astronaut and sample_ids(page) == [astronaut] + [s for s in default if s != astronaut]
+    assert '<option value="disagreement" selected' in page
+
+
+def _flt(config: str | None) -> Any:
     from vhd.store.gallery import GalleryFilter
 
     return GalleryFilter(config_hash=config)

@@ -463,3 +463,17 @@ def test_histograms_count_each_bin_and_category(store: Store) -> None:
     assert got_scores == want and sum(want) > 500
     assert got_categories == categories and len(categories) == 3
     assert store.gallery_histograms("c" * 64) == ([], {})
+
+
+def test_disagreement_order_lists_disagreeing_samples_first(store: Store) -> None:
+    for config in (A, B):
+        for extra in SINGLE + COMBOS if config == A else SINGLE:
+            if "disagreement" in extra:
+                continue
+            flt = GalleryFilter(config_hash=config, reviewer="alice", reviews_per_sample=2, **extra)
+            split = _expected(store, GalleryFilter(**{**flt.__dict__, "disagreement": "configs"}), "ingest")
+            rest = [s for s in _expected(store, flt, "ingest") if s not in split]
+            assert _pages(store, flt, "disagreement") == split + rest, (config, extra)
+    assert len(_expected(store, GalleryFilter(config_hash=A, disagreement="configs"), "ingest")) > 3
+    first = store.gallery_page(GalleryFilter(config_hash=A), sort="disagreement", limit=3)
+    assert all(r.harmful is not None for r in first)

@@ -241,7 +241,7 @@ def parse_filter(request: Request) -> tuple[GalleryFilter, str, str | None, list
         notes.append("no review queue is loaded (start with --queue FILE): showing ingest order")
         sort = "ingest"
     flt.latest = flt.config_hash is None
-    if flt.config_hash is None and configs and (sort == "score" or on_verdict(flt)):
+    if flt.config_hash is None and configs and (sort in ("score", "disagreement") or on_verdict(flt)):
         flt.config_hash, flt.latest = configs[0], False
         notes.append(
             f"filters and orders on the verdict use one configuration: the newest, {configs[0][:12]}; "

@@ -26,7 +26,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +232,8 @@ class Gallery(abc.ABC):
         Returns:
             The rows; fewer than ``limit`` at the end.
         """
+        if sort == "disagreement":
+            return self._disagreement_page(flt, after, limit)
         queue = sort == "queue" or flt.queue_only or flt.disagreement == "detector"
         has_queue = queue and bool(self._query("SELECT 1 FROM temp.sqlite_master WHERE name = 'review_queue'"))
         if queue and not has_queue:
@@ -282,6 +284,29 @@ class Gallery(abc.ABC):
         sql += "WHERE " + " AND ".join(conds) + f" ORDER BY {order} LIMIT ?"
         rows = self._query(sql, [*join_params, *params, limit])
         return [_row(r) for r in rows]
+
+    def _disagreement_page(self, flt: GalleryFilter, after: str | None, limit: int) -> list[GalleryRow]:
+        """Samples on which another configuration decided otherwise first, then the others, each part in ingest order.
+
+        Two keyset walks one after the other: the ``disagreement="configs"`` filter, then its negation
+        (``"agree"``); a page that ends the first part goes on with the start of the second.
+        """
+        if flt.disagreement is not None or flt.config_hash is None:
+            return self.gallery_page(flt, after=after, limit=limit)  # nothing to put first
+        split, rest = replace(flt, disagreement="configs"), replace(flt, disagreement="agree")
+        if after is not None and not self._matches(split, after):
+            return self.gallery_page(rest, after=after, limit=limit)
+        rows = self.gallery_page(split, after=after, limit=limit)
+        if len(rows) < limit:
+            rows += self.gallery_page(rest, limit=limit - len(rows))
+        return rows
+
+    def _matches(self, flt: GalleryFilter, sample_id: str) -> bool:
+        """Whether one sample passes a filter (one row checked)."""
+        sql, join_params = _select(flt, "samples s", has_queue=False)
+        conds, params = conditions(flt, self._gallery_config(flt.config_hash))
+        rows = self._query(sql + "WHERE s.id = ? AND " + " AND ".join(conds), [*join_params, sample_id, *params])
+        return bool(rows)
 
     def _page_by_ranges(
         self,

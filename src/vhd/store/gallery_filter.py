@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-SORTS = ("ingest", "path", "queue", "score")
-"""Orders of the gallery: ingest order, media path, the review queue's rank, P(harmful) highest first."""
+SORTS = ("ingest", "path", "queue", "score", "disagreement")
+"""Orders of the gallery: ingest order, media path, the review queue's rank, P(harmful) highest first,
+samples on which configurations disagree first."""
 
 DECISIONS = ("harmful", "not_harmful", "none")
 STATUSES = ("ok", "refused", "unparsed", "error", "missing")
@@ -49,7 +50,8 @@ class GalleryFilter:
         score_min: Lowest P(harmful) shown.
         score_max: Highest P(harmful) shown.
         disagreement: ``configs`` (another configuration decided otherwise), ``human`` (a human
-            label differs), ``detector`` (a detector of the review queue differs) or ``reviewers``.
+            label differs), ``detector`` (a detector of the review queue differs) or ``reviewers``
+            (``agree``, the negation of ``configs``, is what the ``disagreement`` order lists second).
         review: ``unreviewed``, ``mine``, ``not_mine``, ``labelled``, ``unlabelled``, ``disputed``
             (reviewers disagree, nobody adjudicated) or ``needs_more`` (fewer reviews than asked).
         queue_only: Only samples in the loaded review queue.
@@ -151,9 +153,10 @@ def conditions(f: GalleryFilter, config: int | None) -> tuple[list[str], list[An
         add("IFNULL(a.score, -1e300) >= ?", f.score_min)
     if f.score_max is not None:
         add("IFNULL(a.score, 1e300) <= ?", f.score_max)
-    if f.disagreement == "configs":
+    if f.disagreement in ("configs", "agree"):  # "agree": the negation, for the disagreement order
         add(
-            "EXISTS (SELECT 1 FROM annotations b WHERE b.sample_id = s.id AND b.config_hash != a.config_hash "
+            ("NOT " if f.disagreement == "agree" else "")
+            + "EXISTS (SELECT 1 FROM annotations b WHERE b.sample_id = s.id AND b.config_hash != a.config_hash "
             "AND b.harmful IS NOT NULL AND b.harmful != a.harmful)"
         )
     elif f.disagreement == "human":
