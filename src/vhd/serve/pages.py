@@ -104,7 +104,8 @@ async def gallery(request: Request) -> Response:
     shown = flt.config_hash or next(iter(configs), None)  # what a filter on the verdict will use
     bars = histograms(st.histograms, st.store, shown, sort)
     if sort == "score" and (bars is None or not any(n for _, n, _ in bars.scores)):
-        notes.append(f"configuration {str(shown)[:12]} gave no scores: showing ingest order")
+        which = f"configuration {shown[:12]}" if shown else "no configuration"
+        notes.append(f"{which} gave no scores: showing ingest order")
         sort = "ingest"
     rows = st.store.gallery_page(flt, sort=sort, after=after, limit=PAGE_SIZE)
     query = filter_query(flt, sort, request.query_params.get("config"))

@@ -21,6 +21,7 @@ from vhd.serve.security import CSRF_KEY, same
 from vhd.serve.settings import ServeSettings, check_reviewer
 from vhd.serve.thumbs import BLUR_RADII, Look, PreviewCache
 from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
+from vhd.store.gallery_filter import reads_verdict
 from vhd.store.labels import CATEGORIES
 from vhd.store.sqlite import Store
 
@@ -241,7 +242,8 @@ def parse_filter(request: Request) -> tuple[GalleryFilter, str, str | None, list
         notes.append("no review queue is loaded (start with --queue FILE): showing ingest order")
         sort = "ingest"
     flt.latest = flt.config_hash is None
-    if flt.config_hash is None and configs and (sort in ("score", "disagreement") or on_verdict(flt)):
+    on_verdict = reads_verdict(flt) or flt.status or flt.decision  # "missing", "none": under which configuration?
+    if flt.config_hash is None and configs and (sort in ("score", "disagreement") or on_verdict):
         flt.config_hash, flt.latest = configs[0], False
         notes.append(
             f"filters and orders on the verdict use one configuration: the newest, {configs[0][:12]}; "
@@ -252,19 +254,6 @@ def parse_filter(request: Request) -> tuple[GalleryFilter, str, str | None, list
         notes.append("ignored a malformed page cursor")
         after = None
     return flt, sort, after, notes
-
-
-def on_verdict(flt: GalleryFilter) -> bool:
-    """Whether a filter reads the verdict, which needs one configuration (not each sample's newest)."""
-    return bool(
-        flt.decision
-        or flt.status
-        or flt.category
-        or flt.decided_by
-        or flt.score_min is not None
-        or flt.score_max is not None
-        or flt.disagreement in ("configs", "human")
-    )
 
 
 def filter_query(flt: GalleryFilter, sort: str, config: str | None = None) -> str:

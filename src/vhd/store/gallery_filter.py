@@ -126,6 +126,17 @@ def facets(f: GalleryFilter) -> list[str]:
     return out
 
 
+def reads_verdict(f: GalleryFilter) -> bool:
+    """Whether a filter asks something of the verdict under its configuration.
+
+    A facet, the score, or a disagreement with other configurations or with people: without a
+    configuration nothing matches such a filter.
+    """
+    return bool(
+        facets(f) or f.score_min is not None or f.score_max is not None or f.disagreement in ("configs", "human")
+    )
+
+
 def conditions(f: GalleryFilter, config: int | None) -> tuple[list[str], list[Any]]:
     """What a row must satisfy, checked row by row; ``config`` is the configuration's ``gallery_configs`` id.
 
@@ -245,13 +256,7 @@ def drivers(
         if getattr(flt, column):
             by_column: tuple[str, str, tuple[Any, ...]] = (f"samples s INDEXED BY samples_{column}", "s.rowid", ())
             out.append(Driver(f"SELECT rowid FROM samples WHERE {column} = ?", (getattr(flt, column),), by_column))
-    on_annotation = (
-        facets(flt)
-        or flt.score_min is not None
-        or flt.score_max is not None
-        or flt.disagreement in ("configs", "human")
-    )
-    if config is None and on_annotation:
+    if config is None and reads_verdict(flt):
         return None  # no annotation under this configuration: nothing has a status, score, ...
     for facet in facets(flt):
         by_facet = ("gallery_facets g CROSS JOIN samples s ON s.rowid = g.sample", "g.sample", (config, facet))
