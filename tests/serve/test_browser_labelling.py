@@ -243,6 +243,7 @@ def test_every_control_is_reachable_by_keyboard_and_named(served: Served, page: 
         "sample": sample,
         "revealed": sample + ("&" if "?" in sample else "?") + "reveal=1",
         "instructions": "/instructions",
+        "histograms": "/histograms",
         "settings": "/settings",
         "agreement": "/agreement",
     }

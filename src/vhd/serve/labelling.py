@@ -3,9 +3,9 @@
 Categories get Label Studio's keys: ``1``-``9`` and ``0`` for the first ten, then letters of the
 keyboard's top rows that no other key of the app uses. The instructions are what the annotator
 model was told: the harm definition of the run's prompts (its ``[prompts]`` overrides when it had
-them) and the taxonomy's category definitions. The gallery's histograms of P(harmful) and of the
-categories come from the store's gallery indexes and are cached for a few seconds per
-configuration, as the count of samples is.
+them) and the taxonomy's category definitions. The histograms of P(harmful) and of the categories
+(``/histograms``, a page of its own so that the gallery never waits for them) come from the store's
+gallery indexes and are cached for a few seconds per configuration, as the count of samples is.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def instructions(runs: list[Any], config_hash: str | None) -> Instructions:
 
 @dataclass
 class Histograms:
-    """A configuration's histograms as the gallery draws them: bars with a count and a filter link.
+    """A configuration's histograms as the page draws them: bars with a count and a filter link.
 
     Attributes:
         scores: ``(label, count, href)`` per P(harmful) bin, low to high.

@@ -102,12 +102,11 @@ async def gallery(request: Request) -> Response:
     flt, sort, after, notes = parse_filter(request)
     configs = st.store.gallery_configs()
     shown = flt.config_hash or next(iter(configs), None)  # what a filter on the verdict will use
-    bars = histograms(st.histograms, st.store, shown, sort)
-    if sort == "score" and (bars is None or not any(n for _, n, _ in bars.scores)):
-        which = f"configuration {shown[:12]}" if shown else "no configuration"
-        notes.append(f"{which} gave no scores: showing ingest order")
-        sort = "ingest"
     rows = st.store.gallery_page(flt, sort=sort, after=after, limit=PAGE_SIZE)
+    if sort == "score" and not rows and after is None:  # not an empty gallery: the samples in ingest order
+        notes.append(f"no sample of this view has a score under configuration {str(shown)[:12]}: ingest order")
+        sort = "ingest"
+        rows = st.store.gallery_page(flt, sort=sort, limit=PAGE_SIZE)
     query = filter_query(flt, sort, request.query_params.get("config"))
     lk = look(request)
     cards = [
@@ -142,11 +141,28 @@ async def gallery(request: Request) -> Response:
         },
         query=query,
         queue_size=st.queue_size,
-        histograms=bars,
+        shown=shown,
         request_config=flt.config_hash if request.query_params.get("config") else "",
         bulk_max=BATCH_MAX,
         keys=category_keys(),
         guide=_guide(request, flt.config_hash),
+    )
+
+
+async def histograms_page(request: Request) -> Response:
+    """``/histograms``: counts of P(harmful) and of the categories under the view's configuration.
+
+    A page of its own (not part of the gallery): the counts read the configuration's whole index.
+    """
+    st = state(request)
+    flt, sort, _, notes = parse_filter(request)
+    shown = flt.config_hash or next(iter(st.store.gallery_configs()), None)
+    bars = histograms(st.histograms, st.store, shown, sort)
+    if bars is None:
+        return _not_found(request, "nothing is annotated in this store yet: no histograms")
+    query = filter_query(flt, sort, request.query_params.get("config"))
+    return render(
+        request, "histograms.html", histograms=bars, notes=notes, gallery_url="/" + (f"?{query}" if query else "")
     )
 
 
