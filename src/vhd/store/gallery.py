@@ -17,6 +17,11 @@ the length of that index; in path or queue order the order's own index is walked
 
 The review queue (`vhd review-queue`'s CSV) is loaded into a temporary table of this connection
 with `load_queue`, so its order and its detector votes join like any other column.
+
+Without a configuration (``GalleryFilter.latest``) each row shows the sample's newest verdict. Score
+order walks ``gallery_scores`` from the top; disagreement order walks the ``configs`` disagreement
+first, then its negation. This module is a little long (about 460 lines) on purpose: the page
+planner and every order that shares its keyset walks stay in one place.
 """
 
 from __future__ import annotations
