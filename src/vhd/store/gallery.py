@@ -230,7 +230,10 @@ class Gallery(abc.ABC):
 
         Args:
             flt: The filters.
-            sort: One of `SORTS`; ``queue`` needs a loaded queue and lists only its samples.
+            sort: One of `SORTS`; ``queue`` needs a loaded queue and lists only its samples; ``score``
+                lists only the samples with a score under ``flt.config_hash``; ``disagreement`` puts
+                first the samples another configuration decided otherwise (ingest order without a
+                configuration).
             after: The last sample id of the previous page (None: the first page).
             limit: Page size.
 
