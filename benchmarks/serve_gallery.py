@@ -166,6 +166,13 @@ def main() -> None:
         ("order=path + status=missing (none)", {"status": "missing"}, "path"),
         ("order=path + decision=harmful", {"decision": "harmful"}, "path"),
         ("order=path + status=error", {"status": "error"}, "path"),
+        ("newest verdict of each sample (the app's default view)", {"config_hash": None, "latest": True}, "ingest"),
+        ("newest verdict + source=synthetic", {"config_hash": None, "latest": True, "source": "synthetic"}, "ingest"),
+        ("order=score", {}, "score"),
+        ("order=score + keyword (0.1%)", {"keyword": "keyword 7"}, "score"),
+        ("order=score + split=test", {"split": "test"}, "score"),
+        ("order=disagreement", {}, "disagreement"),
+        ("order=disagreement + split=test", {"split": "test"}, "disagreement"),
         ("queue (10,000)", {}, "queue"),
         ("queue + category no sample has", {"category": "Nobody's Category"}, "queue"),
     ]
@@ -188,6 +195,7 @@ def main() -> None:
             print(f"{name}: {first[0]:.1f} / {deep_t[0]:.1f} ms", file=sys.stderr, flush=True)
         progress = timed(lambda: store.review_progress("review"), args.repeat)
         stages = timed(lambda: store.gallery_stages("a" * 64), args.repeat)
+        histograms = timed(lambda: store.gallery_histograms("a" * 64), args.repeat)
     from starlette.testclient import TestClient
 
     from vhd.serve import ServeSettings, create_app
@@ -203,6 +211,7 @@ def main() -> None:
         print(f"| {name} | {m1:.1f} / {w1:.1f} ms | {n1} | {m2:.1f} / {w2:.1f} ms | {n2} |")
     print(f"\nprogress count: {progress[0]:.0f} ms median; GET / (whole page): {page[0]:.0f} ms median")
     print(f"decided-by choices {stages[2]}: {stages[0]:.1f} ms median")
+    print(f"histograms of configuration a (score bins, categories): {histograms[0]:.1f} ms median")
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ def test_labels_are_saved_at_once_with_reviewer_and_time_and_undo_works(store_co
     page = client.get("/")
     assert "reviewed 3 / 7" in page.text
     undo = client.post("/undo", data={"csrf": csrf_of(page.text), "back": "/"}, follow_redirects=False)
-    assert undo.status_code == 303 and undo.headers["location"] == "/"
+    assert undo.status_code == 303 and undo.headers["location"] == f"/sample/{ids[2]}"  # back to the undone one
     with Store(store_copy) as store:
         assert {item.id for item in store.labelled_set("review")} == set(ids[:2])
     assert "reviewed 2 / 7" in client.get("/").text
@@ -311,8 +311,10 @@ def test_cross_site_writes_are_refused(store_copy: Path, client_for: Any) -> Non
         assert "review" not in store.labelled_sets()
     good = client.post(url, data={"csrf": token, "harmful": "yes"}, headers={"origin": "http://127.0.0.1"})
     assert good.status_code == 200  # followed to the next sample
+    back = client.post("/undo", data={"csrf": token, "back": "//evil.example/?x=1"}, follow_redirects=False)
+    assert back.headers["location"] == f"/sample/{sid}"  # the undone sample, nothing taken from a foreign back
     back = client.post("/undo", data={"csrf": token, "back": "//evil.example/"}, follow_redirects=False)
-    assert back.headers["location"] == "/"  # no open redirect
+    assert back.headers["location"] == "/"  # nothing left to undo: no open redirect
 
 
 def test_detector_disagreement_comes_from_the_queue(store_copy: Path, tmp_path: Path, client_for: Any) -> None:

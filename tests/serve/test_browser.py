@@ -10,69 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.optional import need_executable, need_module
-from tests.servers import free_port
+from tests.serve.served import Served, serving
 from vhd.store.sqlite import Store
 
 pytestmark = pytest.mark.slow
-SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-@dataclass
-class Served:
-    url: str
-    store: Path
-    log: Path
 
 
 @pytest.fixture
 def served(store_copy: Path, tmp_path: Path) -> Iterator[Served]:
-    need_module("starlette", "pip install 'vhd[serve]'")
-    need_module("uvicorn", "pip install 'vhd[serve]'")
-    port = free_port()
-    log = tmp_path / "serve.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "vhd", "serve", str(store_copy), "--port", str(port), "--reviewer", "alice"]
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vhd serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                with urllib.request.urlopen(url + "/static/app.css", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vhd serve not ready after 30 s:\n{log.read_text()}")
-            time.sleep(0.1)
-        yield Served(url, store_copy, log)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+    with serving(store_copy, tmp_path) as app:
+        yield app
 
 
 def _variance_of_edges(data: bytes) -> float:
@@ -140,9 +94,11 @@ async def _alice(browser: Any, served: Served, shots: Path) -> dict[str, Any]:
         await page.click("#apply")
     mine = await page.locator("#grid .card").count()
     await page.screenshot(path=str(shots / "4-filter-mine.png"), full_page=True)
-    # undo one (the newest) with the keyboard
+    # undo one (the newest) with the keyboard: back on the undone sample, in the same view
     async with page.expect_navigation():
         await page.keyboard.press("u")
+    undone_url = page.url
+    await page.goto(served.url + "/?review=mine")
     after_undo = await page.locator("#grid .card").count()
     await page.screenshot(path=str(shots / "5-after-undo.png"), full_page=True)
     await ctx.close()
@@ -155,6 +111,7 @@ async def _alice(browser: Any, served: Served, shots: Path) -> dict[str, Any]:
         "progress": progress_after_labels,
         "mine": mine,
         "after_undo": after_undo,
+        "undone_url": undone_url,
         "errors": errors,
     }
 
@@ -207,6 +164,7 @@ def test_review_in_a_real_browser(served: Served, tmp_path: Path) -> None:
     assert alice["labelled"][0][0] in alice["first_url"]
     assert len({sid for sid, _ in alice["labelled"]}) == 3
     assert alice["mine"] == 3 and alice["after_undo"] == 2
+    assert f"/sample/{alice['labelled'][2][0]}?review=mine" in alice["undone_url"]
     assert not alice["errors"], alice["errors"]  # no CSP violation or script error in the console
     with Store(served.store) as store:
         labels = {item.id: item.harmful for item in store.labelled_set("review")}

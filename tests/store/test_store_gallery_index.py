@@ -392,3 +392,88 @@ def test_an_older_store_is_indexed_when_it_opens(tmp_path: Path, monkeypatch: py
         assert (facets, scores, blocks) == _recount(store.conn) and len(facets) > N
         flt = GalleryFilter(config_hash=A, status="missing")
         assert _pages(store, flt, "ingest") == _expected(store, flt, "ingest")
+
+
+# -- score order, each sample's newest verdict, histograms -------------------------------------------------
+
+
+def _scores(store: Store, config: str) -> dict[str, tuple[float, int]]:
+    rows = store.conn.execute(
+        "SELECT s.id, a.score, s.rowid FROM annotations a JOIN samples s ON s.id = a.sample_id "
+        "WHERE a.config_hash = ? AND a.score IS NOT NULL",
+        (config,),
+    )
+    return {str(r[0]): (float(r[1]), int(r[2])) for r in rows}
+
+
+@pytest.mark.parametrize("rare", [gallery.PATH_RARE, 0])
+def test_score_order_lists_the_highest_first_under_every_filter(
+    store: Store, rare: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Walked down the score index, or the few samples of a rare filter sorted: the same pages."""
+    monkeypatch.setattr(gallery, "PATH_RARE", rare)
+    scores = _scores(store, A)
+    for extra in SINGLE + COMBOS:
+        flt = GalleryFilter(config_hash=A, reviewer="alice", reviews_per_sample=2, **extra)
+        want = [s for s in _expected(store, flt, "ingest") if s in scores]
+        want.sort(key=lambda s: (-scores[s][0], -scores[s][1]))
+        assert _pages(store, flt, "score") == want, extra
+    assert store.gallery_page(GalleryFilter(), sort="score") == []  # no configuration, no scores
+
+
+def test_score_order_walks_the_score_index(store: Store) -> None:
+    plans = _plans(store, lambda: store.gallery_page(GalleryFilter(config_hash=A), sort="score"))
+    pages = [p for s, p in plans.items() if "frames_json" in s]
+    assert pages and all(p[0].startswith("SEARCH g USING PRIMARY KEY (config=?") for p in pages), pages
+    assert not [p for plan in pages for p in plan if SCANS.match(p) or "TEMP B-TREE" in p], pages
+
+
+def test_without_a_configuration_each_sample_shows_its_newest_verdict(store: Store) -> None:
+    newest = {
+        str(r[0]): (str(r[1]), r[2])
+        for r in store.conn.execute(
+            "SELECT sample_id, status, score FROM annotations "
+            "WHERE id IN (SELECT MAX(id) FROM annotations GROUP BY sample_id)"
+        )
+    }
+    rows = store.gallery_page(GalleryFilter(latest=True), limit=N)
+    assert len(rows) == len(_expected(store, GalleryFilter(), "ingest"))
+    assert {r.sample_id: (r.status, r.score) for r in rows if r.status} == {
+        s: v for s, v in newest.items() if s in {r.sample_id for r in rows}
+    }
+    assert any(
+        newest[r.sample_id] != (r.status, r.score)
+        for r in store.gallery_page(GalleryFilter(config_hash=A), limit=N)
+        if r.sample_id in newest
+    )  # B is newer on some
+    assert all(r.status is None for r in store.gallery_page(GalleryFilter(), limit=N))  # not asked: no verdict
+    plans = _plans(store, lambda: store.gallery_page(GalleryFilter(latest=True, source="real")))
+    assert not [p for plan in plans.values() for p in plan if SCANS.match(p) or "TEMP B-TREE" in p], plans
+
+
+def test_histograms_count_each_bin_and_category(store: Store) -> None:
+    got_scores, got_categories = store.gallery_histograms(A)
+    want = [0] * 10
+    categories: dict[str, int] = {}
+    for score, cats in store.conn.execute("SELECT score, categories_json FROM annotations WHERE config_hash = ?", (A,)):
+        if score is not None:
+            want[min(int(score * 10), 9)] += 1
+        for c in json.loads(cats):
+            categories[c] = categories.get(c, 0) + 1
+    assert got_scores == want and sum(want) > 500
+    assert got_categories == categories and len(categories) == 3
+    assert store.gallery_histograms("c" * 64) == ([], {})
+
+
+def test_disagreement_order_lists_disagreeing_samples_first(store: Store) -> None:
+    for config in (A, B):
+        for extra in SINGLE + COMBOS if config == A else SINGLE:
+            if "disagreement" in extra:
+                continue
+            flt = GalleryFilter(config_hash=config, reviewer="alice", reviews_per_sample=2, **extra)
+            split = _expected(store, GalleryFilter(**{**flt.__dict__, "disagreement": "configs"}), "ingest")
+            rest = [s for s in _expected(store, flt, "ingest") if s not in split]
+            assert _pages(store, flt, "disagreement") == split + rest, (config, extra)
+    assert len(_expected(store, GalleryFilter(config_hash=A, disagreement="configs"), "ingest")) > 3
+    first = store.gallery_page(GalleryFilter(config_hash=A), sort="disagreement", limit=3)
+    assert all(r.harmful is not None for r in first)

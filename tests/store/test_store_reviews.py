@@ -69,3 +69,24 @@ def test_a_removed_or_unknown_sample_cannot_be_reviewed(store: Store, ids: list[
     with pytest.raises(ConfigError, match="not in the store"):
         store.add_review("review", "f" * 64, "alice", harmful=True)
     assert store.sample_reviews("review", ids[0]) == []
+
+
+def test_a_bulk_label_is_one_batch_and_one_undo_takes_it_back(store: Store, ids: list[str]) -> None:
+    store.add_review("review", ids[3], "alice", harmful=False)
+    store.add_review("review", ids[0], "bob", harmful=True)
+    store.remove_sample(ids[2])
+    made, skipped = store.add_reviews(
+        "review", [ids[0], ids[1], ids[2], ids[1], "f" * 64], "alice", harmful=True, categories=["A"]
+    )
+    assert len(made) == 2 and [s for s, _ in skipped] == [ids[2], "f" * 64]
+    assert "removed" in skipped[0][1] and "not in the store" in skipped[1][1]
+    assert _labels(store) == {ids[0]: True, ids[1]: True, ids[3]: False}
+    batch = store.last_batch("review", "alice")
+    assert sorted(r.sample_id for r in batch) == sorted(ids[:2]) and store.last_review("review", "alice") == batch[0]
+    assert store.last_batch("review", "bob")[0].sample_id == ids[0]  # another reviewer's batch is theirs
+    undone = store.undo_review("review", "alice")
+    assert undone is not None and undone.sample_id in ids[:2]
+    assert _labels(store) == {ids[0]: True, ids[3]: False}  # bob's label of ids[0] stays
+    assert [r.sample_id for r in store.last_batch("review", "alice")] == [ids[3]]  # the review before the batch
+    with pytest.raises(ConfigError, match="at most"):
+        store.add_reviews("review", ["0" * 64] * 1001, "alice", harmful=True)

@@ -8,6 +8,7 @@ other's labels. After a label the browser goes on to the next sample of the same
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from vhd.errors import VhdError
 from vhd.serve.pages import live_sample, next_sample
@@ -20,6 +21,7 @@ from vhd.serve.web import (
     REVEAL_COOKIE,
     REVEAL_SECONDS,
     REVIEWER_COOKIE,
+    SHA256,
     FormError,
     filter_query,
     one,
@@ -31,6 +33,7 @@ from vhd.serve.web import (
     state,
 )
 from vhd.store.labels import CATEGORIES
+from vhd.store.reviews import BATCH_MAX
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -85,8 +88,51 @@ async def label(request: Request) -> Response:
     return _redirect(f"/sample/{following}{suffix}" if following else f"/{suffix}")
 
 
+async def label_bulk(request: Request) -> Response:
+    """``POST /label``: the same review of many samples at once (a bulk label from the gallery), then back.
+
+    ``scope=selected`` (the default) labels the samples in ``ids``; ``scope=view`` every sample of the
+    gallery view in the query string (its filters), up to `BATCH_MAX`. The reviews form one batch:
+    one undo takes them all back.
+    """
+    st = state(request)
+    try:
+        form = await read_form(request)
+        decision = one(form, "harmful")
+        if decision not in ("yes", "no"):
+            raise FormError("choose harmful (yes) or not harmful (no)")
+        if one(form, "scope") == "view":
+            flt, sort, _, _ = parse_filter(request)
+            ids = [row.sample_id for row in st.store.gallery_page(flt, sort=sort, limit=BATCH_MAX + 1)]
+            if len(ids) > BATCH_MAX:
+                raise FormError(f"this view holds more than {BATCH_MAX} samples: narrow the filters first")
+        else:
+            ids = [i for i in form.get("ids", []) if SHA256.fullmatch(i)]
+        if not ids:
+            raise FormError("select one sample or more first (click a card's box, or x on a card)")
+        known = {name for _, name in CATEGORIES}
+        _, skipped = st.store.add_reviews(
+            st.settings.set_name,
+            ids,
+            reviewer(request),
+            harmful=decision == "yes",
+            categories=[c for c in form.get("categories", []) if c in known],
+            reviews_per_sample=st.settings.reviews_per_sample,
+        )
+    except (FormError, VhdError) as exc:
+        return _refuse(request, exc)
+    if skipped:
+        lines = "; ".join(f"{sid[:12]} {why}" for sid, why in skipped[:10])
+        message = f"{len(ids) - len(skipped)} labelled; {len(skipped)} skipped: {lines}"
+        return render(request, "message.html", title="Partly done", message=message)
+    return _redirect(safe_back(one(form, "back", "/")))
+
+
 async def undo(request: Request) -> Response:
-    """``POST /undo``: undo this reviewer's newest review (or ``review_id``), then go back."""
+    """``POST /undo``: undo this reviewer's newest review (or ``review_id``), then show that sample again.
+
+    A bulk label is undone whole and goes back to the page the undo was sent from.
+    """
     st = state(request)
     try:
         form = await read_form(request)
@@ -94,10 +140,17 @@ async def undo(request: Request) -> Response:
         review_id = int(raw) if raw.isdigit() else None
     except FormError as exc:
         return _refuse(request, exc)
-    st.store.undo_review(
-        st.settings.set_name, reviewer(request), review_id, reviews_per_sample=st.settings.reviews_per_sample
+    who = reviewer(request)
+    batch = st.store.last_batch(st.settings.set_name, who)
+    undone = st.store.undo_review(
+        st.settings.set_name, who, review_id, reviews_per_sample=st.settings.reviews_per_sample
     )
-    return _redirect(safe_back(one(form, "back", "/")))
+    back = safe_back(one(form, "back", "/"))
+    if undone is None or (len(batch) > 1 and batch[0].id == undone.id):
+        return _redirect(back)
+    # the view the reviewer was in, on the undone sample (a reveal is never carried over)
+    query = urlencode([(k, v) for k, v in parse_qsl(urlsplit(back).query) if k not in ("reveal", "after")])
+    return _redirect(f"/sample/{undone.sample_id}" + (f"?{query}" if query else ""))
 
 
 async def remove(request: Request) -> Response:

@@ -9,7 +9,10 @@ Routes (all root-relative; the pages work without JavaScript, which only adds ke
 | ``GET /thumb/<id>`` | a preview (``frame``, ``level``, ``colour``; ``clear`` with a reveal key), by sample id only |
 | ``GET /clip/<id>`` | a revealed video's file (``clear`` with a reveal key), played muted by the page |
 | ``POST /sample/<id>/label`` | record a review, then the next sample |
-| ``POST /undo`` | undo this reviewer's newest review |
+| ``POST /undo`` | undo this reviewer's newest review (a bulk label whole), back to that sample |
+| ``POST /label`` | a bulk label: the same review of the selected samples (``ids``), one batch |
+| ``GET /instructions`` | the policy and category definitions the annotator was given |
+| ``GET /histograms`` | counts of P(harmful) and categories under the view's configuration, linked to filters |
 | ``GET/POST /sample/<id>/remove`` | takedown with confirmation |
 | ``GET /agreement`` | reviewer agreement (kappa) and adjudication list |
 | ``GET /export.csv`` | the labelled set as a labels CSV |
@@ -91,6 +94,9 @@ def create_app(settings: ServeSettings, *, on_event: Any = None) -> Starlette:
         Route("/thumb/{sample_id}", pages.thumb),
         Route("/clip/{sample_id}", pages.clip),
         Route("/undo", actions.undo, methods=["POST"]),
+        Route("/label", actions.label_bulk, methods=["POST"]),
+        Route("/instructions", pages.instructions_page),
+        Route("/histograms", pages.histograms_page),
         Route("/agreement", pages.agreement),
         Route("/export.csv", pages.export_csv),
         Route("/settings", pages.settings_page),

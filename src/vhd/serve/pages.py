@@ -16,6 +16,7 @@ from vhd.errors import VhdError
 from vhd.fileio import escape_cell
 from vhd.records import Sample
 from vhd.serve.agreement import fleiss_kappa
+from vhd.serve.labelling import category_keys, histograms, instructions
 from vhd.serve.security import same
 from vhd.serve.thumbs import LEVELS, Look
 from vhd.serve.web import (
@@ -36,6 +37,7 @@ from vhd.store.curation import removed_at
 from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
 from vhd.store.labels import CATEGORIES
 from vhd.store.provenance import sample_provenance
+from vhd.store.reviews import BATCH_MAX
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -101,7 +103,13 @@ async def gallery(request: Request) -> Response:
     """``/``: the gallery, filtered and keyset-paged."""
     st = state(request)
     flt, sort, after, notes = parse_filter(request)
+    configs = st.store.gallery_configs()
+    shown = flt.config_hash or next(iter(configs), None)  # what a filter on the verdict will use
     rows = st.store.gallery_page(flt, sort=sort, after=after, limit=PAGE_SIZE)
+    if sort == "score" and not rows and after is None:  # not an empty gallery: the samples in ingest order
+        notes.append(f"no sample of this view has a score under configuration {str(shown)[:12]}: ingest order")
+        sort = "ingest"
+        rows = st.store.gallery_page(flt, sort=sort, limit=PAGE_SIZE)
     query = filter_query(flt, sort, request.query_params.get("config"))
     lk = look(request)
     cards = [
@@ -124,19 +132,56 @@ async def gallery(request: Request) -> Response:
         notes=notes,
         next_url=next_url,
         choices=st.store.gallery_choices(),
-        stages=st.store.gallery_stages(flt.config_hash),
-        configs=st.store.gallery_configs(),
+        stages=st.store.gallery_stages(shown),
+        configs=configs,
         categories=[name for _, name in CATEGORIES],
         options={
             "decision": DECISIONS,
             "status": STATUSES,
             "disagreement": DISAGREEMENTS,
             "review": REVIEW_STATES,
-            "sort": SORTS,
+            "sort": tuple(s for s in SORTS if s != "queue" or st.queue_size),
         },
         query=query,
         queue_size=st.queue_size,
+        shown=shown,
+        request_config=flt.config_hash if request.query_params.get("config") else "",
+        bulk_max=BATCH_MAX,
+        keys=category_keys(),
+        guide=_guide(request, flt.config_hash),
     )
+
+
+async def histograms_page(request: Request) -> Response:
+    """``/histograms``: counts of P(harmful) and of the categories under the view's configuration.
+
+    A page of its own (not part of the gallery): the counts read the configuration's whole index.
+    """
+    st = state(request)
+    flt, sort, _, notes = parse_filter(request)
+    shown = flt.config_hash or next(iter(st.store.gallery_configs()), None)
+    bars = histograms(st.histograms, st.store, shown, sort)
+    if bars is None:
+        return _not_found(request, "nothing is annotated in this store yet: no histograms")
+    query = filter_query(flt, sort, request.query_params.get("config"))
+    return render(
+        request, "histograms.html", histograms=bars, notes=notes, gallery_url="/" + (f"?{query}" if query else "")
+    )
+
+
+def _guide(request: Request, config_hash: str | None) -> Any:
+    """The instructions of a configuration, made once per app run."""
+    st = state(request)
+    key = config_hash or ""
+    if key not in st.instructions:
+        st.instructions[key] = instructions(st.store.runs(), config_hash)
+    return st.instructions[key]
+
+
+async def instructions_page(request: Request) -> Response:
+    """``/instructions``: the policy and category definitions the annotator was given (``i`` on any page)."""
+    flt, _, _, notes = parse_filter(request)
+    return render(request, "instructions.html", guide=_guide(request, flt.config_hash), guide_page=True, notes=notes)
 
 
 def next_sample(request: Request, flt: GalleryFilter, sort: str, sample_id: str) -> str | None:
@@ -159,7 +204,7 @@ async def sample_page(request: Request) -> Response:
     key = reveal_key(request, sample_id) if reveal else ""
     if reveal:  # the exposure audit trail: who saw what, when, for how long
         st.store.add_reveal(st.settings.set_name, sample_id, reviewer(request), seconds=seconds or None)
-    annotation = st.store.get_annotation(sample_id, flt.config_hash) if flt.config_hash else None
+    annotation = st.store.get_annotation(sample_id, flt.config_hash)  # no configuration: the newest verdict
     runs = {r.id: r for r in st.store.runs()} if annotation else {}
     reviews = st.store.sample_reviews(st.settings.set_name, sample_id)
     current = {r.reviewer: r for r in reviews if not r.adjudication}
@@ -191,7 +236,8 @@ async def sample_page(request: Request) -> Response:
         others=st.store.sample_annotations(sample_id),
         reviews=reviews,
         disputed=len(votes) > 1 and not any(r.adjudication for r in reviews),
-        categories=[name for _, name in CATEGORIES],
+        keys=category_keys(),
+        guide=_guide(request, annotation.config_hash if annotation else flt.config_hash),
         query=query,
         next_url=(f"/sample/{following}" + (f"?{query}" if query else "")) if following else None,
         gallery_url="/" + (f"?{query}" if query else ""),

@@ -22,6 +22,7 @@ from vhd.serve.security import CSRF_KEY, RateLimit, same
 from vhd.serve.settings import ServeSettings, check_reviewer
 from vhd.serve.thumbs import DEFAULT_LEVEL, LEVELS, Look, PreviewCache
 from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
+from vhd.store.gallery_filter import reads_verdict
 from vhd.store.labels import CATEGORIES
 from vhd.store.sqlite import Store
 
@@ -80,6 +81,9 @@ class State:
         queue_size: Samples in the loaded review queue (0: no queue).
         queue_skipped: Rows of the queue file left out, with the reason.
         total: Samples to review, as last counted (at ``total_at``, `time.monotonic`).
+        histograms: A configuration's histogram counts with the time they were read
+            (`vhd.serve.labelling.histograms`).
+        instructions: The instructions panel of each configuration ('' for the newest), made once.
     """
 
     settings: ServeSettings
@@ -92,6 +96,8 @@ class State:
     queue_skipped: list[tuple[int, str]] = field(default_factory=list)
     total: int = 0
     total_at: float = -1e9
+    histograms: dict[str, tuple[float, tuple[list[int], dict[str, int]]]] = field(default_factory=dict)
+    instructions: dict[str, Any] = field(default_factory=dict)
 
 
 def make_env() -> Environment:
@@ -230,8 +236,7 @@ def parse_filter(request: Request) -> tuple[GalleryFilter, str, str | None, list
     )
     config = q.get("config", "").strip().lower()
     configs = st.store.gallery_configs()
-    flt.config_hash = configs[0] if configs else None  # the newest run's configuration
-    if config:
+    if config:  # else each sample shows its newest verdict, whichever configuration gave it
         matches = [c for c in configs if c.startswith(config)]
         if len(matches) == 1:
             flt.config_hash = matches[0]
@@ -263,6 +268,17 @@ def parse_filter(request: Request) -> tuple[GalleryFilter, str, str | None, list
     if sort not in SORTS:
         notes.append(f"ignored sort={sort[:40]!r}: use one of {', '.join(SORTS)}")
         sort = "ingest"
+    elif sort == "queue" and not st.queue_size:
+        notes.append("no review queue is loaded (start with --queue FILE): showing ingest order")
+        sort = "ingest"
+    flt.latest = flt.config_hash is None
+    on_verdict = reads_verdict(flt) or flt.status or flt.decision  # "missing", "none": under which configuration?
+    if flt.config_hash is None and configs and (sort in ("score", "disagreement") or on_verdict):
+        flt.config_hash, flt.latest = configs[0], False
+        notes.append(
+            f"filters and orders on the verdict use one configuration: the newest, {configs[0][:12]}; "
+            "pick another in the list"
+        )
     after = q.get("after")
     if after is not None and not SHA256.fullmatch(after):
         notes.append("ignored a malformed page cursor")
@@ -290,7 +306,7 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
     if now - st.total_at > TOTAL_TTL_S:  # counting a million samples takes a while: once in a while
         st.total, st.total_at = st.store.review_total(queue=queue), now
     done, total = st.store.review_progress(st.settings.set_name, queue=queue, total=st.total)
-    last = st.store.last_review(st.settings.set_name, reviewer(request))
+    batch = st.store.last_batch(st.settings.set_name, reviewer(request))  # what the undo button takes back
     lk = look(request)
     page = st.env.get_template(template).render(
         settings=st.settings,
@@ -300,7 +316,8 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         csrf=str(request.scope.get(CSRF_KEY, "")),
         me=reviewer(request),
         progress=(done, total),
-        last_review=last,
+        last_review=batch[0] if batch else None,
+        undo_count=len(batch),
         back=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
         **values,
     )

@@ -17,6 +17,11 @@ the length of that index; in path or queue order the order's own index is walked
 
 The review queue (`vhd review-queue`'s CSV) is loaded into a temporary table of this connection
 with `load_queue`, so its order and its detector votes join like any other column.
+
+Without a configuration (``GalleryFilter.latest``) each row shows the sample's newest verdict. Score
+order walks ``gallery_scores`` from the top; disagreement order walks the ``configs`` disagreement
+first, then its negation. This module is a little long (about 460 lines) on purpose: the page
+planner and every order that shares its keyset walks stay in one place.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,13 +121,21 @@ _SELECT = (
     "a.categories_json, l.harmful AS label, COALESCE(rs.reviews, 0), COALESCE(rs.harmful_votes, 0), {rank}, "
     "json_array_length(s.frames_json), a.decided_by "
     "FROM {source} {queue_join} "
-    "LEFT JOIN annotations a ON a.sample_id = s.id AND a.config_hash = ? "
+    "LEFT JOIN annotations a ON {annotation} "
     "LEFT JOIN labelled_sets l ON l.name = ? AND l.sample_id = s.id "
     "LEFT JOIN review_state rs ON rs.set_name = ? AND rs.sample_id = s.id "
 )
 
+_ONE_CONFIG = "a.sample_id = s.id AND a.config_hash = ?"
+_LATEST = "a.id = (SELECT MAX(a2.id) FROM annotations a2 WHERE a2.sample_id = s.id)"
+"""Without a configuration each sample shows its newest annotation, whichever configuration made it."""
+
 _AFTER = "(SELECT rowid FROM samples WHERE id = ?)"
-_ORDER = {
+_SCORE_AFTER = (
+    "(SELECT a3.score, s3.rowid FROM samples s3 JOIN annotations a3 ON a3.sample_id = s3.id "
+    "AND a3.config_hash = ? WHERE s3.id = ?)"
+)
+_ORDER = {  # (order, the key of the sample a page starts after); score order is built in gallery_page
     "ingest": ("s.rowid", _AFTER),
     "path": ("s.path, s.rowid", "(SELECT path, rowid FROM samples WHERE id = ?)"),
     "queue": ("q.rank", "(SELECT rank FROM temp.review_queue WHERE sample_id = ?)"),
@@ -139,6 +152,18 @@ with fewer matches than this is listed; a commoner one is checked along the path
 WALK_COUNT = 200_000
 """When no filter is rare, the ones whose index can be walked in ingest order are counted up to this to
 find the shortest walk."""
+
+
+def _select(flt: GalleryFilter, source: str, has_queue: bool) -> tuple[str, list[Any]]:
+    """The gallery's SELECT over ``source`` and the parameters of its joins."""
+    sql = _SELECT.format(
+        source=source,
+        annotation=_LATEST if flt.latest and not flt.config_hash else _ONE_CONFIG,
+        rank="q.rank" if has_queue else "NULL",
+        queue_join="JOIN temp.review_queue q ON q.sample_id = s.id" if has_queue else "",
+    )
+    config = [] if flt.latest and not flt.config_hash else [flt.config_hash]
+    return sql, [*config, flt.set_name, flt.set_name]
 
 
 def _row(r: Sequence[Any]) -> GalleryRow:
@@ -205,28 +230,47 @@ class Gallery(abc.ABC):
 
         Args:
             flt: The filters.
-            sort: One of `SORTS`; ``queue`` needs a loaded queue and lists only its samples.
+            sort: One of `SORTS`; ``queue`` needs a loaded queue and lists only its samples; ``score``
+                lists only the samples with a score under ``flt.config_hash``; ``disagreement`` puts
+                first the samples another configuration decided otherwise (ingest order without a
+                configuration).
             after: The last sample id of the previous page (None: the first page).
             limit: Page size.
 
         Returns:
             The rows; fewer than ``limit`` at the end.
         """
+        if sort == "disagreement":
+            return self._disagreement_page(flt, after, limit)
         queue = sort == "queue" or flt.queue_only or flt.disagreement == "detector"
         has_queue = queue and bool(self._query("SELECT 1 FROM temp.sqlite_master WHERE name = 'review_queue'"))
         if queue and not has_queue:
             return []  # asked for the queue's samples and there is no queue
-        sort = sort if sort in _ORDER and (sort != "queue" or has_queue) else "ingest"
+        sort = sort if sort in SORTS and (sort != "queue" or has_queue) else "ingest"
         config = self._gallery_config(flt.config_hash)
+        if sort == "score" and config is None:
+            return []  # no scores without a configuration that has annotations
         drivers = self._drivers(flt, config, has_queue and sort != "queue", sort)
         if drivers is None or any(d.count == 0 for d in drivers):
             return []
-        rare = {"ingest": RARE, "path": PATH_RARE}.get(sort, 0)
+        rare = {"ingest": RARE, "path": PATH_RARE, "score": PATH_RARE}.get(sort, 0)
         listed = [d for d in drivers if d.count < min(rare, d.list_below or rare)]
         walks = [d for d in drivers if d.walk is not None or d.blocks is not None] if sort == "ingest" else []
         conds, params = conditions(flt, config)
         source = "samples s"
-        order, key = _ORDER[sort]
+        if sort == "score":  # highest P(harmful) first; samples without a score are not in this order
+            order, cmp, key = "a.score DESC, s.rowid DESC", "(a.score, s.rowid) <", _SCORE_AFTER
+            key_params: list[Any] = [flt.config_hash, after]
+            if not listed:  # walk the configuration's score index from the top
+                source = "gallery_scores g CROSS JOIN samples s ON s.rowid = g.sample"
+                order, cmp = "g.score DESC, g.sample DESC", "(g.score, g.sample) <"
+                conds.insert(0, "g.config = ?")
+                params[:0] = [config]
+            else:
+                conds.append("a.score IS NOT NULL")
+        else:
+            order, key = _ORDER[sort]
+            cmp, key_params = f"({order}) >", [after]
         if listed:  # the rarest filter's few samples, then the other filters on them
             best = min(listed, key=lambda d: d.count)
             conds.insert(0, f"s.rowid IN ({best.rows})")
@@ -237,21 +281,40 @@ class Gallery(abc.ABC):
                 assert best.blocks is not None
                 return self._page_by_ranges(flt, config, ranges(best.blocks), after, limit, has_queue)
             source, order, walk_params = best.walk
-            key = _AFTER
+            cmp, key = f"({order}) >", _AFTER
             if walk_params:  # the walked facet: its (config, facet) prefix of the index
                 conds.insert(0, "g.config = ? AND g.facet = ?")
                 params[:0] = walk_params
-        sql = _SELECT.format(
-            source=source,
-            rank="q.rank" if has_queue else "NULL",
-            queue_join="JOIN temp.review_queue q ON q.sample_id = s.id" if has_queue else "",
-        )
+        sql, join_params = _select(flt, source, has_queue)
         if after is not None:
-            conds.append(f"({order}) > {key}")
-            params.append(after)
+            conds.append(f"{cmp} {key}")
+            params.extend(key_params)
         sql += "WHERE " + " AND ".join(conds) + f" ORDER BY {order} LIMIT ?"
-        rows = self._query(sql, [flt.config_hash, flt.set_name, flt.set_name, *params, limit])
+        rows = self._query(sql, [*join_params, *params, limit])
         return [_row(r) for r in rows]
+
+    def _disagreement_page(self, flt: GalleryFilter, after: str | None, limit: int) -> list[GalleryRow]:
+        """Samples on which another configuration decided otherwise first, then the others, each part in ingest order.
+
+        Two keyset walks one after the other: the ``disagreement="configs"`` filter, then its negation
+        (``"agree"``); a page that ends the first part goes on with the start of the second.
+        """
+        if flt.disagreement is not None or flt.config_hash is None:
+            return self.gallery_page(flt, after=after, limit=limit)  # nothing to put first
+        split, rest = replace(flt, disagreement="configs"), replace(flt, disagreement="agree")
+        if after is not None and not self._matches(split, after):
+            return self.gallery_page(rest, after=after, limit=limit)
+        rows = self.gallery_page(split, after=after, limit=limit)
+        if len(rows) < limit:
+            rows += self.gallery_page(rest, limit=limit - len(rows))
+        return rows
+
+    def _matches(self, flt: GalleryFilter, sample_id: str) -> bool:
+        """Whether one sample passes a filter (one row checked)."""
+        sql, join_params = _select(flt, "samples s", has_queue=False)
+        conds, params = conditions(flt, self._gallery_config(flt.config_hash))
+        rows = self._query(sql + "WHERE s.id = ? AND " + " AND ".join(conds), [*join_params, sample_id, *params])
+        return bool(rows)
 
     def _page_by_ranges(
         self,
@@ -269,11 +332,7 @@ class Gallery(abc.ABC):
             if not found:
                 return []  # as a keyset query answers for a sample that is not in the store
             start = int(found[0][0]) + 1
-        sql = _SELECT.format(
-            source="samples s",
-            rank="q.rank" if has_queue else "NULL",
-            queue_join="JOIN temp.review_queue q ON q.sample_id = s.id" if has_queue else "",
-        )
+        sql, join_params = _select(flt, "samples s", has_queue)
         conds, params = conditions(flt, config)
         sql += "WHERE s.rowid BETWEEN ? AND ? AND " + " AND ".join(conds) + " ORDER BY s.rowid LIMIT ?"
         out: list[GalleryRow] = []
@@ -282,7 +341,7 @@ class Gallery(abc.ABC):
                 continue
             got = self._query(
                 sql,
-                [flt.config_hash, flt.set_name, flt.set_name, max(lo, start), hi, *params, limit - len(out)],
+                [*join_params, max(lo, start), hi, *params, limit - len(out)],
             )
             out.extend(_row(r) for r in got)
             if len(out) >= limit:
@@ -367,6 +426,35 @@ class Gallery(abc.ABC):
             (config_hash, limit),
         )
         return [str(r[0]) for r in rows]
+
+    def gallery_histograms(self, config_hash: str, bins: int = 10) -> tuple[list[int], dict[str, int]]:
+        """How a configuration's verdicts spread: counts of P(harmful) in ``bins`` equal bins, and per category.
+
+        Read from the gallery's indexes (``gallery_scores``, the ``c:`` facets of ``gallery_facets``), which
+        keep a removed sample's verdict: the counts include taken-down samples. The cost follows the
+        configuration's annotations, so callers cache the answer on large stores.
+
+        Returns:
+            ``(score counts from low to high, category name -> samples)``; empty when nothing is annotated
+            under the configuration.
+        """
+        config = self._gallery_config(config_hash)
+        if config is None:
+            return [], {}
+        rows = self._query(
+            "SELECT MIN(MAX(CAST(score * ?1 AS INTEGER), 0), ?1 - 1), COUNT(*) FROM gallery_scores "
+            "WHERE config = ?2 GROUP BY 1",
+            (bins, config),
+        )
+        scores = [0] * bins
+        for b, n in rows:
+            scores[int(b)] += int(n)
+        rows = self._query(
+            "SELECT substr(facet, 3), COUNT(*) FROM gallery_facets WHERE config = ? AND facet >= 'c:' "
+            "AND facet < 'c;' GROUP BY facet",
+            (config,),
+        )
+        return scores, {str(r[0]): int(r[1]) for r in rows}
 
     def gallery_configs(self) -> list[str]:
         """Configuration hashes of the store's runs, newest run first (cheap: the runs table only)."""

@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-SORTS = ("ingest", "path", "queue")
-"""Orders of the gallery: ingest order, media path, the review queue's rank."""
+SORTS = ("ingest", "path", "queue", "score", "disagreement")
+"""Orders of the gallery: ingest order, media path, the review queue's rank, P(harmful) highest first,
+samples on which configurations disagree first."""
 
 DECISIONS = ("harmful", "not_harmful", "none")
 STATUSES = ("ok", "refused", "unparsed", "error", "missing")
@@ -33,6 +34,8 @@ class GalleryFilter:
 
     Attributes:
         config_hash: The configuration whose annotation is shown and filtered on.
+        latest: With no ``config_hash``: show each sample's newest annotation, whichever configuration
+            made it (filters on the verdict need a configuration; without one nothing has a verdict).
         set_name: The labelled set under review.
         reviewer: The person looking (for ``review="mine"`` / ``"not_mine"``).
         reviews_per_sample: Reviews wanted per sample (for ``review="needs_more"``).
@@ -47,13 +50,15 @@ class GalleryFilter:
         score_min: Lowest P(harmful) shown.
         score_max: Highest P(harmful) shown.
         disagreement: ``configs`` (another configuration decided otherwise), ``human`` (a human
-            label differs), ``detector`` (a detector of the review queue differs) or ``reviewers``.
+            label differs), ``detector`` (a detector of the review queue differs) or ``reviewers``
+            (``agree``, the negation of ``configs``, is what the ``disagreement`` order lists second).
         review: ``unreviewed``, ``mine``, ``not_mine``, ``labelled``, ``unlabelled``, ``disputed``
             (reviewers disagree, nobody adjudicated) or ``needs_more`` (fewer reviews than asked).
         queue_only: Only samples in the loaded review queue.
     """
 
     config_hash: str | None = None
+    latest: bool = False
     set_name: str = "review"
     reviewer: str = ""
     reviews_per_sample: int = 1
@@ -73,7 +78,7 @@ class GalleryFilter:
 
     def active(self) -> dict[str, Any]:
         """The filters a user set (the fields below ``reviews_per_sample`` that are not None/False)."""
-        skip = {"config_hash", "set_name", "reviewer", "reviews_per_sample"}
+        skip = {"config_hash", "latest", "set_name", "reviewer", "reviews_per_sample"}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip and getattr(self, f.name)}
 
 
@@ -121,6 +126,17 @@ def facets(f: GalleryFilter) -> list[str]:
     return out
 
 
+def reads_verdict(f: GalleryFilter) -> bool:
+    """Whether a filter asks something of the verdict under its configuration.
+
+    A facet, the score, or a disagreement with other configurations or with people: without a
+    configuration nothing matches such a filter.
+    """
+    return bool(
+        facets(f) or f.score_min is not None or f.score_max is not None or f.disagreement in ("configs", "human")
+    )
+
+
 def conditions(f: GalleryFilter, config: int | None) -> tuple[list[str], list[Any]]:
     """What a row must satisfy, checked row by row; ``config`` is the configuration's ``gallery_configs`` id.
 
@@ -148,9 +164,10 @@ def conditions(f: GalleryFilter, config: int | None) -> tuple[list[str], list[An
         add("IFNULL(a.score, -1e300) >= ?", f.score_min)
     if f.score_max is not None:
         add("IFNULL(a.score, 1e300) <= ?", f.score_max)
-    if f.disagreement == "configs":
+    if f.disagreement in ("configs", "agree"):  # "agree": the negation, for the disagreement order
         add(
-            "EXISTS (SELECT 1 FROM annotations b WHERE b.sample_id = s.id AND b.config_hash != a.config_hash "
+            ("NOT " if f.disagreement == "agree" else "")
+            + "EXISTS (SELECT 1 FROM annotations b WHERE b.sample_id = s.id AND b.config_hash != a.config_hash "
             "AND b.harmful IS NOT NULL AND b.harmful != a.harmful)"
         )
     elif f.disagreement == "human":
@@ -239,13 +256,7 @@ def drivers(
         if getattr(flt, column):
             by_column: tuple[str, str, tuple[Any, ...]] = (f"samples s INDEXED BY samples_{column}", "s.rowid", ())
             out.append(Driver(f"SELECT rowid FROM samples WHERE {column} = ?", (getattr(flt, column),), by_column))
-    on_annotation = (
-        facets(flt)
-        or flt.score_min is not None
-        or flt.score_max is not None
-        or flt.disagreement in ("configs", "human")
-    )
-    if config is None and on_annotation:
+    if config is None and reads_verdict(flt):
         return None  # no annotation under this configuration: nothing has a status, score, ...
     for facet in facets(flt):
         by_facet = ("gallery_facets g CROSS JOIN samples s ON s.rowid = g.sample", "g.sample", (config, facet))

@@ -35,6 +35,15 @@ from vhd.errors import ConfigError
 REVIEW_SOURCE = "vhd serve"
 """``source_file`` of labelled-set rows that reviews settled (others come from imported files)."""
 
+BATCH_MAX = 1000
+"""Most samples one bulk label (`Reviews.add_reviews`) may hold."""
+
+_BATCH = (
+    "SELECT {cols} FROM reviews WHERE set_name = ? AND reviewer = ? AND id > ? AND id <= ? AND at = ? "
+    "AND undone_at IS NULL ORDER BY id DESC"
+)
+"""A batch's reviews: one transaction gives them consecutive ids, so the range of ids bounds the look-up."""
+
 _COLS = "id, set_name, sample_id, reviewer, harmful, categories_json, note, adjudication, at"
 
 
@@ -179,13 +188,59 @@ class Reviews(abc.ABC):
             self._settle(conn, set_name, sample_id, reviews_per_sample)
             return int(cur.lastrowid or 0)
 
+    def add_reviews(
+        self,
+        set_name: str,
+        sample_ids: Sequence[str],
+        reviewer: str,
+        *,
+        harmful: bool,
+        categories: Sequence[str] = (),
+        note: str = "",
+        reviews_per_sample: int = 1,
+    ) -> tuple[list[int], list[tuple[str, str]]]:
+        """Record the same review of several samples at once (a bulk label), in one transaction.
+
+        The reviews share one time stamp: they are one *batch*, and `undo_review` takes a batch back
+        whole. A sample that is not in the store (or was removed) is skipped with its reason; the others
+        are recorded. Repeated ids count once.
+
+        Returns:
+            ``(review ids, skipped)``: the new reviews' ids, and ``(sample id, reason)`` for each skipped one.
+
+        Raises:
+            ConfigError: More than `BATCH_MAX` samples.
+        """
+        if len(sample_ids) > BATCH_MAX:
+            raise ConfigError(f"{len(sample_ids)} samples in one bulk label: label at most {BATCH_MAX} at once")
+        ids: list[int] = []
+        skipped: list[tuple[str, str]] = []
+        at = time.time()
+        with self._tx() as conn:
+            for sample_id in dict.fromkeys(sample_ids):
+                row = conn.execute("SELECT removed_at FROM samples WHERE id = ?", (sample_id,)).fetchone()
+                if row is None or row[0] is not None:
+                    skipped.append((sample_id, "was removed" if row is not None else "is not in the store"))
+                    continue
+                cur = conn.execute(
+                    "INSERT INTO reviews (set_name, sample_id, reviewer, harmful, categories_json, note, "
+                    "adjudication, at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)",
+                    (set_name, sample_id, reviewer, int(harmful), json.dumps(sorted(set(categories))), note, at),
+                )
+                ids.append(int(cur.lastrowid or 0))
+                self._settle(conn, set_name, sample_id, reviews_per_sample)
+        return ids, skipped
+
     def undo_review(
         self, set_name: str, reviewer: str, review_id: int | None = None, *, reviews_per_sample: int = 1
     ) -> ReviewRow | None:
         """Undo a reviewer's review (the given one, or their newest one not undone) and settle its sample.
 
+        A review of a bulk label (`add_reviews`) is undone with the rest of its batch.
+
         Returns:
-            The review undone; None when the reviewer has nothing (or not that review) to undo.
+            The review undone (the newest of a batch); None when the reviewer has nothing (or not that
+            review) to undo.
         """
         with self._tx() as conn:
             sql = f"SELECT {_COLS} FROM reviews WHERE set_name = ? AND reviewer = ? AND undone_at IS NULL"
@@ -197,18 +252,36 @@ class Reviews(abc.ABC):
             if row is None:
                 return None
             review = _review(row)
-            conn.execute("UPDATE reviews SET undone_at = ? WHERE id = ?", (time.time(), review.id))
-            self._settle(conn, set_name, review.sample_id, reviews_per_sample)
+            batch = conn.execute(
+                _BATCH.format(cols="id, sample_id"),
+                (set_name, reviewer, review.id - BATCH_MAX, review.id, review.at),
+            ).fetchall()
+            now = time.time()
+            for rid, sample_id in batch:
+                conn.execute("UPDATE reviews SET undone_at = ? WHERE id = ?", (now, rid))
+                self._settle(conn, set_name, str(sample_id), reviews_per_sample)
             return review
 
     def last_review(self, set_name: str, reviewer: str) -> ReviewRow | None:
         """The reviewer's newest review not undone in this set, or None."""
+        batch = self.last_batch(set_name, reviewer)
+        return batch[0] if batch else None
+
+    def last_batch(self, set_name: str, reviewer: str) -> list[ReviewRow]:
+        """What an undo takes back: the reviewer's newest review not undone, with the rest of its batch.
+
+        Newest first; one review unless it came from a bulk label (`add_reviews`); empty when there is none.
+        """
         rows = self._query(
             f"SELECT {_COLS} FROM reviews WHERE set_name = ? AND reviewer = ? AND undone_at IS NULL "
             "ORDER BY id DESC LIMIT 1",
             (set_name, reviewer),
         )
-        return _review(rows[0]) if rows else None
+        if not rows:
+            return []
+        newest = _review(rows[0])
+        rows = self._query(_BATCH.format(cols=_COLS), (set_name, reviewer, newest.id - BATCH_MAX, newest.id, newest.at))
+        return [_review(r) for r in rows]
 
     def sample_reviews(self, set_name: str, sample_id: str) -> list[ReviewRow]:
         """Every review of a sample in this set that is not undone, oldest first."""

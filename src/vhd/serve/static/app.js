@@ -5,6 +5,7 @@
 
   function typing(ev) {
     var t = ev.target;
+    if (t && t.tagName === "INPUT" && (t.type === "checkbox" || t.type === "radio")) return false;  // keys still label
     return t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT");
   }
 
