@@ -93,7 +93,8 @@ def _doc_links(text: str) -> list[str]:
 
 def test_links_into_the_docs_from_readme_and_src_lead_somewhere() -> None:
     """README and every message in src/ that names a docs page (and heading) name real ones."""
-    sources = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "src").rglob("*.py"))]
+    texts = (p for p in sorted((ROOT / "src").rglob("*")) if p.suffix in {".py", ".yaml", ".txt", ".html", ".js"})
+    sources = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *texts]
     links = [(src, link) for src in sources for link in _doc_links(src.read_text(encoding="utf-8"))]
     assert any(src.name == "README.md" for src, _ in links), "README links into the docs"
     for src, link in links:
@@ -108,7 +109,7 @@ def test_no_message_in_src_sends_readers_to_the_readme() -> None:
     """The reference moved to docs/: src/ points there (a dataset card named README.md is not a pointer)."""
     offenders = []
     for path in sorted((ROOT / "src").rglob("*")):
-        if path.suffix not in {".py", ".yaml", ".txt", ".html"}:
+        if path.suffix not in {".py", ".yaml", ".txt", ".html", ".js"}:
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if re.search(r"README(?!\.md)|the README|README's", line):
