@@ -97,7 +97,7 @@ def _reference_csv(rows: list[tuple[Sample, Annotation]], kind: Kind) -> str:
 
 
 def test_streamed_csv_equals_the_in_memory_reference(varied: Store, tmp_path: Path) -> None:
-    res = export(varied, "vhd11k-csv", tmp_path / "out.csv", config_hash="cfgA")
+    res = export(varied, "vhd11k-csv", tmp_path / "out.csv", config_hash="cfgA", absolute_paths=True)
     decided = [(s, a) for s, a in varied.iter_annotations(config_hash="cfgA") if export_mod.vhd11k_decision(a)]
     for kind, name in ((Kind.IMAGE, "out_images.csv"), (Kind.VIDEO, "out_videos.csv")):
         rows = [(s, a) for s, a in decided if s.kind is kind]

@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 from vhd.hub.result import HfExport
+from vhd.redaction import redact_text
+
+_LOCAL = re.compile(r"^(?:[/~.]|[A-Za-z]:[\\/])")
+"""A model named by a local path (``/home/...``, ``~/...``, ``./...``, ``C:\\...``), not a hub id."""
+
+
+def public_spec(spec: str) -> str:
+    """A ``backend:model`` spec as a public card may show it: no local path, no secret.
+
+    Example:
+        >>> public_spec("hf:/home/alice/ckpt/qwen-tuned"), public_spec("openai:gpt-4o")
+        ('hf:<local model qwen-tuned>', 'openai:gpt-4o')
+    """
+    backend, sep, model = spec.partition(":")
+    if sep and _LOCAL.match(model):
+        name = os.path.basename(model.replace("\\", "/").rstrip("/")) or "folder"
+        model = f"<local model {name}>"
+    return redact_text(f"{backend}{sep}{model}")
 
 
 def dataset_card(result: HfExport) -> str:
@@ -12,7 +33,7 @@ def dataset_card(result: HfExport) -> str:
     splits = "\n".join(f"| {name} | {count} |" for name, count in sorted(result.splits.items()))
     kinds = ", ".join(f"{count} {kind}s" for kind, count in sorted(result.kinds.items()))
     models = "\n".join(
-        f"- {role}: {', '.join(f'`{m}`' for m in specs)}" for role, specs in sorted(result.models.items())
+        f"- {role}: {', '.join(f'`{public_spec(m)}`' for m in specs)}" for role, specs in sorted(result.models.items())
     )
     cats = (
         "\n".join(f"| {name} | {count} |" for name, count in result.categories.items())
