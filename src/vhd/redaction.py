@@ -119,6 +119,27 @@ def _redact_path(url: str) -> str:
     return url[:start] + path + url[end:]
 
 
+_LOCAL_PATH = re.compile(r"^(?:[/~]|\.{1,2}[/\\]|[A-Za-z]:[/\\]|\\\\)")
+
+
+def hide_local_path(name: str) -> str:
+    """A name as it may leave the machine: a local path becomes ``local:`` and its last part.
+
+    A local path is ``/home/alice/models/x``, ``~/x``, ``./x`` or a Windows drive path; a hub id
+    (``org/model``) is kept. For model names written into shared records (embedded provenance, a
+    dataset card): the folder and the user name stay on the machine; a revision (a folder
+    fingerprint) still identifies it.
+
+    Example:
+        >>> hide_local_path("/home/alice/ckpt/tuned/"), hide_local_path("Qwen/Qwen2-VL-2B-Instruct")
+        ('local:tuned', 'Qwen/Qwen2-VL-2B-Instruct')
+    """
+    if not _LOCAL_PATH.match(name):
+        return name
+    last = re.split(r"[/\\]", name.rstrip("/\\"))[-1]
+    return f"local:{last or 'folder'}"
+
+
 def is_secret_key(key: object) -> bool:
     """Whether a mapping key names a secret (``api_key`` yes, ``api_key_env``, ``max_tokens`` no)."""
     text = str(key).lower()

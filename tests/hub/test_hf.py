@@ -139,4 +139,4 @@ def test_the_card_names_local_models_without_their_path() -> None:
     res.models = {"judge": ["hf:/home/alice/ckpt/tuned", "openai:gpt-4o"], "negative": ["hf:~/m/vlm"]}
     card = dataset_card(res)
     assert "/home/alice" not in card and "~/m" not in card
-    assert "`hf:<local model tuned>`" in card and "`openai:gpt-4o`" in card and "`hf:<local model vlm>`" in card
+    assert "`hf:local:tuned`" in card and "`openai:gpt-4o`" in card and "`hf:local:vlm`" in card

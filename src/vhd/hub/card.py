@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import re
-
 from vhd.hub.result import HfExport
-from vhd.redaction import redact_text
-
-_LOCAL = re.compile(r"^(?:[/~.]|[A-Za-z]:[\\/])")
-"""A model named by a local path (``/home/...``, ``~/...``, ``./...``, ``C:\\...``), not a hub id."""
+from vhd.redaction import hide_local_path, redact_text
 
 
 def public_spec(spec: str) -> str:
@@ -17,13 +11,10 @@ def public_spec(spec: str) -> str:
 
     Example:
         >>> public_spec("hf:/home/alice/ckpt/qwen-tuned"), public_spec("openai:gpt-4o")
-        ('hf:<local model qwen-tuned>', 'openai:gpt-4o')
+        ('hf:local:qwen-tuned', 'openai:gpt-4o')
     """
     backend, sep, model = spec.partition(":")
-    if sep and _LOCAL.match(model):
-        name = os.path.basename(model.replace("\\", "/").rstrip("/")) or "folder"
-        model = f"<local model {name}>"
-    return redact_text(f"{backend}{sep}{model}")
+    return redact_text(f"{backend}{sep}{hide_local_path(model)}" if sep else spec)
 
 
 def dataset_card(result: HfExport) -> str:

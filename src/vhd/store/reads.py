@@ -397,7 +397,7 @@ class AnnotationReads(abc.ABC):
         for order in ("", " DESC"):
             sql = (
                 f"SELECT s.path FROM samples s CROSS JOIN annotations a ON a.sample_id = s.id "
-                f"WHERE {where} ORDER BY s.path{order} LIMIT 1"
+                f"WHERE {where} AND s.path > '' ORDER BY s.path{order} LIMIT 1"  # a range: an index search
             )
             found = self._tuples(sql, params)
             if not found:

@@ -236,7 +236,7 @@ def generate(
     on_disk = {
         (p.prompt_id, int(p.seed)): (path, p)
         for path, p in generated_files(out_dir)
-        if f"{p.generator}:{p.model}" == gen.spec
+        if p.same_model(gen.name, gen.model)
     }
     done = set(on_disk) if store is None else _done_in_store(store, gen.spec)
     todo = [r for r in allowed if (r.id, row_seed(r, seed)) not in done]
