@@ -81,6 +81,7 @@ def test_sd_images_registered_with_provenance_deterministic_and_resumable(
     assert len(records) == 2
     for rec in records:
         assert rec["source"] == "synthetic" and rec["generator"] == spec
+        assert json.loads(rec["sample"]["meta"])["provenance"]["model"] == f"local:{tiny_pipes['sd'].name}"
         assert rec["prompt"] in prompts_csv.read_text() and rec["seed"] == derive_seed(
             7, prompt_id(rec["sample"]["keyword"], rec["prompt"])
         )

@@ -141,7 +141,8 @@ def commit(
     data = prov.to_dict()
     if sample is not None:
         extra = {"prompt_id": prov.prompt_id, "seed": prov.seed, "negative_prompt": prov.negative_prompt}
-        sample.meta = {**sample.meta, **extra, "provenance": data}
+        # the sample's meta is exported: it carries the record as embedded (local model paths hidden)
+        sample.meta = {**sample.meta, **extra, "provenance": json.loads(prov.to_json())}
         store.upsert_sample(sample)
     from vhd.store.provenance import record_provenance
 
