@@ -270,6 +270,8 @@ _SECRET_KEY_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "
 
 
 def _names_a_secret(key: object) -> bool:
+    # Narrower than `is_secret_key` (whole words: not ``keyword``): a value remembered by mistake
+    # would be hidden from every text, while `redact` hiding one more config value costs nothing.
     words = re.split(r"[^a-z0-9]+", str(key).lower())
     return words[-1:] != ["env"] and any(w in _SECRET_KEY_WORDS for w in words)
 
@@ -344,9 +346,11 @@ def _compiled(extra: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Patter
     global _matchers
     if not extra and _matchers is not None:
         return _matchers
+    with _lock:  # another thread may be remembering one
+        known = tuple(_known)
     exact: set[str] = set()
     cores: set[str] = set()
-    for secret in (*_known, *(s for s in extra if s and len(s) >= 4)):
+    for secret in (*known, *(s for s in extra if s and len(s) >= 4)):
         e, c = secret_forms(secret)
         exact.update(e)
         cores.update(c)

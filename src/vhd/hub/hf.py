@@ -27,7 +27,7 @@ from typing import Any
 from vhd.errors import ConfigError, VhdError, require
 from vhd.hub.result import HfExport
 from vhd.records import Annotation, Kind, Sample, Status
-from vhd.store.export import path_root
+from vhd.store.export import path_root, relative_path
 from vhd.store.sqlite import Store, open_store
 
 TOKEN_ENV = "HF_TOKEN"
@@ -118,7 +118,7 @@ def row(
 
     image, video_frames, problem = _media(sample, frames)
     v, u = ann.verdict, ann.usage
-    shown = sample.path if root is None else os.path.relpath(sample.path, root)
+    shown = sample.path if root is None else relative_path(sample.path, root)
     out = {
         "id": sample.id,
         "kind": sample.kind.value,

@@ -121,6 +121,7 @@ __all__ = [
     "parquet_schema",
     "path_root",
     "record",
+    "relative_path",
     "vhd11k_columns",
     "vhd11k_decision",
 ]
@@ -254,7 +255,7 @@ def export(
                     result.leave_out(r[ROW_SAMPLE_ID], why)
                     continue
                 if base is not None:
-                    r = (*r[:ROW_PATH], os.path.relpath(r[ROW_PATH], base), *r[ROW_PATH + 1 :])
+                    r = (*r[:ROW_PATH], relative_path(r[ROW_PATH], base), *r[ROW_PATH + 1 :])
                 rows.append(r)
             if rows:
                 result.written += len(rows)
@@ -290,6 +291,19 @@ def path_root(
     if absolute_paths:
         return None
     return store.annotated_path_root(config_hash, run_id, kind)
+
+
+def relative_path(path: str, base: str) -> str:
+    """``path`` relative to the folder ``base`` (both absolute): a slice when it lies under ``base``.
+
+    `os.path.relpath` normalises both paths on every call, several times the cost of writing a
+    row; a stored path under the export's root (every path, for the default root) needs none.
+    """
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    rest = path[len(prefix) - 1 :]
+    if path.startswith(prefix) and f"{os.sep}." not in rest and os.sep * 2 not in rest:
+        return path[len(prefix) :]
+    return os.path.relpath(path, base)
 
 
 def _reads_pages(fmt: type[ExportFormat]) -> bool:
