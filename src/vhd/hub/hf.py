@@ -8,7 +8,8 @@ per vhd split (``train`` when samples have none), images and videos under one sc
 Rows are produced by a generator over the store (`Dataset.from_generator`), so memory does not
 grow with the number of samples; a ``README.md`` dataset card (`card`) is written beside them.
 ``--push-to-hub REPO`` sends the same ``DatasetDict`` to the hub (private unless asked, the
-token from ``HF_TOKEN``).
+token from ``HF_TOKEN``). ``path`` and ``video_path`` are relative to the samples' common folder
+(or ``relative_to``); absolute local paths only on request, and never pushed.
 
 This module reads the store through its public readers only; the streaming export writer
 planned for `vhd.store.export` can replace `rows` without changing the schema.
