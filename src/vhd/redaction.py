@@ -140,6 +140,17 @@ def hide_local_path(name: str) -> str:
     return f"local:{last or 'folder'}"
 
 
+def hide_local_spec(spec: str) -> str:
+    """A ``name:model`` spec with `hide_local_path` applied to the model part.
+
+    Example:
+        >>> hide_local_spec("sd:/home/alice/models/tiny-sd"), hide_local_spec("openai:gpt-4o")
+        ('sd:local:tiny-sd', 'openai:gpt-4o')
+    """
+    name, sep, model = spec.partition(":")
+    return f"{name}{sep}{hide_local_path(model)}" if sep else spec
+
+
 def is_secret_key(key: object) -> bool:
     """Whether a mapping key names a secret (``api_key`` yes, ``api_key_env``, ``max_tokens`` no)."""
     text = str(key).lower()

@@ -45,7 +45,8 @@ def test_sd_images_registered_with_provenance_deterministic_and_resumable(
     with Store(db) as store:
         sample = store.get_sample(pngs[0].stem)
         assert sample is not None and sample.source is not None and sample.source.value == "synthetic"
-        assert sample.generator == spec and sample.meta["seed"] == prov.seed and sample.meta["prompt"] == prov.prompt
+        public = f"sd:local:{tiny_pipes['sd'].name}"  # the exported generator names no local folder
+        assert sample.generator == public and sample.meta["seed"] == prov.seed and sample.meta["prompt"] == prov.prompt
         from vhd.store.provenance import sample_provenance
 
         row = sample_provenance(store, sample.id)
@@ -80,7 +81,8 @@ def test_sd_images_registered_with_provenance_deterministic_and_resumable(
     records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert len(records) == 2
     for rec in records:
-        assert rec["source"] == "synthetic" and rec["generator"] == spec
+        assert rec["source"] == "synthetic" and rec["generator"] == f"sd:local:{tiny_pipes['sd'].name}"
+        assert str(tiny_pipes["sd"]) not in json.dumps(rec)
         assert json.loads(rec["sample"]["meta"])["provenance"]["model"] == f"local:{tiny_pipes['sd'].name}"
         assert rec["prompt"] in prompts_csv.read_text() and rec["seed"] == derive_seed(
             7, prompt_id(rec["sample"]["keyword"], rec["prompt"])

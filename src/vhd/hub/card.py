@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vhd.hub.result import HfExport
-from vhd.redaction import hide_local_path, redact_text
+from vhd.redaction import hide_local_spec, redact_text
 
 
 def public_spec(spec: str) -> str:
@@ -13,8 +13,7 @@ def public_spec(spec: str) -> str:
         >>> public_spec("hf:/home/alice/ckpt/qwen-tuned"), public_spec("openai:gpt-4o")
         ('hf:local:qwen-tuned', 'openai:gpt-4o')
     """
-    backend, sep, model = spec.partition(":")
-    return redact_text(f"{backend}{sep}{hide_local_path(model)}" if sep else spec)
+    return redact_text(hide_local_spec(spec))
 
 
 def dataset_card(result: HfExport) -> str:

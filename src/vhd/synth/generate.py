@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
 from vhd.records import Kind, Source
+from vhd.redaction import hide_local_spec
 from vhd.store.sqlite import Store
 from vhd.synth.batch import Generated as Generated
 from vhd.synth.batch import generate_batch as generate_batch
@@ -127,8 +128,8 @@ def commit(
     if store is None:
         return path, None, None
     prov = item.provenance
-    defaults = IngestDefaults(
-        source=Source.SYNTHETIC, keyword=prov.keyword, generator=generator_spec, prompt=prov.prompt
+    defaults = IngestDefaults(  # the sample's generator is exported: a local model folder is named local:NAME
+        source=Source.SYNTHETIC, keyword=prov.keyword, generator=hide_local_spec(generator_spec), prompt=prov.prompt
     )
     result = ingest([path], store, defaults=defaults, block_list=block_list, jobs=1)
     problems = result.invalid + result.blocked + result.refused
