@@ -89,3 +89,12 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(ids_mod, "sha256_file", counting)
     return seen
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> Iterator[None]:
+    """Secrets a test's backends remembered (`vhd.redaction.remember_secret`) do not reach the next test."""
+    yield
+    from vhd.redaction import forget_secrets
+
+    forget_secrets()

@@ -147,7 +147,8 @@ def test_export_reasons_read_back_byte_equal(tmp_path: Path) -> None:
         db.save_annotation(Annotation(sample_id=sample.id, run_id=run, config_hash="c", verdict=verdict), sample)
     out = tmp_path / "out" / "export.csv"
     assert main(["export", str(store), "-o", str(out)]) == 0
-    assert main(["label", str(out), "--store", str(store), "--set", "exp"]) == 0
+    # paths are written relative to the samples' folder: --media names it on the way back
+    assert main(["label", str(out), "--store", str(store), "--set", "exp", "--media", str(tmp_path / "media")]) == 0
     [item] = load_labelled_set(store, "exp")
     assert item.reason == reason
 

@@ -34,7 +34,7 @@ def _annotated_store(tmp_path: Path) -> tuple[Path, Path]:
 def test_export_then_bench_uses_every_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store, _media = _annotated_store(tmp_path)
     exported = tmp_path / "exports" / "all.csv"
-    assert main(["export", str(store), "-o", str(exported)]) == 0
+    assert main(["export", str(store), "-o", str(exported), "--absolute-paths"]) == 0  # a local round trip
     report = tmp_path / "report"
     args = ["bench", "--labels", str(exported), "--store", str(store), "--detector", "red", "--out", str(report)]
     assert main([*args, "--no-plots", "--no-progress", "--bootstrap", "0"]) in (0, 1)  # red fails on green
@@ -49,7 +49,7 @@ def test_export_then_bench_uses_every_row(tmp_path: Path, capsys: pytest.Capture
 def test_without_the_store_the_exported_paths_are_refused_per_row(tmp_path: Path) -> None:
     store, media = _annotated_store(tmp_path)
     exported = tmp_path / "exports" / "all.csv"
-    assert main(["export", str(store), "-o", str(exported)]) == 0
+    assert main(["export", str(store), "-o", str(exported), "--absolute-paths"]) == 0  # a local round trip
     with pytest.raises(ConfigError, match="--allow-outside-paths"):
         load_bench_set(exported)
     assert len(load_bench_set(exported, media=media)) == len(ROWS)

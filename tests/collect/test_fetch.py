@@ -282,3 +282,24 @@ def test_nothing_is_written_outside_out(server: MediaServer, tmp_path: Path) -> 
         "fetch-report.csv",
         "manifest.csv",
     }
+
+
+def test_a_size_refusal_names_the_limit_that_applied(server: MediaServer, tmp_path: Path) -> None:
+    gib = 1024**3
+    rows = serve(
+        server,
+        {
+            "/huge": Route(body=png_bytes("white"), declare_length=10 * gib),
+            "/huge-image.png": Route(body=png_bytes("white"), declare_length=300_000),
+        },
+    )
+    video = Route(body=png_bytes("red"), declare_length=10 * gib)
+    rows.append(UrlRow(url=server.add("/huge-video", video), line=9, kind=Kind.VIDEO))
+    report = fetch(rows, tmp_path / "media", settings=settings(max_image_bytes=1000, max_video_bytes=2 * gib))
+    reasons = {name: o.reason for name, o in by_path(report).items()}
+    # Unknown kind: the larger (video) limit applies and is the one named.
+    assert "declares 10.0 GiB, over the video limit of 2.0 GiB (raise --max-video-size)" in reasons["huge"]
+    assert "over the image limit of" in reasons["huge-image.png"] and "--max-image-size" in reasons["huge-image.png"]
+    assert "over the video limit of 2.0 GiB" in reasons["huge-video"]
+    swapped = fetch(rows[:1], tmp_path / "m2", settings=settings(max_image_bytes=3 * gib, max_video_bytes=1000))
+    assert "over the image limit of 3.0 GiB (raise --max-image-size)" in swapped.outcomes[0].reason

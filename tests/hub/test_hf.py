@@ -93,3 +93,50 @@ def test_push_to_hub_is_built_private_and_refused_offline_in_one_line(
 def test_push_to_hub_needs_format_hf(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", str(store), "-o", str(tmp_path / "x.csv"), "--push-to-hub", "me/x"]) == 2
     assert "--format hf" in capsys.readouterr().err
+
+
+def _holds(folder: Path, text: str) -> list[str]:
+    """Files under ``folder`` whose bytes contain ``text``."""
+    return [str(p) for p in folder.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def test_the_dataset_and_its_card_hold_no_local_path_by_default(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import datasets
+
+    media = str(store.parent / "m")
+    out = tmp_path / "safe"
+    assert main(["export", str(store), "--format", "hf", "-o", str(out)]) == 0
+    assert f"relative to {media}" in capsys.readouterr().out
+    rows = [r for split in datasets.load_from_disk(str(out)).values() for r in split]
+    assert sorted(r["path"] for r in rows) == ["clip.mp4", *(f"img_{i:03d}.png" for i in range(4))]
+    assert [r["video_path"] for r in rows if r["kind"] == "video"] == ["clip.mp4"]
+    assert _holds(out, str(store.parent)) == []  # arrow files, card, state: no local folder anywhere
+
+    assert main(["export", str(store), "--format", "hf", "-o", str(tmp_path / "a"), "--absolute-paths"]) == 0
+    rows = [r for split in datasets.load_from_disk(str(tmp_path / "a")).values() for r in split]
+    assert all(r["path"].startswith(media + "/") for r in rows)
+    relative = ["--relative-to", str(store.parent)]
+    assert main(["export", str(store), "--format", "hf", "-o", str(tmp_path / "r"), *relative]) == 0
+    assert {r["path"] for s in datasets.load_from_disk(str(tmp_path / "r")).values() for r in s} >= {"m/clip.mp4"}
+
+
+def test_push_to_hub_refuses_absolute_paths_before_writing(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "p"
+    args = ["export", str(store), "--format", "hf", "-o", str(out), "--push-to-hub", "me/x", "--absolute-paths"]
+    assert main(args) == 2
+    assert "never sends absolute local paths" in capsys.readouterr().err and not out.exists()
+
+
+def test_the_card_names_local_models_without_their_path() -> None:
+    from vhd.hub.card import dataset_card
+    from vhd.hub.result import HfExport
+
+    res = HfExport(out=Path("x"), splits={"train": 1}, kinds={"image": 1}, config_hashes=["a" * 64])
+    res.models = {"judge": ["hf:/home/alice/ckpt/tuned", "openai:gpt-4o"], "negative": ["hf:~/m/vlm"]}
+    card = dataset_card(res)
+    assert "/home/alice" not in card and "~/m" not in card
+    assert "`hf:local:tuned`" in card and "`openai:gpt-4o`" in card and "`hf:local:vlm`" in card

@@ -64,16 +64,17 @@ def test_vhd11k_csv_images_columns_and_values(filled: Store, tmp_path: Path) -> 
     assert res.left_out_counts == {"status unparsed": 1, "status error": 1}
     rows = _rows(out)
     assert rows[0] == ["imagePath", "decision", "harmfulType", *ARGS_2, "categories"]
+    assert res.root == Path("/data/img")  # by default paths are relative to the folder of the samples
     assert rows[1] == [
-        "/data/img/a.png", "yes", "violence",
+        "a.png", "yes", "violence",
         "aff says 1", "aff says 2", "neg says 1", "neg says 2", "Violence and Threats",
     ]  # fmt: skip
     assert rows[2] == [
-        "/data/img/b.png", "no", "lack of direct messaging",
+        "b.png", "no", "lack of direct messaging",
         "aff says 1", "aff says 2", "neg says 1", "None", "",
     ]  # fmt: skip
     assert rows[3] == [
-        "/data/img/c.png", "yes", "refused: provider rejected", "None", "None", "None", "None", "",
+        "c.png", "yes", "refused: provider rejected", "None", "None", "None", "None", "",
     ]  # fmt: skip
     assert len(rows) == 4
 
@@ -85,7 +86,7 @@ def test_vhd11k_csv_splits_images_and_videos(filled: Store, tmp_path: Path) -> N
     assert not (tmp_path / "out" / "ann.csv").exists()
     vrows = _rows(videos)
     assert vrows[0][0] == "videoPath" and vrows[0][-1] == "categories"
-    assert vrows[1][:3] == ["/data/vid/v.mp4", "yes", "drugs"]
+    assert vrows[1][:3] == ["vid/v.mp4", "yes", "drugs"]  # relative to /data, the folder of both kinds
     assert vrows[1][-1] == "Substance Misuse;Child Endangerment"
     assert _rows(images)[0][0] == "imagePath"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [images.name, videos.name]
@@ -102,9 +103,50 @@ def test_vhd11k_csv_rounds_follow_the_longest_debate(store: Store, build: Builde
     assert rows[2][3:9] == ["aff says 1", "None", "None", "neg says 1", "None", "None"]
 
 
-def test_paths_relative_to_a_folder(filled: Store, tmp_path: Path) -> None:
-    export(filled, "vhd11k-csv", tmp_path / "r.csv", kind=Kind.IMAGE, relative_to="/data")
-    assert [r[0] for r in _rows(tmp_path / "r.csv")[1:]] == ["img/a.png", "img/b.png", "img/c.png"]
+def _exported_paths(fmt: str, files: list[Path]) -> list[str]:
+    """The sample paths an export wrote, in file order."""
+    if fmt == "vhd11k-csv":
+        return [r[0] for f in files for r in _rows(f)[1:]]
+    if fmt == "jsonl":
+        return [json.loads(line)["sample"]["path"] for f in files for line in f.read_text().splitlines()]
+    import pyarrow.parquet as pq
+
+    return [r["sample"]["path"] for f in files for r in pq.read_table(f).to_pylist()]
+
+
+@pytest.mark.parametrize("fmt", ["vhd11k-csv", "jsonl", "parquet"])
+@pytest.mark.parametrize("kind", [None, Kind.IMAGE])
+def test_paths_relative_to_a_folder(filled: Store, tmp_path: Path, fmt: str, kind: Kind | None) -> None:
+    # --relative-to used to be ignored unless --kind left some row out of a page
+    images = ["img/a.png", "img/b.png", "img/c.png"]
+    res = export(filled, fmt, tmp_path / "r.out", kind=kind, relative_to="/data")
+    assert res.root == Path("/data")
+    assert _exported_paths(fmt, res.files) == (images if kind else [*images, "vid/v.mp4"])
+    res = export(filled, fmt, tmp_path / "r.out", kind=kind, relative_to="/data/img")
+    assert _exported_paths(fmt, res.files)[:3] == ["a.png", "b.png", "c.png"]
+    res = export(filled, fmt, tmp_path / "r.out", kind=kind, absolute_paths=True)
+    assert res.root is None and all(p.startswith("/data/") for p in _exported_paths(fmt, res.files))
+    res = export(filled, fmt, tmp_path / "r.out", kind=kind)  # default: the samples' common folder
+    assert res.root == Path("/data/img" if kind else "/data")
+    assert _exported_paths(fmt, res.files) == (["a.png", "b.png", "c.png"] if kind else [*images, "vid/v.mp4"])
+    with pytest.raises(ConfigError, match="contradict"):
+        export(filled, fmt, tmp_path / "r.out", relative_to="/data", absolute_paths=True)
+
+
+def test_the_default_root_follows_the_filters(store: Store, build: Builder, run_id: str, tmp_path: Path) -> None:
+    one = build.sample("1", path="/home/alice/data/x/1.png")
+    two = build.sample("2", path="/home/alice/data/y/deep/2.png")
+    store.save_annotation(build.annotation(one, run_id), one)
+    store.save_annotation(build.annotation(two, run_id), two)
+    assert store.annotated_path_root() == "/home/alice/data"
+    other = store.start_run({}, "cfgB", {}, "p")
+    store.save_annotation(build.annotation(two, other, config_hash="cfgB"), two)
+    assert store.annotated_path_root(config_hash="cfgB") == "/home/alice/data/y/deep"
+    assert store.annotated_path_root(run_id=other) == "/home/alice/data/y/deep"
+    assert store.annotated_path_root(kind=Kind.VIDEO) is None
+    res = export(store, "jsonl", tmp_path / "a.jsonl", config_hash="cfgB")
+    assert _exported_paths("jsonl", res.files) == ["2.png"]
+    assert "alice" not in (tmp_path / "a.jsonl").read_text()
 
 
 def test_jsonl_records(filled: Store, tmp_path: Path) -> None:
@@ -121,7 +163,7 @@ def test_jsonl_records(filled: Store, tmp_path: Path) -> None:
         "started_at", "finished_at", "decided_by", "turns",
     }  # fmt: skip
     assert first["decided_by"] is None  # annotated without a cascade
-    assert first["sample"]["path"] == "/data/img/a.png" and first["sample"]["kind"] == "image"
+    assert first["sample"]["path"] == "img/a.png" and first["sample"]["kind"] == "image"
     assert first["verdict"] == {
         "harmful": True,
         "reason": "violence",
@@ -145,7 +187,7 @@ def test_parquet_reads_back(filled: Store, build: Builder, run_id: str, tmp_path
     s = build.sample("meta", path="/data/img/m.png", meta={"x": 1, "y": [1, 2]})
     filled.save_annotation(build.annotation(s, run_id, score=None), s)
     out = tmp_path / "a.parquet"
-    res = export(filled, "parquet", out, include_unparsed=True)
+    res = export(filled, "parquet", out, include_unparsed=True, absolute_paths=True)
     table = pq.read_table(out)
     assert table.num_rows == res.written == 7
     assert table.column_names == [
@@ -230,7 +272,7 @@ def test_interrupted_export_keeps_old_file(
 
 
 def test_vhd11k_round_trip_through_read_labels(filled: Store, tmp_path: Path) -> None:
-    res = export(filled, "vhd11k-csv", tmp_path / "rt.csv")
+    res = export(filled, "vhd11k-csv", tmp_path / "rt.csv", absolute_paths=True)
     decided = {s.path: a for s, a in filled.iter_annotations() if a.verdict.status in (Status.OK, Status.REFUSED)}
     seen = 0
     for f in res.files:
@@ -279,7 +321,8 @@ def test_round_trip_any_text(cases: list[tuple[bool, str, str, list[str]]]) -> N
             verdict = Verdict(harmful=harmful, reason=reason, categories=cats)
             store.save_annotation(Annotation(s.id, run, "cfgA", verdict, turns), s)
             want[str(Path(s.path).resolve())] = (harmful, reason or None, argument if argument.strip() else "None")
-        labels = read_labels(export(store, "vhd11k-csv", Path(tmp) / "o.csv").files[0])
+        res = export(store, "vhd11k-csv", Path(tmp) / "o.csv")
+        labels = read_labels(res.files[0], root=res.root)
         assert labels.errors == []
         got = {str(r.path): (r.harmful, r.reason, r.meta["affirmativeDebater_argument_0"]) for r in labels}
         assert got == want

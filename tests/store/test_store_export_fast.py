@@ -218,4 +218,8 @@ def test_a_subclass_that_replaces_write_gets_records(
     monkeypatch.setitem(export_mod.EXPORT_FORMATS.builtin, "loud", f"{__name__}:LoudJsonl")
     res = export(varied, "loud", tmp_path / "loud.txt", kind="video")
     lines = (tmp_path / "loud.txt").read_text(encoding="utf-8").splitlines()
-    assert len(lines) == res.written > 0 and all(line.startswith("/DATA/VID/") for line in lines)
+    assert len(lines) == res.written > 0 and res.root == Path("/data/vid")
+    assert all(not line.startswith("/") and line.endswith(".X") for line in lines)  # plugins get relative paths too
+    absolute = export(varied, "loud", tmp_path / "loud.txt", kind="video", absolute_paths=True)
+    lines = (tmp_path / "loud.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == absolute.written and all(line.startswith("/DATA/VID/") for line in lines)

@@ -97,7 +97,7 @@ def _reference_csv(rows: list[tuple[Sample, Annotation]], kind: Kind) -> str:
 
 
 def test_streamed_csv_equals_the_in_memory_reference(varied: Store, tmp_path: Path) -> None:
-    res = export(varied, "vhd11k-csv", tmp_path / "out.csv", config_hash="cfgA")
+    res = export(varied, "vhd11k-csv", tmp_path / "out.csv", config_hash="cfgA", absolute_paths=True)
     decided = [(s, a) for s, a in varied.iter_annotations(config_hash="cfgA") if export_mod.vhd11k_decision(a)]
     for kind, name in ((Kind.IMAGE, "out_images.csv"), (Kind.VIDEO, "out_videos.csv")):
         rows = [(s, a) for s, a in decided if s.kind is kind]
@@ -111,8 +111,8 @@ def test_jsonl_and_parquet_agree_on_values_and_types(varied: Store, tmp_path: Pa
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    export(varied, "jsonl", tmp_path / "a.jsonl", include_unparsed=True)
-    export(varied, "parquet", tmp_path / "a.parquet", include_unparsed=True)
+    export(varied, "jsonl", tmp_path / "a.jsonl", include_unparsed=True, absolute_paths=True)
+    export(varied, "parquet", tmp_path / "a.parquet", include_unparsed=True, absolute_paths=True)
     lines = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
     table = pq.read_table(tmp_path / "a.parquet")
     assert table.schema.field("started_at").type == pa.timestamp("us", tz="UTC")
@@ -180,8 +180,13 @@ def test_hot_queries_search_indexes_never_scan(varied: Store, run_id: str, tmp_p
     assert any(
         "(sample_id=? AND config_hash=?)" in str(r[3]) for r in varied.conn.execute("EXPLAIN QUERY PLAN " + claim)
     )
-    pages = [s for s in selects if "CROSS JOIN annotations a" in s]
+    pages = [s for s in selects if "CROSS JOIN annotations a" in s and "LIMIT 1" not in s]
     assert len(pages) == 3
+    ends = [s for s in selects if "CROSS JOIN annotations a" in s and "LIMIT 1" in s]  # the paths' common folder
+    assert len(ends) == 6
+    for sql in ends:  # the first and the last path, each found walking the path index from one end
+        plan = [str(r[3]) for r in varied.conn.execute("EXPLAIN QUERY PLAN " + sql)]
+        assert any(p.startswith("SEARCH s USING INDEX samples_path") for p in plan), plan
     for sql in pages:  # each page walks samples by key and finds a sample's annotations by its id
         plan = [str(r[3]) for r in varied.conn.execute("EXPLAIN QUERY PLAN " + sql)]
         assert any(p.startswith("SEARCH s USING INDEX samples_path_id") for p in plan), plan

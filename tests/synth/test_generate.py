@@ -45,7 +45,8 @@ def test_sd_images_registered_with_provenance_deterministic_and_resumable(
     with Store(db) as store:
         sample = store.get_sample(pngs[0].stem)
         assert sample is not None and sample.source is not None and sample.source.value == "synthetic"
-        assert sample.generator == spec and sample.meta["seed"] == prov.seed and sample.meta["prompt"] == prov.prompt
+        public = f"sd:local:{tiny_pipes['sd'].name}"  # the exported generator names no local folder
+        assert sample.generator == public and sample.meta["seed"] == prov.seed and sample.meta["prompt"] == prov.prompt
         from vhd.store.provenance import sample_provenance
 
         row = sample_provenance(store, sample.id)
@@ -80,7 +81,9 @@ def test_sd_images_registered_with_provenance_deterministic_and_resumable(
     records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert len(records) == 2
     for rec in records:
-        assert rec["source"] == "synthetic" and rec["generator"] == spec
+        assert rec["source"] == "synthetic" and rec["generator"] == f"sd:local:{tiny_pipes['sd'].name}"
+        assert str(tiny_pipes["sd"]) not in json.dumps(rec)
+        assert json.loads(rec["sample"]["meta"])["provenance"]["model"] == f"local:{tiny_pipes['sd'].name}"
         assert rec["prompt"] in prompts_csv.read_text() and rec["seed"] == derive_seed(
             7, prompt_id(rec["sample"]["keyword"], rec["prompt"])
         )
@@ -95,6 +98,7 @@ def test_videos_sdxl_and_image_to_video_from_the_store(
     png = files(out, ".png")[0]
     sdxl = read_embedded(png)
     assert sdxl is not None and sdxl.full_prompt.startswith("A professional photograph of a man holding")
+    assert sdxl.model == f"local:{tiny_pipes['sdxl'].name}" and str(tiny_pipes["sdxl"]).encode() not in png.read_bytes()
 
     assert (
         run_cli(
@@ -267,7 +271,9 @@ def test_base_model_with_a_component(
     assert run_cli(*args, "--component", f"motion_adapter={adapter}", "--json") == 0
     assert json.loads(capsys.readouterr().out)["written"] == 1
     prov = read_embedded(files(tmp_path / "o", ".mp4")[0])
-    assert prov is not None and prov.components["motion_adapter"].startswith(f"{adapter}@sha256:")
+    # a local folder is named without its path in the file (the sha256 revision still identifies it)
+    assert prov is not None and prov.components["motion_adapter"].startswith(f"local:{Path(adapter).name}@sha256:")
+    assert str(Path(adapter).parent).encode() not in files(tmp_path / "o", ".mp4")[0].read_bytes()
     # without it, the default adapter is a hub id: offline, one line naming it
     assert run_cli(*[a if a != str(tmp_path / "o") else str(tmp_path / "o2") for a in args]) == 2
     assert "guoyww/animatediff-motion-adapter-v1-5-3" in capsys.readouterr().err

@@ -124,3 +124,21 @@ def test_a_first_frame_that_is_no_longer_an_accepted_image_gives_a_reason(tmp_pa
             "no first frame for prompt p-2 (seed 5): generate its image first with the same --seed "
             "(e.g. --generator sdxl), into the same --store or under --first-frames DIR"
         )
+
+
+def test_embedded_provenance_names_local_models_without_their_path(tmp_path: Path) -> None:
+    import numpy as np
+
+    from vhd.synth.outputs import encode_png
+
+    local = "/home/alice/models/sd-tiny"
+    prov = provenance(model=local, components={"motion_adapter": f"{local}-adapter@sha256:ab"})
+    data = encode_png(np.zeros((8, 8, 3), dtype=np.uint8), prov.to_json())
+    assert b"/home/alice" not in data and b"alice" not in data
+    (tmp_path / "a.png").write_bytes(data)
+    back = read_embedded(tmp_path / "a.png")
+    assert back is not None and back.model == "local:sd-tiny"
+    assert back.components == {"motion_adapter": "local:sd-tiny-adapter@sha256:ab"}
+    assert back.same_model("sd", local) and prov.same_model("sd", local) and not back.same_model("sd", "/other/x")
+    hub = provenance(model="stabilityai/sd-turbo")
+    assert '"model":"stabilityai/sd-turbo"' in hub.to_json()  # hub ids are kept

@@ -58,7 +58,7 @@ from vhd.backends.openai_payload import (
     parse_retry_after,
 )
 from vhd.errors import BackendError, BackendUnavailableError, ConfigError
-from vhd.redaction import redact_text
+from vhd.redaction import redact_text, redact_url, remember_secret, remember_secrets_in
 
 if TYPE_CHECKING:
     from openai import APIStatusError, AsyncOpenAI
@@ -71,12 +71,12 @@ _CHECK_TIMEOUT_S = 5.0
 
 
 def _display_url(url: str) -> str:
-    """The URL without user info or query, safe for messages."""
+    """The URL without user info, query or key-like path segments, safe for messages."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port:
         host = f"{host}:{parts.port}"
-    return f"{parts.scheme}://{host}{parts.path}".rstrip("/")
+    return redact_url(f"{parts.scheme}://{host}{parts.path}".rstrip("/"))
 
 
 CONNECTIONS_PER_CLIENT = 8
@@ -138,8 +138,10 @@ class OpenAIBackend(Backend):
         self.opts: OpenAIOptions = self.endpoint_opts[0]
         self.targets: list[_Target] = []
         endpoints: list[Endpoint] = []
+        remember_secrets_in(self.options)  # keys in base_url (user info, path, query), extra_body...
         for opts in self.endpoint_opts:
             url = self._resolve_base_url(opts)
+            remember_secrets_in(url)  # also when it came from $OPENAI_BASE_URL / $AZURE_OPENAI_ENDPOINT
             target = _Target(opts, url, [], itertools.count())
             key = f"{url.rstrip('/')}#{opts.key_env}"
             state = endpoint_state(key, opts.rpm, opts.tpm)
@@ -240,6 +242,7 @@ class OpenAIBackend(Backend):
 
         keys = [self._api_key(target) for target in self.targets]
         self._secrets = tuple(k for k in dict.fromkeys(keys) if k != PLACEHOLDER_API_KEY)
+        remember_secret(*self._secrets)
         ssl_context = httpx2.create_ssl_context()
         every: list[AsyncOpenAI] = []
         for target, key in zip(self.targets, keys, strict=True):

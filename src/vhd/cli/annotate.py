@@ -192,8 +192,10 @@ def run(args: argparse.Namespace) -> int:
         executor=args.executor,
         executor_options=executor_options(args),
     )
+    from vhd.redaction import redact_strings, redact_text
+
     if args.json:
-        print(json.dumps(summary.to_dict(), indent=2, default=str))
+        print(json.dumps(redact_strings(summary.to_dict()), indent=2, default=str))
     elif summary.dry_run and summary.estimate is not None:
         e = summary.estimate
         cost = (
@@ -205,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             f"at most {e['prompt_tokens_max']:,} prompt + {e['completion_tokens_max']:,} completion tokens; cost {cost}"
         )
     else:
-        print("\n".join(printable(line) for line in _fmt_summary(summary)))
+        print("\n".join(printable(redact_text(line)) for line in _fmt_summary(summary)))
     if summary.store_error:
-        print(f"vhd: error: {printable(summary.store_error)}", file=sys.stderr)
+        print(f"vhd: error: {printable(redact_text(summary.store_error))}", file=sys.stderr)
     return summary.exit_code(strict=args.strict)

@@ -17,18 +17,21 @@ def add_parser(sub: Any, name: str) -> None:
         help="show the configuration in force and where each value came from",
         description="Show every annotation setting after merging the defaults, the user config file, the "
         "--config file and the VHD_* environment variables (flag > VHD_* > --config > user config > "
-        "defaults; tables merged key by key), with the source of each value. `path` prints where the "
-        "user config file is read from (VHD_NO_USER_CONFIG=1 ignores it).",
+        "defaults; tables merged key by key), with the source of each value. Secrets are shown as <redacted> "
+        "or *** (values of key/token/secret/password entries such as extra_body.api_key, and user info, "
+        "key-like path segments and key-like query values of URLs) unless --show-secrets. `path` prints where "
+        "the user config file is read from (VHD_NO_USER_CONFIG=1 ignores it).",
         epilog=examples(
             "vhd config show",
-            "vhd config show --config vhd.toml",
-            "vhd config show --json",
+            "vhd config show --config vhd.toml --json",
+            "vhd config show --show-secrets",
             "vhd config path",
         ),
     )
     p.add_argument("action", choices=("show", "path"), help="show: the settings; path: the user config file")
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file, as `vhd annotate --config` takes")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--show-secrets", action="store_true", help="show keys, tokens and URL credentials in clear")
     p.set_defaults(handler=run)
 
 
@@ -48,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
             print(printable(f"{path} ({state}{'; ignored: ' + NO_USER_CONFIG_ENV + ' is set' if ignored else ''})"))
         return 0
     rows = config_sources(args.config)
+    if not args.show_secrets:
+        from vhd.redaction import redact
+
+        # each row's key names its value: redact it as the value of that key in a table
+        rows = [(k, redact({k.rsplit(".", 1)[-1]: v})[k.rsplit(".", 1)[-1]], s) for k, v, s in rows]
     if args.json:
         print(json.dumps([{"key": k, "value": v, "source": s} for k, v, s in rows], indent=2, default=str))
         return 0

@@ -43,12 +43,15 @@ def add_parser(sub: Any, name: str) -> None:
         "keeps the authors' split: when the store holds images and videos, -o X.csv becomes two files, "
         "X_images.csv and X_videos.csv (the summary names them); --kind image or --kind video writes exactly "
         "X.csv. --format hf writes a folder that datasets.load_from_disk opens (one split per vhd split, images "
-        "and videos in one schema, a dataset card README.md); --push-to-hub REPO also sends it to the hub.",
+        "and videos in one schema, a dataset card README.md); --push-to-hub REPO also sends it to the hub. Sample "
+        "paths are written relative to the deepest folder holding every exported sample (or to --relative-to DIR), "
+        "so a shared file names no local folder or user; --absolute-paths writes them as stored (never with "
+        "--push-to-hub).",
         epilog=examples(
             "vhd export demo.db -o vhd11k.csv",
-            "vhd export demo.db --kind image -o images.csv",
-            "vhd export demo.db --format jsonl -o annotations.jsonl",
+            "vhd export demo.db --kind image --relative-to ~/data -o images.csv",
             "vhd export demo.db --format hf -o vhd_dataset/",
+            "vhd export demo.db --absolute-paths --format jsonl -o local.jsonl",
         ),
     )
     p.add_argument("store", help="the SQLite store")
@@ -63,7 +66,13 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--config-hash", help="only annotations made under this configuration (prefix ok)")
     p.add_argument("--include-unparsed", action="store_true", help="JSONL/Parquet: keep unparsed and error rows")
     p.add_argument("--kind", choices=("image", "video"), help="only images or only videos (one CSV, exactly --out)")
-    p.add_argument("--relative-to", metavar="DIR", help="write paths relative to this folder")
+    paths = p.add_mutually_exclusive_group()
+    paths.add_argument(
+        "--relative-to", metavar="DIR", help="write paths relative to this folder (default: the samples' common folder)"
+    )
+    paths.add_argument(
+        "--absolute-paths", action="store_true", help="write absolute local paths, as stored (not with --push-to-hub)"
+    )
     hub = p.add_argument_group("--format hf")
     hub.add_argument("--push-to-hub", metavar="REPO", help="also push the dataset to this hub repo (token: $HF_TOKEN)")
     hub.add_argument("--public", action="store_true", help="make the pushed repository public (default: private)")
@@ -92,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             include_unparsed=args.include_unparsed,
             kind=args.kind,
             relative_to=args.relative_to,
+            absolute_paths=args.absolute_paths,
         )
     split = len(result.files) > 1 and Path(args.out) not in result.files
     if args.json:
@@ -101,11 +111,14 @@ def run(args: argparse.Namespace) -> int:
                 "files": result.files,
                 "split_by_kind": split,
                 "left_out": result.left_out_counts,
+                "paths_relative_to": result.root,
             }
         )
         return 0
     files = ", ".join(str(f) for f in result.files) or "no file"
     print(f"wrote {result.written} annotation(s) to {files}")
+    if result.root is not None and result.written:
+        print(f"sample paths are relative to {result.root} (--absolute-paths writes them as stored)")
     if split:
         print(
             f"images and videos went to separate files, as VHD11K ships them (not {args.out}); "
@@ -128,6 +141,8 @@ def _run_hf(args: argparse.Namespace) -> int:
         config_hash=config_hash,
         kind=args.kind,
         include_unparsed=args.include_unparsed,
+        relative_to=args.relative_to,
+        absolute_paths=args.absolute_paths,
         push_to_hub=args.push_to_hub,
         public=args.public,
     )
@@ -139,6 +154,8 @@ def _run_hf(args: argparse.Namespace) -> int:
         f"wrote {res.written} row(s) to {res.out}/ ({splits}); open it with datasets.load_from_disk({str(res.out)!r})"
     )
     print(f"dataset card: {res.out / 'README.md'}")
+    if res.root is not None:
+        print(f"path and video_path are relative to {res.root} (--absolute-paths writes them as stored)")
     if res.left_out:
         print(f"left out {len(res.left_out)} annotation(s) without a decision (--include-unparsed keeps them)")
     for sid, why in res.media_problems[:10]:

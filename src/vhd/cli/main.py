@@ -81,8 +81,10 @@ standard Unix tools end, so ``set -o pipefail`` scripts can tell the output was 
 
 
 def error(message: str) -> None:
-    """Print a one-line error to stderr (control characters escaped: messages quote file names)."""
-    print(f"vhd: error: {printable(message)}", file=sys.stderr)
+    """Print a one-line error to stderr (secrets redacted; control characters escaped: messages quote file names)."""
+    from vhd.redaction import redact_text
+
+    print(f"vhd: error: {printable(redact_text(message))}", file=sys.stderr)
 
 
 def _stdout_gone() -> int:

@@ -66,18 +66,21 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _limit(kind: Kind | None, settings: FetchSettings) -> int:
-    if kind is Kind.IMAGE:
-        return settings.max_image_bytes
-    if kind is Kind.VIDEO:
-        return settings.max_video_bytes
-    return max(settings.max_image_bytes, settings.max_video_bytes)
+def _limit(kind: Kind | None, settings: FetchSettings) -> tuple[int, Kind]:
+    """The byte limit for content of ``kind`` and the kind whose limit it is.
+
+    Before the content is sniffed (no kind on the list row) the larger of the two limits applies,
+    and it is named as the limit of the kind it belongs to.
+    """
+    if kind is None:
+        kind = Kind.VIDEO if settings.max_video_bytes >= settings.max_image_bytes else Kind.IMAGE
+    return (settings.max_image_bytes if kind is Kind.IMAGE else settings.max_video_bytes), kind
 
 
-def _too_large(size: int, limit: int, kind: Kind | None, declared: bool, url: str) -> FetchFailure:
-    what = kind.value if kind else "image"
+def _too_large(size: int, limit: tuple[int, Kind], declared: bool, url: str) -> FetchFailure:
+    what = limit[1].value
     how = "declares" if declared else "sent more than"
-    reason = f"server {how} {format_size(size)}, over the {what} limit of {format_size(limit)}"
+    reason = f"server {how} {format_size(size)}, over the {what} limit of {format_size(limit[0])}"
     return FetchFailure("rejected", "too-large", f"{reason} (raise --max-{what}-size)", final_url=url)
 
 
@@ -116,8 +119,8 @@ async def _read_body(
     declared_text = response.headers.get("content-length")
     declared = int(declared_text) if declared_text and declared_text.strip().isdigit() else None
     limit = _limit(row.kind, settings)
-    if declared is not None and declared > limit:
-        raise _too_large(declared, limit, row.kind, True, url)
+    if declared is not None and declared > limit[0]:
+        raise _too_large(declared, limit, True, url)
     head = b""
     media: MediaType | None = None
     async for chunk in response.aiter_bytes():
@@ -127,16 +130,17 @@ async def _read_body(
                 continue
             media = _accept(head, row, url)
             limit = _limit(media.kind, settings)
-            if declared is not None and declared > limit:
-                raise _too_large(declared, limit, media.kind, True, url)
+            if declared is not None and declared > limit[0]:
+                raise _too_large(declared, limit, True, url)
             chunk, head = head, b""
-        if sink.size + len(chunk) > limit:
-            raise _too_large(sink.size + len(chunk), limit, media.kind, False, url)
+        if sink.size + len(chunk) > limit[0]:
+            raise _too_large(sink.size + len(chunk), limit, False, url)
         sink.write(chunk)
     if media is None:
         media = _accept(head, row, url)
-        if len(head) > _limit(media.kind, settings):
-            raise _too_large(len(head), _limit(media.kind, settings), media.kind, False, url)
+        limit = _limit(media.kind, settings)
+        if len(head) > limit[0]:
+            raise _too_large(len(head), limit, False, url)
         sink.write(head)
     return media
 

@@ -3,6 +3,17 @@
 from __future__ import annotations
 
 from vhd.hub.result import HfExport
+from vhd.redaction import hide_local_spec, redact_text
+
+
+def public_spec(spec: str) -> str:
+    """A ``backend:model`` spec as a public card may show it: no local path, no secret.
+
+    Example:
+        >>> public_spec("hf:/home/alice/ckpt/qwen-tuned"), public_spec("openai:gpt-4o")
+        ('hf:local:qwen-tuned', 'openai:gpt-4o')
+    """
+    return redact_text(hide_local_spec(spec))
 
 
 def dataset_card(result: HfExport) -> str:
@@ -12,7 +23,7 @@ def dataset_card(result: HfExport) -> str:
     splits = "\n".join(f"| {name} | {count} |" for name, count in sorted(result.splits.items()))
     kinds = ", ".join(f"{count} {kind}s" for kind, count in sorted(result.kinds.items()))
     models = "\n".join(
-        f"- {role}: {', '.join(f'`{m}`' for m in specs)}" for role, specs in sorted(result.models.items())
+        f"- {role}: {', '.join(f'`{public_spec(m)}`' for m in specs)}" for role, specs in sorted(result.models.items())
     )
     cats = (
         "\n".join(f"| {name} | {count} |" for name, count in result.categories.items())

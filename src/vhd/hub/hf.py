@@ -8,7 +8,8 @@ per vhd split (``train`` when samples have none), images and videos under one sc
 Rows are produced by a generator over the store (`Dataset.from_generator`), so memory does not
 grow with the number of samples; a ``README.md`` dataset card (`card`) is written beside them.
 ``--push-to-hub REPO`` sends the same ``DatasetDict`` to the hub (private unless asked, the
-token from ``HF_TOKEN``).
+token from ``HF_TOKEN``). ``path`` and ``video_path`` are relative to the samples' common folder
+(or ``relative_to``); absolute local paths only on request, and never pushed.
 
 This module reads the store through its public readers only; the streaming export writer
 planned for `vhd.store.export` can replace `rows` without changing the schema.
@@ -27,6 +28,7 @@ from typing import Any
 from vhd.errors import ConfigError, VhdError, require
 from vhd.hub.result import HfExport
 from vhd.records import Annotation, Kind, Sample, Status
+from vhd.store.export import path_root, relative_path
 from vhd.store.sqlite import Store, open_store
 
 TOKEN_ENV = "HF_TOKEN"
@@ -102,19 +104,29 @@ def _media(sample: Sample, frames: int) -> tuple[dict[str, Any] | None, list[dic
     return None, [{"bytes": e.data, "path": f"{path.stem}_{k:04d}.png"} for k, e in enumerate(loaded.images)], None
 
 
-def row(sample: Sample, ann: Annotation, *, frames: int = 5) -> tuple[dict[str, Any], str | None]:
-    """One dataset row (see `features`) and the problem reading its media, if any."""
+def row(
+    sample: Sample, ann: Annotation, *, frames: int = 5, root: str | None = None
+) -> tuple[dict[str, Any], str | None]:
+    """One dataset row (see `features`) and the problem reading its media, if any.
+
+    Args:
+        sample: The sample (its media are read from ``sample.path``).
+        ann: Its annotation.
+        frames: Frames per video when the store recorded none.
+        root: Write ``path`` and ``video_path`` relative to this folder (None: as stored).
+    """
     from datetime import UTC, datetime
 
     image, video_frames, problem = _media(sample, frames)
     v, u = ann.verdict, ann.usage
+    shown = sample.path if root is None else relative_path(sample.path, root)
     out = {
         "id": sample.id,
         "kind": sample.kind.value,
-        "path": sample.path,
+        "path": shown,
         "image": image,
         "frames": video_frames,
-        "video_path": sample.path if sample.kind is Kind.VIDEO else None,
+        "video_path": shown if sample.kind is Kind.VIDEO else None,
         "frame_indices": list(sample.frames) if sample.kind is Kind.VIDEO else None,
         "source": None if sample.source is None else sample.source.value,
         "keyword": sample.keyword,
@@ -159,7 +171,14 @@ def _keep(ann: Annotation, include_unparsed: bool) -> bool:
 
 
 def _rows(
-    store: str, split: str, config_hash: str | None, kind: str | None, include_unparsed: bool, frames: int, tally: Any
+    store: str,
+    split: str,
+    config_hash: str | None,
+    kind: str | None,
+    include_unparsed: bool,
+    frames: int,
+    tally: Any,
+    root: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The rows of one split, read from the store as they are yielded (run in ``from_generator``)."""
     with Store(store) as db:
@@ -168,7 +187,7 @@ def _rows(
                 continue
             if not _keep(ann, include_unparsed):
                 continue
-            out, problem = row(sample, ann, frames=frames)
+            out, problem = row(sample, ann, frames=frames, root=root)
             if problem and tally is not None:
                 tally.append((sample.id, problem))
             yield out
@@ -182,6 +201,8 @@ def export_hf(
     kind: str | None = None,
     include_unparsed: bool = False,
     frames: int = 5,
+    relative_to: str | os.PathLike[str] | None = None,
+    absolute_paths: bool = False,
     push_to_hub: str | None = None,
     public: bool = False,
 ) -> HfExport:
@@ -194,18 +215,30 @@ def export_hf(
         kind: ``image`` or ``video`` only.
         include_unparsed: Also rows without a decision (``harmful`` null).
         frames: Frames per video when the store recorded none.
+        relative_to: Write ``path`` / ``video_path`` relative to this folder. By default they
+            are relative to the deepest folder holding every exported sample (`HfExport.root`).
+        absolute_paths: Write them as stored (absolute local paths); refused with ``push_to_hub``.
         push_to_hub: Also push to this hub repository (``user/name``); token from ``HF_TOKEN``.
         public: Make the pushed repository public (private by default).
 
     Raises:
-        ConfigError: Nothing to export, or the hub refused the push.
+        ConfigError: Nothing to export, the hub refused the push, or ``absolute_paths`` with
+            ``push_to_hub`` (refused before anything is written).
         MissingDependencyError: ``datasets`` is not installed.
     """
+    if absolute_paths and push_to_hub:
+        raise ConfigError(
+            "--push-to-hub never sends absolute local paths: drop --absolute-paths (paths are then written "
+            "relative to the samples' common folder, or to --relative-to DIR)"
+        )
     ds: Any = require("datasets", "hf")
     store = str(store)
     out_path = Path(out)
     result = HfExport(out=out_path)
     with open_store(store) as db:
+        want = None if kind is None else Kind(kind)
+        root = path_root(db, relative_to, absolute_paths, config_hash=config_hash, kind=want)
+        result.root = None if root is None else Path(root)
         cats: Counter[str] = Counter()
         hashes: dict[str, None] = {}
         for sample, ann in db.iter_annotations(config_hash=config_hash):
@@ -234,7 +267,8 @@ def export_hf(
     bars_were_off = ds.is_progress_bar_enabled() is False
     ds.disable_progress_bars()  # vhd's own summary says what was written
     try:
-        _write(ds, result, feats, store, out_path, config_hash, kind, include_unparsed, frames, push_to_hub, public)
+        rows = {"store": store, "config_hash": config_hash, "kind": kind, "include_unparsed": include_unparsed}
+        _write(ds, result, feats, out_path, {**rows, "frames": frames, "root": root}, push_to_hub, public)
     finally:
         if not bars_were_off:
             ds.enable_progress_bars()
@@ -245,28 +279,17 @@ def _write(
     ds: Any,
     result: HfExport,
     feats: Any,
-    store: str,
     out_path: Path,
-    config_hash: str | None,
-    kind: str | None,
-    include_unparsed: bool,
-    frames: int,
+    rows: dict[str, Any],
     push_to_hub: str | None,
     public: bool,
 ) -> None:
+    """Build each split from `_rows` (``rows``: its arguments but the split), save, write the card, push."""
     with tempfile.TemporaryDirectory(prefix="vhd-hf-") as cache:
         problems: list[tuple[str, str]] = []
         parts = {}
         for split in sorted(result.splits):
-            gen_kwargs = {
-                "store": store,
-                "split": split,
-                "config_hash": config_hash,
-                "kind": kind,
-                "include_unparsed": include_unparsed,
-                "frames": frames,
-                "tally": problems,
-            }
+            gen_kwargs = {**rows, "split": split, "tally": problems}
             parts[split] = ds.Dataset.from_generator(_rows, features=feats, cache_dir=cache, gen_kwargs=gen_kwargs)
         result.media_problems = problems
         dd = ds.DatasetDict(parts)

@@ -21,6 +21,7 @@ class HfExport:
         left_out: ``(sample id, why)`` for each annotation not written (undecided, unless asked).
         media_problems: ``(sample id, why)`` for rows written without their media.
         pushed_to: The hub repository, when pushed.
+        root: The folder ``path`` / ``video_path`` are relative to (None: written as stored).
     """
 
     out: Path
@@ -33,6 +34,7 @@ class HfExport:
     left_out: list[tuple[str, str]] = field(default_factory=list)
     media_problems: list[tuple[str, str]] = field(default_factory=list)
     pushed_to: str | None = None
+    root: Path | None = None
 
     @property
     def written(self) -> int:

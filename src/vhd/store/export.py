@@ -119,7 +119,9 @@ __all__ = [
     "add_column",
     "export",
     "parquet_schema",
+    "path_root",
     "record",
+    "relative_path",
     "vhd11k_columns",
     "vhd11k_decision",
 ]
@@ -163,12 +165,14 @@ class ExportResult:
         written: Rows (annotations) written.
         left_out: ``(sample id, why)`` for the first `LEFT_OUT_KEPT` annotations not written.
         left_out_total: How many annotations were left out, by reason.
+        root: The folder sample paths are written relative to (None: written as stored).
     """
 
     files: list[Path] = field(default_factory=list)
     written: int = 0
     left_out: list[tuple[str, str]] = field(default_factory=list)
     left_out_total: Counter[str] = field(default_factory=Counter)
+    root: Path | None = None
 
     @property
     def left_out_counts(self) -> dict[str, int]:
@@ -192,6 +196,7 @@ def export(
     kind: Kind | str | None = None,
     run_id: str | None = None,
     relative_to: str | os.PathLike[str] | None = None,
+    absolute_paths: bool = False,
 ) -> ExportResult:
     """Export annotations from a store.
 
@@ -205,13 +210,17 @@ def export(
             only: the VHD11K CSV needs a yes/no decision, so it always leaves them out).
         kind: Only images or only videos.
         run_id: Only annotations written by this run.
-        relative_to: Write sample paths relative to this folder instead of as stored.
+        relative_to: Write sample paths relative to this folder.
+        absolute_paths: Write sample paths as stored (absolute local paths), not relative to
+            a folder. By default paths are written relative to `ExportResult.root`: the deepest
+            folder holding every exported sample (`vhd.store.Store.annotated_path_root`), so
+            a shared file names no local folder or user.
 
     Returns:
         The files written, the number of rows, and every annotation left out with the reason.
 
     Raises:
-        ConfigError: Unknown format or kind.
+        ConfigError: Unknown format or kind, or both ``relative_to`` and ``absolute_paths``.
         MissingDependencyError: ``parquet`` without pyarrow installed (before anything is read).
     """
     writer = EXPORT_FORMATS.load(fmt)()
@@ -220,8 +229,8 @@ def export(
     except ValueError:
         raise ConfigError(f"unknown kind {kind!r}: choose image or video") from None
     out_path = Path(out)
-    base = None if relative_to is None else os.path.abspath(relative_to)
-    result = ExportResult()
+    base = path_root(store, relative_to, absolute_paths, config_hash=config_hash, run_id=run_id, kind=want_kind)
+    result = ExportResult(root=None if base is None else Path(base))
 
     keep_undecided = include_unparsed and not writer.decided_only
     want = None if want_kind is None else want_kind.value
@@ -246,15 +255,55 @@ def export(
                     result.leave_out(r[ROW_SAMPLE_ID], why)
                     continue
                 if base is not None:
-                    r = (*r[:ROW_PATH], os.path.relpath(r[ROW_PATH], base), *r[ROW_PATH + 1 :])
+                    r = (*r[:ROW_PATH], relative_path(r[ROW_PATH], base), *r[ROW_PATH + 1 :])
                 rows.append(r)
             if rows:
                 result.written += len(rows)
-                yield page if len(rows) == len(page.rows) else page.with_rows(rows)
+                # the rows are new tuples whenever paths were rewritten, even when none was left out
+                yield page if base is None and len(rows) == len(page.rows) else page.with_rows(rows)
 
     write_pages = writer.write_pages if raw else partial(ExportFormat.write_pages, writer)
     result.files.extend(write_pages(out_path, pages(), want_kind))
     return result
+
+
+def path_root(
+    store: Store,
+    relative_to: str | os.PathLike[str] | None,
+    absolute_paths: bool,
+    *,
+    config_hash: str | None = None,
+    run_id: str | None = None,
+    kind: Kind | None = None,
+) -> str | None:
+    """The folder an export writes sample paths relative to, or None to write them as stored.
+
+    ``relative_to`` when given; else, unless ``absolute_paths``, the deepest folder holding every
+    sample the export reads (`vhd.store.Store.annotated_path_root`).
+
+    Raises:
+        ConfigError: Both ``relative_to`` and ``absolute_paths``.
+    """
+    if relative_to is not None:
+        if absolute_paths:
+            raise ConfigError("--relative-to and --absolute-paths contradict each other: pass one")
+        return os.path.abspath(relative_to)
+    if absolute_paths:
+        return None
+    return store.annotated_path_root(config_hash, run_id, kind)
+
+
+def relative_path(path: str, base: str) -> str:
+    """``path`` relative to the folder ``base`` (both absolute): a slice when it lies under ``base``.
+
+    `os.path.relpath` normalises both paths on every call, several times the cost of writing a
+    row; a stored path under the export's root (every path, for the default root) needs none.
+    """
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    rest = path[len(prefix) - 1 :]
+    if path.startswith(prefix) and f"{os.sep}." not in rest and os.sep * 2 not in rest:
+        return path[len(prefix) :]
+    return os.path.relpath(path, base)
 
 
 def _reads_pages(fmt: type[ExportFormat]) -> bool:

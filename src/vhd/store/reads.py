@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import abc
+import os
 import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,24 @@ _TURN_NAMES = [
     "annotation_id", "role", "round", "text", "prompt_tokens", "completion_tokens", "latency_s", "refused", "model",
 ]  # fmt: skip
 _TURN_SELECT = ", ".join(_TURN_NAMES)
+
+
+def _annotation_conds(config_hash: str | None, run_id: str | None) -> tuple[list[str], list[Any]]:
+    """The WHERE conditions (``s``: samples, ``a``: annotations) of `AnnotationReads.iter_annotation_pages`."""
+    conds: list[str] = ["s.removed_at IS NULL"]
+    params: list[Any] = []
+    if config_hash:
+        conds.append("a.config_hash = ?")
+        params.append(config_hash)
+    if run_id:
+        conds.append("a.run_id = ?")
+        params.append(run_id)
+    if not config_hash:
+        inner = "a2.sample_id = a.sample_id" + (" AND a2.run_id = ?" if run_id else "")
+        conds.append(f"a.id = (SELECT MAX(a2.id) FROM annotations a2 WHERE {inner})")
+        if run_id:
+            params.append(run_id)
+    return conds, params
 
 
 @dataclass(frozen=True)
@@ -341,18 +360,7 @@ class AnnotationReads(abc.ABC):
         turn_select = ", ".join(
             name if turn_cells is None or at in turn_cells or at == 0 else "NULL" for at, name in enumerate(_TURN_NAMES)
         )
-        conds, params = ["s.removed_at IS NULL"], []
-        if config_hash:
-            conds.append("a.config_hash = ?")
-            params.append(config_hash)
-        if run_id:
-            conds.append("a.run_id = ?")
-            params.append(run_id)
-        if not config_hash:
-            inner = "a2.sample_id = a.sample_id" + (" AND a2.run_id = ?" if run_id else "")
-            conds.append(f"a.id = (SELECT MAX(a2.id) FROM annotations a2 WHERE {inner})")
-            if run_id:
-                params.append(run_id)
+        conds, params = _annotation_conds(config_hash, run_id)
         # CROSS JOIN keeps samples outside: the walk follows index samples_path_id, never sorting the whole store
         sql = (
             f"SELECT {select} FROM samples s CROSS JOIN annotations a ON a.sample_id = s.id "
@@ -368,6 +376,36 @@ class AnnotationReads(abc.ABC):
             key = (str(last[ROW_PATH]), str(last[ROW_SAMPLE_ID]), int(last[ROW_ID]))
             if len(rows) < page:
                 return
+
+    def annotated_path_root(
+        self, config_hash: str | None = None, run_id: str | None = None, kind: Kind | None = None
+    ) -> str | None:
+        """The deepest folder holding every sample `iter_annotation_pages` would yield (of ``kind``).
+
+        Two index walks (the first and the last path in order), whatever the size of the store:
+        the paths between two sorted paths share every folder the two share.
+
+        Returns:
+            The folder, or None when no sample is annotated so or the paths are not absolute.
+        """
+        conds, params = _annotation_conds(config_hash, run_id)
+        if kind is not None:
+            conds.append("s.kind = ?")
+            params.append(kind.value)
+        where = " AND ".join(conds)
+        ends = []
+        for order in ("", " DESC"):
+            sql = (
+                f"SELECT s.path FROM samples s CROSS JOIN annotations a ON a.sample_id = s.id "
+                f"WHERE {where} AND s.path > '' ORDER BY s.path{order} LIMIT 1"  # a range: an index search
+            )
+            found = self._tuples(sql, params)
+            if not found:
+                return None
+            ends.append(os.path.dirname(str(found[0][0])))
+        if not all(os.path.isabs(end) for end in ends):
+            return None  # paths stored relative (to no known folder): written as they are
+        return os.path.commonpath(ends)
 
     def _raw_turns(self, ann_ids: Sequence[int], select: str = _TURN_SELECT) -> dict[int, list[RawTurn]]:
         marks = ",".join("?" * len(ann_ids))

@@ -33,7 +33,7 @@ from typing import Any
 from vhd.errors import ConfigError, VhdError
 from vhd.fileio import display_path
 from vhd.records import Annotation, Kind, Role, Sample, Status
-from vhd.redaction import redact, redact_command
+from vhd.redaction import redact, redact_command, redact_strings, redact_text
 from vhd.store.batches import BatchJobs
 from vhd.store.connection import Connection
 from vhd.store.gallery import Gallery
@@ -247,7 +247,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
         return run_id
 
     def finish_run(self, run_id: str, summary: dict[str, Any]) -> None:
-        """Record the end of a run and its summary.
+        """Record the end of a run and its summary (its strings through `vhd.redaction.redact_text`).
 
         Raises:
             VhdError: No such run.
@@ -255,7 +255,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
         with self._tx() as conn:
             cur = conn.execute(
                 "UPDATE runs SET finished_at = ?, summary_json = ? WHERE id = ?",
-                (time.time(), dumps(summary), run_id),
+                (time.time(), dumps(redact_strings(summary)), run_id),
             )
             if cur.rowcount == 0:
                 raise VhdError(f"run {run_id} is not in store {self.path}: check the run id")
@@ -403,7 +403,8 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
 
         A stored annotation for the same sample and config hash is replaced, and the run's lease
         on the sample (`vhd.store.leases`) is released. ``harmful`` is
-        stored as NULL for unparsed and error results.
+        stored as NULL for unparsed and error results. The turns' texts, the reason and the error
+        are stored through `vhd.redaction.redact_text` (a reply may echo a key).
 
         Args:
             ann: The annotation.
@@ -451,7 +452,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                     ann.config_hash,
                     status.value,
                     harmful,
-                    v.reason or "",
+                    redact_text(v.reason or ""),
                     dumps(list(v.categories)),
                     v.score,
                     int(v.refused),
@@ -459,7 +460,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                     ann.usage.completion_tokens,
                     ann.usage.calls,
                     ann.usage.cost,
-                    ann.error,
+                    None if ann.error is None else redact_text(ann.error),
                     ann.started_at,
                     ann.finished_at,
                     ann.decided_by,
@@ -476,7 +477,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                         i,
                         Role(t.role).value,
                         t.round,
-                        t.text,
+                        redact_text(t.text),
                         t.prompt_tokens,
                         t.completion_tokens,
                         t.latency_s,

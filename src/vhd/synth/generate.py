@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
 from vhd.records import Kind, Source
+from vhd.redaction import hide_local_spec
 from vhd.store.sqlite import Store
 from vhd.synth.batch import Generated as Generated
 from vhd.synth.batch import generate_batch as generate_batch
@@ -127,8 +128,8 @@ def commit(
     if store is None:
         return path, None, None
     prov = item.provenance
-    defaults = IngestDefaults(
-        source=Source.SYNTHETIC, keyword=prov.keyword, generator=generator_spec, prompt=prov.prompt
+    defaults = IngestDefaults(  # the sample's generator is exported: a local model folder is named local:NAME
+        source=Source.SYNTHETIC, keyword=prov.keyword, generator=hide_local_spec(generator_spec), prompt=prov.prompt
     )
     result = ingest([path], store, defaults=defaults, block_list=block_list, jobs=1)
     problems = result.invalid + result.blocked + result.refused
@@ -141,7 +142,8 @@ def commit(
     data = prov.to_dict()
     if sample is not None:
         extra = {"prompt_id": prov.prompt_id, "seed": prov.seed, "negative_prompt": prov.negative_prompt}
-        sample.meta = {**sample.meta, **extra, "provenance": data}
+        # the sample's meta is exported: it carries the record as embedded (local model paths hidden)
+        sample.meta = {**sample.meta, **extra, "provenance": json.loads(prov.to_json())}
         store.upsert_sample(sample)
     from vhd.store.provenance import record_provenance
 
@@ -236,7 +238,7 @@ def generate(
     on_disk = {
         (p.prompt_id, int(p.seed)): (path, p)
         for path, p in generated_files(out_dir)
-        if f"{p.generator}:{p.model}" == gen.spec
+        if p.same_model(gen.name, gen.model)
     }
     done = set(on_disk) if store is None else _done_in_store(store, gen.spec)
     todo = [r for r in allowed if (r.id, row_seed(r, seed)) not in done]

@@ -3,7 +3,10 @@
 Every generated file carries a JSON provenance record (a PNG ``tEXt`` chunk named
 ``vhd:provenance``; the MP4 container's ``comment`` tag) so a file found later can be traced to
 its prompt, generator, model, seed and settings. The embedded record holds no time, run id,
-output path or store path (those live in the store), so equal inputs give equal bytes.
+output path or store path (those live in the store), so equal inputs give equal bytes; a model
+or component loaded from a local folder is named ``local:NAME`` there
+(`vhd.redaction.hide_local_path`: no folder, no user name), its ``sha256:`` revision still
+identifying it. The store keeps the path as given.
 
 The per-prompt seed is a hash of the base seed and the prompt id: it does not move with
 ``--limit``, CSV order or sharding.
@@ -17,6 +20,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vhd.redaction import hide_local_path
 
 PNG_KEY = "vhd:provenance"
 """Name of the PNG text chunk (and the JSON's marker) that holds the provenance record."""
@@ -106,8 +111,15 @@ class Provenance:
         return asdict(self)
 
     def to_json(self) -> str:
-        """Canonical JSON (sorted keys, no spaces): the bytes embedded in the file."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        """Canonical JSON (sorted keys, no spaces): the bytes embedded in the file, local paths hidden."""
+        data = self.to_dict()
+        data["model"] = hide_local_path(self.model)
+        data["components"] = {name: hide_local_path(ident) for name, ident in self.components.items()}
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def same_model(self, generator: str, model: str) -> bool:
+        """Whether this record is of ``generator`` with ``model`` (as given, or as `to_json` wrote it)."""
+        return self.generator == generator and self.model in (model, hide_local_path(model))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Provenance:
