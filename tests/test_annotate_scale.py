@@ -19,8 +19,8 @@ import pytest
 from PIL import Image
 
 import vhd
-import vhd.annotate.feeder as feeder_mod
 import vhd.backends.scripted as scripted_mod
+from vhd.annotate import feeder as feeder_mod
 from vhd.annotate.summary import RunSummary
 from vhd.errors import MediaError
 from vhd.records import Kind, MediaItem

@@ -20,13 +20,13 @@ makes no model call for what is already answered.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from vhd.aio import run_sync
 from vhd.align.compare_report import write_outputs
 from vhd.align.compare_result import CompareResult, ConfigResult
 from vhd.align.compare_single import AnswerCache, SampleOutcome, SingleRunner, SingleSpec, question
@@ -302,7 +302,7 @@ def _run_single(
             await backend.aclose()
 
     try:
-        all_runs = asyncio.run(go())
+        all_runs = run_sync(go())
     finally:
         cache.close()
     results = []

@@ -27,7 +27,7 @@ from typing import Any
 from vhd.errors import ConfigError, VhdError, require
 from vhd.hub.result import HfExport
 from vhd.records import Annotation, Kind, Sample, Status
-from vhd.store.sqlite import Store, open_store
+from vhd.store.sqlite import Store, StoreLike, open_store
 
 TOKEN_ENV = "HF_TOKEN"
 """Where ``--push-to-hub`` takes the hub token from."""
@@ -175,7 +175,7 @@ def _rows(
 
 
 def export_hf(
-    store: str | os.PathLike[str],
+    store: StoreLike,
     out: str | os.PathLike[str],
     *,
     config_hash: str | None = None,
@@ -188,7 +188,7 @@ def export_hf(
     """Write a store's annotations as a ``DatasetDict`` folder with a dataset card.
 
     Args:
-        store: The store.
+        store: The store: an open `Store` or its path.
         out: The folder to write (``datasets.load_from_disk(out)`` opens it); replaced if present.
         config_hash: Only annotations under this configuration (default: each sample's latest).
         kind: ``image`` or ``video`` only.
@@ -202,7 +202,7 @@ def export_hf(
         MissingDependencyError: ``datasets`` is not installed.
     """
     ds: Any = require("datasets", "hf")
-    store = str(store)
+    store = str(store.path) if isinstance(store, Store) else str(store)  # the rows' generator opens it again
     out_path = Path(out)
     result = HfExport(out=out_path)
     with open_store(store) as db:

@@ -28,8 +28,7 @@ keep `write` for callers with records; both paths write the same bytes (tested).
 long (about 600 lines) for that reason: each writer's two paths stay side by side.
 
 Example:
-    >>> with Store("run.db") as store:  # doctest: +SKIP
-    ...     result = export(store, "vhd11k-csv", "out/annotations.csv")
+    >>> result = export("run.db", "vhd11k-csv", "out/annotations.csv")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ from vhd.store.reads import (
     AnnotationPage,
 )
 from vhd.store.rows import loads
-from vhd.store.sqlite import Store
+from vhd.store.sqlite import Store, StoreLike, using_store
 
 
 class ExportFormat(abc.ABC):
@@ -183,7 +182,7 @@ class ExportResult:
 
 
 def export(
-    store: Store,
+    store: StoreLike,
     fmt: str,
     out: str | os.PathLike[str],
     *,
@@ -196,7 +195,7 @@ def export(
     """Export annotations from a store.
 
     Args:
-        store: The store to read.
+        store: The store to read: an open `Store` or its path.
         fmt: ``vhd11k-csv``, ``jsonl``, ``parquet`` or a plugin's format (`EXPORT_FORMATS`).
         out: Output file. For ``vhd11k-csv`` with both images and videos (and no ``kind``),
             two files are written beside it: ``<stem>_images.csv`` and ``<stem>_videos.csv``.
@@ -211,7 +210,7 @@ def export(
         The files written, the number of rows, and every annotation left out with the reason.
 
     Raises:
-        ConfigError: Unknown format or kind.
+        ConfigError: Unknown format or kind, or no store at the path.
         MissingDependencyError: ``parquet`` without pyarrow installed (before anything is read).
     """
     writer = EXPORT_FORMATS.load(fmt)()
@@ -232,8 +231,8 @@ def export(
         cells = None if writer.raw_cells is None else writer.raw_cells | _FILTER_CELLS
         turn_cells = writer.raw_turn_cells
 
-    def pages() -> Iterator[AnnotationPage]:
-        for page in store.iter_annotation_pages(
+    def pages(db: Store) -> Iterator[AnnotationPage]:
+        for page in db.iter_annotation_pages(
             config_hash=config_hash, run_id=run_id, cells=cells, turn_cells=turn_cells
         ):
             rows = []
@@ -253,7 +252,8 @@ def export(
                 yield page if len(rows) == len(page.rows) else page.with_rows(rows)
 
     write_pages = writer.write_pages if raw else partial(ExportFormat.write_pages, writer)
-    result.files.extend(write_pages(out_path, pages(), want_kind))
+    with using_store(store) as db:
+        result.files.extend(write_pages(out_path, pages(db), want_kind))
     return result
 
 

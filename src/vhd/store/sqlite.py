@@ -486,3 +486,24 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                     for i, t in enumerate(ann.turns)
                 ],
             )
+
+
+StoreLike = Store | str | os.PathLike[str]
+"""What every function taking a store accepts: an open `Store`, or the path of one."""
+
+
+@contextmanager
+def using_store(store: StoreLike, *, create: bool = False) -> Iterator[Store]:
+    """Yield ``store`` itself (left open: the caller owns it), or the store at a path, closed after.
+
+    A path must name an existing store (`open_store`): a function reading a store never creates
+    one; a function that writes one passes ``create=True``.
+
+    Raises:
+        ConfigError: A path where no store file is.
+    """
+    if isinstance(store, Store):
+        yield store
+        return
+    with Store(store) if create else open_store(store) as db:
+        yield db
