@@ -103,3 +103,14 @@ def test_a_path_or_a_store_wherever_a_store_is_taken(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no store at"):
         export(tmp_path / "missing.db", "jsonl", tmp_path / "x.jsonl")
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_an_exported_function_keeps_its_name_over_a_submodule_of_the_same_name() -> None:
+    """`vhd.store.export` is the function even after `vhd/store/export.py` is imported (so are the others)."""
+    code = (
+        "import vhd, inspect\nimport vhd.store.export, vhd.collect.fetch, vhd.align.compare\n"
+        "from vhd.store.export import ExportFormat\n"
+        "print(all(map(inspect.isfunction, [vhd.store.export, vhd.collect.fetch, vhd.align.compare])))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.split() == ["True"]

@@ -8,7 +8,7 @@ a feature that needs them runs. Every room is reachable from here (``vhd.store.e
 real signatures. The room of the same name stays importable as a package
 (``from vhd.annotate import RunSummary``, ``from vhd.annotate.loop import run``); Python would
 otherwise bind the package over the function when one of its modules is first imported, so this
-module's attribute ``annotate`` keeps the function.
+module keeps the function under that name (`vhd.lazy.keep_exports`).
 
 Example:
     >>> import vhd
@@ -19,9 +19,9 @@ Example:
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
+
+from vhd.lazy import keep_exports
 
 if TYPE_CHECKING:
     from vhd import align as align
@@ -52,7 +52,7 @@ def __getattr__(name: str) -> Any:
     module = _FUNCTIONS.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)
-        globals()[name] = value  # bypasses the guard below
+        globals()[name] = value  # cached (past the guard of `keep_exports`)
         return value
     if name in _ROOMS:
         return importlib.import_module(f"vhd.{name}")
@@ -67,13 +67,4 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-class _Package(types.ModuleType):
-    """The ``vhd`` module: binding a submodule named like an exported function keeps the function."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _FUNCTIONS and isinstance(value, types.ModuleType):
-            return  # the import system binding the room `vhd.annotate`; `vhd.annotate` stays the function
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+keep_exports(__name__, _FUNCTIONS)

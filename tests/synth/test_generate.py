@@ -82,7 +82,7 @@ def test_sd_images_registered_with_provenance_deterministic_and_resumable(
     for rec in records:
         assert rec["source"] == "synthetic" and rec["generator"] == spec
         assert rec["prompt"] in prompts_csv.read_text() and rec["seed"] == derive_seed(
-            7, prompt_id(rec["sample"]["keyword"], rec["prompt"])
+            7, prompt_id(rec["keyword"], rec["prompt"])
         )
 
 

@@ -2,9 +2,12 @@
 
 ``vhd export --format hf -o DIR`` writes what ``datasets.load_from_disk(DIR)`` opens: one split
 per vhd split (``train`` when samples have none), images and videos under one schema
-(`features`): ``kind``; ``image`` an ``Image`` (null for videos); ``frames`` a list of images
-(the video's sampled frames, null for images); ``video_path``; every annotation column typed
-(bools as bools, lists as lists, nulls as nulls) and the debate's turns as a list of structs.
+(`features`): the export's own columns, with the names and types of the JSON Lines and Parquet
+exports (`vhd.store.columns.RECORD_COLUMNS`; ``frames`` are a video's frame indices there too),
+``harmful`` a ``ClassLabel`` so splits can be stratified on it, then the media: ``image`` (an
+``Image``, null for videos) and ``video_frames`` (the sampled frames the debate saw, as images,
+null for images). Videos are frames rather than a ``datasets.Video``: decoding that feature needs
+torchcodec, which vhd does not install, and the frames are what the models judged.
 Rows are produced by a generator over the store (`Dataset.from_generator`), so memory does not
 grow with the number of samples; a ``README.md`` dataset card (`card`) is written beside them.
 ``--push-to-hub REPO`` sends the same ``DatasetDict`` to the hub (private unless asked, the
@@ -16,7 +19,6 @@ planned for `vhd.store.export` can replace `rows` without changing the schema.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections import Counter
@@ -35,52 +37,30 @@ TOKEN_ENV = "HF_TOKEN"
 DEFAULT_SPLIT = "train"
 
 
+HARMFUL_NAMES = ["not_harmful", "harmful"]
+"""The ``harmful`` column's class names in the dataset (``ClassLabel``: 0 not harmful, 1 harmful)."""
+
+MEDIA_COLUMNS = ("image", "video_frames")
+"""The columns the dataset adds to the export's (`vhd.store.columns.RECORD_COLUMNS`)."""
+
+
 def features() -> Any:
-    """The schema every row has, images and videos alike (``datasets.Features``)."""
+    """The schema every row has, images and videos alike (``datasets.Features``).
+
+    The export's columns (`vhd.store.columns.hf_features`: the same names and types as the JSON
+    Lines and Parquet exports), except ``harmful``, a ``ClassLabel`` (`HARMFUL_NAMES`) so that
+    ``train_test_split(stratify_by_column="harmful")`` works; then the media: ``image`` (an
+    ``Image``, null for videos) and ``video_frames`` (the video's sampled frames as images, null
+    for images).
+    """
     ds: Any = require("datasets", "hf")
-    s, b, f, i = ds.Value("string"), ds.Value("bool"), ds.Value("float64"), ds.Value("int64")
-    turn = {
-        "role": s,
-        "round": ds.Value("int32"),
-        "model": s,
-        "text": s,
-        "refused": b,
-        "prompt_tokens": i,
-        "completion_tokens": i,
-        "latency_s": f,
-    }
-    return ds.Features(
-        {
-            "id": s,
-            "kind": s,
-            "path": s,
-            "image": ds.Image(),
-            "frames": ds.List(ds.Image()),
-            "video_path": s,
-            "frame_indices": ds.List(i),
-            "source": s,
-            "keyword": s,
-            "generator": s,
-            "split": s,
-            "label": b,
-            "harmful": b,
-            "status": s,
-            "refused": b,
-            "reason": s,
-            "score": f,
-            "categories": ds.List(s),
-            "turns": ds.List(turn),
-            "config_hash": s,
-            "run_id": s,
-            "calls": i,
-            "prompt_tokens": i,
-            "completion_tokens": i,
-            "cost": f,
-            "annotated_at": ds.Value("timestamp[us, tz=UTC]"),
-            "error": s,
-            "meta": s,
-        }
-    )
+    from vhd.store.columns import hf_features
+
+    feats = dict(hf_features())
+    feats["harmful"] = ds.ClassLabel(names=HARMFUL_NAMES)
+    feats["image"] = ds.Image()
+    feats["video_frames"] = ds.List(ds.Image())
+    return ds.Features(feats)
 
 
 def _media(sample: Sample, frames: int) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None, str | None]:
@@ -104,52 +84,14 @@ def _media(sample: Sample, frames: int) -> tuple[dict[str, Any] | None, list[dic
 
 def row(sample: Sample, ann: Annotation, *, frames: int = 5) -> tuple[dict[str, Any], str | None]:
     """One dataset row (see `features`) and the problem reading its media, if any."""
-    from datetime import UTC, datetime
+    from vhd.store.columns import record
 
     image, video_frames, problem = _media(sample, frames)
-    v, u = ann.verdict, ann.usage
-    out = {
-        "id": sample.id,
-        "kind": sample.kind.value,
-        "path": sample.path,
-        "image": image,
-        "frames": video_frames,
-        "video_path": sample.path if sample.kind is Kind.VIDEO else None,
-        "frame_indices": list(sample.frames) if sample.kind is Kind.VIDEO else None,
-        "source": None if sample.source is None else sample.source.value,
-        "keyword": sample.keyword,
-        "generator": sample.generator,
-        "split": sample.split,
-        "label": sample.harmful,
-        "harmful": True if Status(v.status) is Status.REFUSED else v.harmful,
-        "status": Status(v.status).value,
-        "refused": bool(v.refused),
-        "reason": v.reason or None,
-        "score": v.score,
-        "categories": list(v.categories),
-        "turns": [
-            {
-                "role": t.role.value,
-                "round": t.round,
-                "model": t.model,
-                "text": t.text,
-                "refused": t.refused,
-                "prompt_tokens": t.prompt_tokens,
-                "completion_tokens": t.completion_tokens,
-                "latency_s": t.latency_s,
-            }
-            for t in ann.turns
-        ],
-        "config_hash": ann.config_hash,
-        "run_id": ann.run_id,
-        "calls": u.calls,
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "cost": u.cost,
-        "annotated_at": datetime.fromtimestamp(ann.finished_at, tz=UTC) if ann.finished_at else None,
-        "error": ann.error,
-        "meta": json.dumps(sample.meta, sort_keys=True, default=str) if sample.meta else None,
-    }
+    out = record(sample, ann)
+    if out["harmful"] is not None:
+        out["harmful"] = int(out["harmful"])  # the ClassLabel's index
+    out["image"] = image
+    out["video_frames"] = video_frames
     return out, problem
 
 

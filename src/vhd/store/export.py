@@ -6,13 +6,13 @@ through pyarrow's ``ParquetWriter``, and the VHD11K CSV spools its rows to a tem
 the number of debate rounds (its header) is known. Memory holds a page and a row group, whatever
 the size of the store.
 
-The JSON Lines and Parquet records are built from one typed column list,
-`vhd.store.columns.RECORD_COLUMNS`: **add a column there** (`add_column`) and both formats get it
-with the same value and type. The two agree on types: ``sample.meta`` is a JSON string in both
-(its keys differ per sample, so no fixed struct fits; ``json.loads`` reads it back), and
-``started_at`` / ``finished_at`` are UTC timestamps: a Parquet ``timestamp[us, UTC]``, and in JSON
-Lines the same instant as ISO-8601 text ending in ``+00:00`` (which pandas' ``read_json`` turns
-into timestamps by itself).
+The JSON Lines and Parquet records are built from one typed, flat column list,
+`vhd.store.columns.RECORD_COLUMNS`: **add a column there** (`add_column`) and both formats (and
+the Hugging Face export) get it with the same value and type. ``meta`` is a JSON string in both,
+and ``started_at`` / ``finished_at`` are UTC timestamps: a Parquet ``timestamp[us, UTC]``, and in
+JSON Lines the same instant as ISO-8601 text ending in ``+00:00``. `read_table` reads either back
+under the one schema (`vhd.store.columns.arrow_schema`), so columns that are null in every row and
+empty lists keep their types; `vhd.store.columns.json_schema` describes a JSON Lines record.
 
 Every file is written to a temporary file in the target folder and moved into place, so an
 interrupted export never leaves a half-written file under the final name. Formats are
@@ -52,7 +52,7 @@ from vhd.fileio import atomic_write, escape_cell
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.registry import Registry
 from vhd.store import columns as record_columns
-from vhd.store.columns import RECORD_COLUMNS, Column, add_column, page_cells, parquet_schema, record
+from vhd.store.columns import RECORD_COLUMNS, Column, add_column, arrow_schema, page_cells, parquet_schema, record
 from vhd.store.reads import (
     ROW_CATEGORIES,
     ROW_HARMFUL,
@@ -116,8 +116,10 @@ __all__ = [
     "ParquetFormat",
     "Vhd11kCsvFormat",
     "add_column",
+    "arrow_schema",
     "export",
     "parquet_schema",
+    "read_table",
     "record",
     "vhd11k_columns",
     "vhd11k_decision",
@@ -603,3 +605,37 @@ def _write_parquet(
                 flush(writer, cells)
 
     atomic_write(path, write, binary=True)
+
+
+def read_table(path: str | os.PathLike[str]) -> Any:
+    """Read a JSON Lines or Parquet export back as a ``pyarrow.Table`` under the export schema.
+
+    Both formats give the same column types (`vhd.store.columns.arrow_schema`): timestamps as
+    timestamps, and columns that are null in every row or lists that are always empty keep their
+    types, which inferring readers (``pandas.read_json``) cannot know. ``.to_pandas()`` gives a
+    DataFrame.
+
+    Raises:
+        ConfigError: Not a ``.jsonl`` or ``.parquet`` file, or the file does not match the schema.
+        MissingDependencyError: pyarrow is not installed.
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pj
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependencyError("pyarrow", "parquet") from exc
+    p = Path(path)
+    schema = arrow_schema()
+    try:
+        if p.suffix == ".parquet":
+            return pq.read_table(p, schema=schema)
+        if p.suffix == ".jsonl":
+            if p.stat().st_size == 0:
+                return schema.empty_table()
+            options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+            return pj.read_json(p, parse_options=options).select(schema.names)
+    except (pa.ArrowInvalid, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{p} is not a vhd export of this version ({first}): export it again") from None
+    raise ConfigError(f"{p}: read_table reads .jsonl and .parquet exports; name the file with one of them")
