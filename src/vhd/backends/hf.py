@@ -149,6 +149,16 @@ def unavailable_message(model: str, exc: BaseException, *, offline: bool) -> str
     )
 
 
+def check_model_path(model: str) -> None:
+    """Fail at once (before torch is imported) when ``model`` names a local directory that is not there.
+
+    Raises:
+        BackendUnavailableError: A path (``/...``, ``./...``, ``~/...``) where no directory is.
+    """
+    if looks_local(model) and not Path(model).expanduser().is_dir():
+        raise BackendUnavailableError(unavailable_message(model, FileNotFoundError(model), offline=True))
+
+
 def load_model(model: str, options: Mapping[str, Any] | None = None) -> LoadedModel:
     """Load a vision-language model and its processor exactly as the ``hf`` backend does.
 
@@ -182,6 +192,10 @@ class HFBackend(Backend):
         self.opts = parse_options(self.options)
         self._worker: BatchWorker | None = None
         self._lock = threading.Lock()
+
+    def precheck(self) -> None:
+        """A local model directory that is not there fails here, before torch is imported."""
+        check_model_path(self.model)
 
     def identity(self) -> dict[str, Any]:
         """Spec, resolved dtype, revision and extra generate arguments."""
@@ -270,6 +284,7 @@ class HFBackend(Backend):
             BackendUnavailableError: The model cannot be found or loaded (one line with the fix).
             MissingDependencyError: torch/transformers are not installed.
         """
+        self.precheck()
         await asyncio.wrap_future(self._ensure_worker().ready)
 
     async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> Output:

@@ -129,6 +129,7 @@ EXPORT_FORMATS: Registry[type[ExportFormat]] = Registry("export format", "vhd.ex
 """Every export format: built-ins below, plugins from the ``vhd.export_formats`` entry-point group."""
 
 EXPORT_FORMATS.add("vhd11k-csv", "vhd.store.export:Vhd11kCsvFormat", summary="the VHD11K release CSV")
+EXPORT_FORMATS.add("csv", "vhd.store.export:Vhd11kCsvFormat", summary="the VHD11K release CSV (same as vhd11k-csv)")
 EXPORT_FORMATS.add("jsonl", "vhd.store.export:JsonlFormat", summary="JSON Lines, one annotation a line")
 EXPORT_FORMATS.add(
     "parquet", "vhd.store.export:ParquetFormat", extra="parquet", needs=["pyarrow"], summary="Apache Parquet"
@@ -198,7 +199,7 @@ def export(
 
     Args:
         store: The store to read: an open `Store` or its path.
-        fmt: ``vhd11k-csv``, ``jsonl``, ``parquet`` or a plugin's format (`EXPORT_FORMATS`).
+        fmt: ``vhd11k-csv`` (or ``csv``), ``jsonl``, ``parquet`` or a plugin's format (`EXPORT_FORMATS`).
         out: Output file. For ``vhd11k-csv`` with both images and videos (and no ``kind``),
             two files are written beside it: ``<stem>_images.csv`` and ``<stem>_videos.csv``.
         config_hash: Only annotations under this configuration (default: each sample's latest).
