@@ -239,7 +239,7 @@ def _resolve_row(row: LabelRow, store: Store) -> LabelledItem | str:
     else:  # read_labels leaves out rows with neither
         return "no path or id"
     return LabelledSample(
-        id=sid, path=where, kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
+        id=sid, path=str(where), kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
     )
 
 

@@ -87,7 +87,7 @@ def load_bench_set_from_store(
         items.append(
             BenchItem(
                 id=sample.id,
-                path=media_path,
+                path=str(media_path),
                 kind=sample.kind,
                 harmful=bool(verdict.harmful),
                 categories=codes,
