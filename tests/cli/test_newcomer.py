@@ -130,14 +130,23 @@ def test_install_hints_name_the_running_interpreter() -> None:
     assert (f"{hf} download org/model" if hf.is_file() else f"{sys.executable} -m huggingface_hub.cli.hf") in line
 
 
-def test_a_missing_local_model_directory_fails_before_torch_is_imported(tmp_path: Path) -> None:
-    """`vhd annotate --model hf:/nonexistent` says so at once (it took 6-26 s importing torch first)."""
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [("{tmp}/nonexistent", "no such directory"), ("vhd-tests/not-cached-vlm", "not in the local cache")],
+)
+def test_a_model_that_cannot_be_there_fails_before_torch_is_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, says: str
+) -> None:
+    """`--model hf:/nonexistent` (or, offline, an uncached hub id) says so at once: it took 6-26 s importing torch."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     image, db = str(make_images(tmp_path / "m", 1)[0]), str(tmp_path / "d.db")
+    spec = "hf:" + model.format(tmp=tmp_path)
     code = (
         "import sys, vhd\nfrom vhd.errors import BackendUnavailableError\n"
-        f"try:\n    vhd.annotate([{image!r}], model='hf:{tmp_path}/nonexistent', store={db!r})\n"
+        f"try:\n    vhd.annotate([{image!r}], model={spec!r}, store={db!r})\n"
         "except BackendUnavailableError as e:\n    print(e)\n"
         "print('torch' in sys.modules, 'transformers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert "no such directory" in out and out.splitlines()[-1] == "False False"
+    assert says in out and out.splitlines()[-1] == "False False"

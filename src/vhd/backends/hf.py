@@ -149,14 +149,34 @@ def unavailable_message(model: str, exc: BaseException, *, offline: bool) -> str
     )
 
 
-def check_model_path(model: str) -> None:
-    """Fail at once (before torch is imported) when ``model`` names a local directory that is not there.
+def check_model_path(model: str, revision: str | None = None) -> None:
+    """Fail at once (before torch is imported) when ``model`` cannot be there.
+
+    A path (``/...``, ``./...``, ``~/...``) where no directory is; or, with ``HF_HUB_OFFLINE``
+    set, a hub id the local cache does not hold (its ``config.json`` is looked up, nothing is
+    downloaded).
 
     Raises:
-        BackendUnavailableError: A path (``/...``, ``./...``, ``~/...``) where no directory is.
+        BackendUnavailableError: One line with the fix.
     """
-    if looks_local(model) and not Path(model).expanduser().is_dir():
-        raise BackendUnavailableError(unavailable_message(model, FileNotFoundError(model), offline=True))
+    if looks_local(model):
+        if not Path(model).expanduser().is_dir():
+            raise BackendUnavailableError(unavailable_message(model, FileNotFoundError(model), offline=True))
+        return
+    if offline_env() and not Path(model).expanduser().exists() and not _cached(model, revision):
+        raise BackendUnavailableError(unavailable_message(model, OSError("not in the local cache"), offline=True))
+
+
+def _cached(model: str, revision: str | None) -> bool:
+    """Whether the local hub cache holds ``model``'s ``config.json`` (True when that cannot be told)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return True  # the load itself names the missing dependency
+    try:
+        return isinstance(try_to_load_from_cache(model, "config.json", revision=revision), str)
+    except ValueError:  # not a valid repository id: the load says so
+        return True
 
 
 def load_model(model: str, options: Mapping[str, Any] | None = None) -> LoadedModel:
@@ -194,8 +214,8 @@ class HFBackend(Backend):
         self._lock = threading.Lock()
 
     def precheck(self) -> None:
-        """A local model directory that is not there fails here, before torch is imported."""
-        check_model_path(self.model)
+        """A missing local model directory (or, offline, an uncached hub id) fails here, before torch loads."""
+        check_model_path(self.model, self.opts.revision)
 
     def identity(self) -> dict[str, Any]:
         """Spec, resolved dtype, revision and extra generate arguments."""
