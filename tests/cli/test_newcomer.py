@@ -75,7 +75,8 @@ def test_show_accepts_a_unique_file_name_and_says_which_forms_work(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["show", str(store), "coffee.png", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["sample"]["path"].endswith("/m/coffee.png")
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["path"].endswith("/m/coffee.png") and shown["meta"] == "{}"  # the export record's form
     assert main(["show", str(store), "img_002.png"]) == 2  # one in m/, one in m/other/
     err = capsys.readouterr().err
     assert "2 samples are called 'img_002.png'" in err and "give the path or an id prefix" in err

@@ -29,7 +29,7 @@ def add_parser(sub: Any, name: str) -> None:
         help="sample id (or a unique prefix of 6+ characters), file path, or a file name only one sample has",
     )
     p.add_argument("--config-hash", help="the configuration to show (default: the latest annotation)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--json", action="store_true", help="print the sample's export record (as in JSONL) as JSON")
     p.set_defaults(handler=run)
 
 
@@ -81,18 +81,11 @@ def run(args: argparse.Namespace) -> int:
     if ann is None:
         raise ConfigError(f"sample {sample.id[:12]} ({sample.path}) has no annotation yet")
     v = ann.verdict
-    if args.json:
-        data = {
-            "sample": sample.to_dict(),
-            "verdict": {**v.__dict__, "status": v.status.value},
-            "turns": [t.to_dict() for t in ann.turns],
-            "usage": ann.usage.__dict__,
-            "config_hash": ann.config_hash,
-            "run_id": ann.run_id,
-            "error": ann.error,
-            "decided_by": ann.decided_by,
-        }
-        print(json.dumps(data, indent=2))
+    if args.json:  # the sample's export record: the columns and types of `vhd export --format jsonl`
+        from vhd.store.columns import json_default, record
+
+        data = record(sample, ann)
+        print(json.dumps(data, indent=2, ensure_ascii=False, default=json_default))
         return 0
     console = _Console(highlight=False)
     decision = {

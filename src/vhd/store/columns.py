@@ -420,6 +420,13 @@ def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
     return {c.name: c.value(sample, ann) for c in RECORD_COLUMNS}
 
 
+def json_default(value: object) -> object:
+    """``json.dumps``'s ``default`` for a record: a `datetime` as ISO-8601 text (the JSON Lines form)."""
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="microseconds")
+    return str(value)
+
+
 def page_cells(page: AnnotationPage, columns: list[Column]) -> list[list[Any]]:
     """Return the cells of each column for a raw page, column by column (equal to `record` of each row).
 

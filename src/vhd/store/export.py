@@ -52,7 +52,16 @@ from vhd.fileio import atomic_write, escape_cell
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.registry import Registry
 from vhd.store import columns as record_columns
-from vhd.store.columns import RECORD_COLUMNS, Column, add_column, arrow_schema, page_cells, parquet_schema, record
+from vhd.store.columns import (
+    RECORD_COLUMNS,
+    Column,
+    add_column,
+    arrow_schema,
+    json_default,
+    page_cells,
+    parquet_schema,
+    record,
+)
 from vhd.store.reads import (
     ROW_CATEGORIES,
     ROW_HARMFUL,
@@ -502,28 +511,22 @@ def _write_vhd11k_csv(path: Path, spool: IO[str] | None, kind: Kind, rounds: int
     atomic_write(path, write)
 
 
-def _json_default(value: object) -> object:
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="microseconds")
-    return str(value)
-
-
 def _write_jsonl(f: IO[str], rows: Iterable[tuple[Sample, Annotation]]) -> None:
     for sample, ann in rows:
-        f.write(json.dumps(record(sample, ann), ensure_ascii=False, default=_json_default))
+        f.write(json.dumps(record(sample, ann), ensure_ascii=False, default=json_default))
         f.write("\n")
 
 
 def _write_jsonl_pages(f: IO[str], pages: Iterable[AnnotationPage]) -> None:
     columns = list(record_columns.RECORD_COLUMNS)  # read now: `add_column` may have added some
     names = [c.name for c in columns]
-    # what json.dumps(record, ensure_ascii=False, default=_json_default) does, without a new encoder a row
-    encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    # what json.dumps(record, ensure_ascii=False, default=json_default) does, without a new encoder a row
+    encode = json.JSONEncoder(ensure_ascii=False, default=json_default).encode
     for page in pages:
         cells = page_cells(page, columns)
         for i, values in enumerate(cells):
             if any(issubclass(t, datetime) for t in set(map(type, values))):  # as text now: no `default` call each
-                cells[i] = [_json_default(v) if isinstance(v, datetime) else v for v in values]
+                cells[i] = [json_default(v) if isinstance(v, datetime) else v for v in values]
         f.write("".join([encode(dict(zip(names, row, strict=True))) + "\n" for row in zip(*cells, strict=True)]))
 
 
