@@ -36,12 +36,8 @@ TOKEN_ENV = "HF_TOKEN"
 
 DEFAULT_SPLIT = "train"
 
-
 HARMFUL_NAMES = ["not_harmful", "harmful"]
 """The ``harmful`` column's class names in the dataset (``ClassLabel``: 0 not harmful, 1 harmful)."""
-
-MEDIA_COLUMNS = ("image", "video_frames")
-"""The columns the dataset adds to the export's (`vhd.store.columns.RECORD_COLUMNS`)."""
 
 
 def features() -> Any:

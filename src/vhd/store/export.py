@@ -25,7 +25,7 @@ and gets ``(Sample, Annotation)`` records, built from each page. The built-in fo
 `write_pages` to go from the stored cells straight to CSV cells, JSON and Arrow arrays (JSON Lines
 and Parquet through `vhd.store.columns.page_cells`), several times cheaper on a large store, and
 keep `write` for callers with records; both paths write the same bytes (tested). The module is
-long (about 600 lines) for that reason: each writer's two paths stay side by side.
+long (about 650 lines) for that reason: each writer's two paths stay side by side.
 
 Example:
     >>> result = export("run.db", "vhd11k-csv", "out/annotations.csv")  # doctest: +SKIP
