@@ -114,3 +114,19 @@ def test_an_exported_function_keeps_its_name_over_a_submodule_of_the_same_name()
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.split() == ["True"]
+
+
+def test_curation_calls_take_a_path_too(tmp_path: Path) -> None:
+    """ingest (which creates the store), split and remove, given the store's path instead of a `Store`."""
+    from vhd.curate.ingest import ingest
+    from vhd.curate.remove import remove_samples
+    from vhd.curate.split import split_store
+
+    db = tmp_path / "c.db"
+    images = make_images(tmp_path / "m", 4)
+    assert ingest(tmp_path / "m", db).count("added") == 4
+    assert len(split_store(db, test=0.5, seed=1).assignments) == 4
+    removed = remove_samples(db, [str(images[0])], reason="takedown request")
+    assert len(removed.removed) == 1
+    with pytest.raises(ConfigError, match="no store at"):
+        split_store(tmp_path / "missing.db")
