@@ -130,3 +130,16 @@ def test_curation_calls_take_a_path_too(tmp_path: Path) -> None:
     assert len(removed.removed) == 1
     with pytest.raises(ConfigError, match="no store at"):
         split_store(tmp_path / "missing.db")
+
+
+def test_reading_calls_take_an_open_store_too(tmp_path: Path) -> None:
+    """The bench's store source and the review queue, given an open `Store` instead of its path."""
+    from vhd.align.review import build_queue
+    from vhd.bench.store_source import load_bench_set_from_store
+
+    db_path = tmp_path / "r.db"
+    vhd.annotate(make_images(tmp_path / "m", 3), model="scripted:demo", store=db_path)
+    with Store(db_path) as db:
+        assert len(load_bench_set_from_store(db).items) == len(load_bench_set_from_store(db_path).items) == 3
+        queue = build_queue(db, top=2)
+    assert queue.store == str(db_path)

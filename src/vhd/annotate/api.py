@@ -16,7 +16,7 @@ from vhd.annotate.summary import RunSummary
 from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
-from vhd.store.sqlite import Store, StoreLike
+from vhd.store.sqlite import StoreLike, store_path
 
 if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
@@ -242,7 +242,7 @@ async def aannotate(
     summary = await run(
         inputs,
         cfg,
-        store=store.path if isinstance(store, Store) else Path(store),
+        store=store_path(store),
         retry_unparsed=retry_unparsed,
         rehash=rehash,
         frame_folders=frame_folders,

@@ -29,7 +29,7 @@ from typing import Any
 from vhd.errors import ConfigError, VhdError, require
 from vhd.hub.result import HfExport
 from vhd.records import Annotation, Kind, Sample, Status
-from vhd.store.sqlite import Store, StoreLike, open_store
+from vhd.store.sqlite import Store, StoreLike, open_store, store_path
 
 TOKEN_ENV = "HF_TOKEN"
 """Where ``--push-to-hub`` takes the hub token from."""
@@ -140,7 +140,7 @@ def export_hf(
         MissingDependencyError: ``datasets`` is not installed.
     """
     ds: Any = require("datasets", "hf")
-    store = str(store.path) if isinstance(store, Store) else str(store)  # the rows' generator opens it again
+    store = str(store_path(store))  # the rows' generator opens it again
     out_path = Path(out)
     result = HfExport(out=out_path)
     with open_store(store) as db:

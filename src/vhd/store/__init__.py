@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         read_labels,
     )
     from vhd.store.rows import RunInfo, SkipInfo, VerdictRow
-    from vhd.store.sqlite import Store, StoreLike, open_store
+    from vhd.store.sqlite import Store, StoreLike, open_store, store_path
 
 # Loaded on first use: a command that only opens the store (a resumed `vhd annotate`) does not pay
 # for the export writers and label readers at start-up.
@@ -48,6 +48,7 @@ _EXPORTS = {
     "Store": "vhd.store.sqlite",
     "StoreLike": "vhd.store.sqlite",
     "open_store": "vhd.store.sqlite",
+    "store_path": "vhd.store.sqlite",
 }
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "open_store",
     "read_labels",
     "read_table",
+    "store_path",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -521,3 +521,8 @@ def using_store(store: StoreLike, *, create: bool = False) -> Iterator[Store]:
         return
     with Store(store) if create else open_store(store) as db:
         yield db
+
+
+def store_path(store: StoreLike) -> Path:
+    """The file of a store given as an open `Store` or as its path (for calls that open it themselves)."""
+    return store.path if isinstance(store, Store) else Path(store)
