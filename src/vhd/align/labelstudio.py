@@ -366,7 +366,7 @@ def import_labelstudio(
         items = [
             LabelledItem(
                 id=sample.id,
-                path=Path(sample.path),
+                path=sample.path,
                 kind=sample.kind,
                 harmful=d.harmful,
                 reason=d.reason,

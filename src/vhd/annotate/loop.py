@@ -96,6 +96,9 @@ async def run(
     check_inputs(list(inputs))
     summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run, stage_wise=stage_wise or batch_api)
     backends = build_backends(config)
+    if executor is None:  # elsewhere a model path may exist only where the workers run
+        for backend in {id(b): b for b in backends.values()}.values():
+            backend.precheck()  # before the identity below imports torch for a local model
     if batch_api:
         from vhd.annotate.batch import check_batchable
 

@@ -169,7 +169,7 @@ def _item(row: LabelRow, tax: Taxonomy, problems: list[Problem], stored: Path | 
         return None
     return BenchItem(
         id=sid,
-        path=path,
+        path=str(path),
         kind=kind,
         harmful=row.harmful,
         categories=codes if row.harmful else [],

@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Coroutine, Sequence
 from contextlib import suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.bench.original import load_original, wants_original
@@ -39,7 +40,8 @@ def load_media(item: BenchItem, original: bool, settings: MediaSettings | None) 
 
     if original:
         return [load_original(item.path, (settings or MediaSettings()).limits)]
-    media = MediaItem(path=item.path, kind=item.kind, is_frame_folder=item.path.is_dir())
+    path = Path(item.path)
+    media = MediaItem(path=path, kind=item.kind, is_frame_folder=path.is_dir())
     return load_sample(media, settings).images
 
 
@@ -65,7 +67,7 @@ async def predict_item(
     slots: asyncio.Semaphore,
 ) -> list[Outcome]:
     """Every detector in ``todo`` on one sample, its media loaded once per form (original or prepared)."""
-    plain_file = item.kind is Kind.IMAGE and not item.path.is_dir()
+    plain_file = item.kind is Kind.IMAGE and not Path(item.path).is_dir()
     groups: dict[bool, list[int]] = {}
     for index in todo:
         groups.setdefault(plain_file and wants_original(detectors[index]), []).append(index)

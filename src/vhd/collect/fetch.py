@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from vhd.aio import run_sync
 from vhd.collect.blocklist import BlockList
 from vhd.collect.fetch_settings import FetchFailure, FetchOutcome, FetchReport, FetchSettings
 from vhd.collect.fetchlog import (
@@ -346,4 +347,4 @@ def fetch(urls: str | Path | UrlList | Sequence[UrlRow], out: str | Path, **opti
     Example:
         >>> report = fetch("urls.csv", "media/", settings=FetchSettings(per_host=8))  # doctest: +SKIP
     """
-    return asyncio.run(fetch_async(urls, out, **options))
+    return run_sync(fetch_async(urls, out, **options))

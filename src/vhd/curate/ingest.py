@@ -32,7 +32,7 @@ from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
 from vhd.progress import ProgressFn
 from vhd.records import MediaItem, Source
-from vhd.store.sqlite import Store
+from vhd.store.sqlite import Store, StoreLike, using_store
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ def _record(store: Store, checked: _Checked, result: IngestResult, folder: Path 
 
 def ingest(
     inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
-    store: Store,
+    store: StoreLike,
     *,
     defaults: IngestDefaults | None = None,
     block_list: Any = None,
@@ -263,7 +263,7 @@ def ingest(
 
     Args:
         inputs: Media files, folders (recursive) and manifests.
-        store: The store to write to.
+        store: The store to write to: an open `Store`, or its file (created when missing).
         defaults: Source, keyword, generator and prompt for fields the inputs leave empty.
         block_list: A `vhd.collect.blocklist.BlockList`, or the path of one.
         quarantine_dir: Move blocked files here as ``<sha256>.blocked`` (default: leave them
@@ -286,6 +286,13 @@ def ingest(
         ConfigError: An input does not exist, a manifest or the block list cannot be read.
         MissingDependencyError: A video needs PyAV and it is missing.
     """
+    if not isinstance(store, Store):
+        with using_store(store, create=True) as db:
+            return ingest(
+                inputs, db, defaults=defaults, block_list=block_list, quarantine_dir=quarantine_dir,
+                frame_folders=frame_folders, settings=settings, jobs=jobs, on_progress=on_progress,
+                allow_outside_paths=allow_outside_paths, rehash=rehash, listed=listed,
+            )  # fmt: skip
     from vhd.media.discover import Skipped, check_inputs, iter_discover
     from vhd.media.load import MediaSettings
 

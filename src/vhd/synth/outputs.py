@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vhd.errors import ConfigError, MissingDependencyError
+from vhd.errors import ConfigError, MissingDependencyError, pip_install
 from vhd.fileio import atomic_write
 
 WATERMARK_MESSAGE = 0b101100111110110010010000011110111011000110011110
@@ -41,8 +41,8 @@ class Watermarker:
             from imwatermark import WatermarkEncoder
         except ImportError as exc:
             raise ConfigError(
-                "the invisible watermark needs invisible-watermark: run `pip install 'vhd[watermark]'` "
-                "(or `pip install invisible-watermark`), or pass --no-watermark"
+                f"the invisible watermark needs invisible-watermark: run `{pip_install(repr('vhd[watermark]'))}` "
+                f"(or `{pip_install('invisible-watermark')}`), or pass --no-watermark"
             ) from exc
         self.encoder = WatermarkEncoder()
         self.encoder.set_watermark("bits", [int(bit) for bit in bin(WATERMARK_MESSAGE)[2:]])
