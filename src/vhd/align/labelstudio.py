@@ -253,7 +253,9 @@ class LabelStudioImport:
         decided: Tasks whose decision was used (several may name one sample).
         samples: Samples labelled (rows written to the set): one per sample, the newest decision.
         harmful: Of those, labelled harmful.
-        skipped: The tasks left out, in file order.
+        skipped: The tasks left out because they are unusable, in file order.
+        undecided: Tasks nobody decided yet (no annotation, or only cancelled ones: skipped in
+            Label Studio), in file order. Not a fault: the JSON-MIN export leaves them out.
     """
 
     name: str
@@ -263,6 +265,7 @@ class LabelStudioImport:
     samples: int = 0
     harmful: int = 0
     skipped: list[SkippedTask] = field(default_factory=list)
+    undecided: list[SkippedTask] = field(default_factory=list)
 
 
 class _Samples:
@@ -310,8 +313,10 @@ def import_labelstudio(
     `export_labelstudio`), else by ``data.path`` or the local-file URL (``/data/local-files/?d=``,
     with or without the server's address) read under ``media_root``, which must name a sample
     the store holds. A task
-    that does not fit Label Studio's export format, has no decision, repeats an earlier task's
-    ``id`` or names no stored sample is left out with a one-line reason; the others are imported.
+    that does not fit Label Studio's export format, has no usable decision, repeats an earlier
+    task's ``id`` or names no stored sample is left out with a one-line reason; the others are
+    imported. A task nobody decided yet (no annotation, or only cancelled ones) is counted apart
+    as undecided, not as a fault, so the JSON and JSON-MIN exports of one project agree.
     Several tasks naming one sample give one label: the newest decision (see
     `vhd.align.labelstudio_read` for the rule).
 
@@ -352,6 +357,9 @@ def import_labelstudio(
             if task.id is not None:
                 first_of[task.id] = position
             decision = rd.task_decision(task, position)
+            if isinstance(decision, str) and rd.newest(task.annotations or []) is None:
+                out.undecided.append(SkippedTask(position, task.id, decision))
+                continue
             if isinstance(decision, str):
                 out.skipped.append(SkippedTask(position, task.id, decision))
                 continue
@@ -427,6 +435,10 @@ def json_min_tasks(rows: list[Any]) -> list[Any]:
                 value = row[control]
                 values = value.get(key) if isinstance(value, dict) else [value] if isinstance(value, str) else value
                 result.append({"from_name": control, "to_name": "media", "type": kind, "value": {key: values}})
+        if row.get("annotation_id") is None and not result:  # a task exported with nobody's decision
+            task = {"data": data, "annotations": []} | ({"id": row["id"]} if "id" in row else {})
+            out.append(task)
+            continue
         annotation = {
             "id": row.get("annotation_id"),
             "result": result,
