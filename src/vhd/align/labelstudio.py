@@ -312,11 +312,10 @@ def import_labelstudio(
     `json_min_tasks`). Each task is tied to a sample by ``data.sample_id`` (as exported by
     `export_labelstudio`), else by ``data.path`` or the local-file URL (``/data/local-files/?d=``,
     with or without the server's address) read under ``media_root``, which must name a sample
-    the store holds. A task
-    that does not fit Label Studio's export format, has no usable decision, repeats an earlier
-    task's ``id`` or names no stored sample is left out with a one-line reason; the others are
-    imported. A task nobody decided yet (no annotation, or only cancelled ones) is counted apart
-    as undecided, not as a fault, so the JSON and JSON-MIN exports of one project agree.
+    the store holds. A task that does not fit Label Studio's export format, has no usable
+    decision, repeats an earlier task's ``id`` or names no stored sample is left out with a
+    one-line reason; the others are imported. A task nobody decided (no annotation, or only
+    cancelled ones) is undecided, not a fault, so JSON and JSON-MIN exports agree.
     Several tasks naming one sample give one label: the newest decision (see
     `vhd.align.labelstudio_read` for the rule).
 
@@ -357,11 +356,9 @@ def import_labelstudio(
             if task.id is not None:
                 first_of[task.id] = position
             decision = rd.task_decision(task, position)
-            if isinstance(decision, str) and rd.newest(task.annotations or []) is None:
-                out.undecided.append(SkippedTask(position, task.id, decision))
-                continue
-            if isinstance(decision, str):
-                out.skipped.append(SkippedTask(position, task.id, decision))
+            if isinstance(decision, str):  # nobody decided yet (not a fault), or an unusable decision
+                undecided = rd.newest(task.annotations or []) is None
+                (out.undecided if undecided else out.skipped).append(SkippedTask(position, task.id, decision))
                 continue
             sample = samples.find(task.data)
             if isinstance(sample, str):
@@ -435,22 +432,16 @@ def json_min_tasks(rows: list[Any]) -> list[Any]:
                 value = row[control]
                 values = value.get(key) if isinstance(value, dict) else [value] if isinstance(value, str) else value
                 result.append({"from_name": control, "to_name": "media", "type": kind, "value": {key: values}})
+        stamps = {"created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
+        annotation = [{"id": row.get("annotation_id"), "result": result} | stamps]
         if row.get("annotation_id") is None and not result:  # a task exported with nobody's decision
-            task = {"data": data, "annotations": []} | ({"id": row["id"]} if "id" in row else {})
-            out.append(task)
-            continue
-        annotation = {
-            "id": row.get("annotation_id"),
-            "result": result,
-            "created_at": row.get("created_at"),
-            "updated_at": row.get("updated_at"),
-        }
+            annotation = []
         tid = row.get("id")
         hashable = isinstance(tid, int | str) and not isinstance(tid, bool)
         if hashable and tid in by_id:
-            by_id[tid]["annotations"].append(annotation)
+            by_id[tid]["annotations"] += annotation
             continue
-        task = {"data": data, "annotations": [annotation]} | ({"id": tid} if "id" in row else {})
+        task = {"data": data, "annotations": annotation} | ({"id": tid} if "id" in row else {})
         if hashable:
             by_id[tid] = task
         out.append(task)
