@@ -279,8 +279,14 @@ class LabelStudioApi:
 
 
 def _same_prediction(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    keys = ("model_version", "result", "score")
-    return all(old.get(k) == new.get(k) for k in keys)
+    """Whether a stored prediction says what vhd would push (keys the server adds are not compared)."""
+
+    def said(pred: dict[str, Any]) -> tuple[Any, ...]:
+        result = [(r.get("from_name"), r.get("type"), r.get("value")) for r in pred.get("result") or []]
+        score = pred.get("score")
+        return pred.get("model_version"), result, None if score is None else round(float(score), 6)
+
+    return said(old) == said(new)
 
 
 def _task_keys(task: dict[str, Any]) -> list[str]:
