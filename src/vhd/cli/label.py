@@ -90,10 +90,11 @@ def run(args: argparse.Namespace) -> int:
         return _push(args)
     if args.import_labelstudio or args.pull_labelstudio:
         got: LabelStudioImport
+        notes: list[str] = []
         if args.pull_labelstudio:
             from vhd.align.labelstudio_api import pull_labelstudio
 
-            got = pull_labelstudio(
+            got = pulled = pull_labelstudio(
                 args.pull_labelstudio,
                 _project(args),
                 store=args.store,
@@ -102,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
                 export_type=args.export_type,
                 save_to=args.save_export,
             )
+            notes = [f"pulled project {title!r}" for title in pulled.projects]
+            notes += [f"no project {title!r} on the server: nothing pulled from it" for title in pulled.missing]
         else:
             got = import_labelstudio(
                 args.import_labelstudio,
@@ -112,10 +115,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(got)
             return 1 if got.skipped else 0
-        for title in getattr(got, "projects", []):
-            print(printable(f"pulled project {title!r}"))
-        for title in getattr(got, "missing", []):
-            print(printable(f"no project {title!r} on the server: nothing pulled from it"))
+        for note in notes:
+            print(printable(note))
         for task in got.skipped[:20]:
             print(printable(f"{task.name}: {task.reason}"))
         if len(got.skipped) > 20:
