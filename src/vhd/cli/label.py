@@ -24,11 +24,8 @@ def add_parser(sub: Any, name: str) -> None:
         ),
         epilog=examples(
             "vhd label labels.csv --store run.db --set people",
-            "vhd label --store run.db --export-labelstudio tasks.json --media-root /data",
             "vhd label --store run.db --import-labelstudio export.json --set people",
             "vhd label --store run.db --push-labelstudio http://127.0.0.1:8080 --project vhd --media-root /data",
-            "vhd label --store run.db --push-labelstudio http://127.0.0.1:8080 --project vhd --media-root /data "
-            "--only-new",
             "vhd label --store run.db --pull-labelstudio http://127.0.0.1:8080 --project vhd --media-root /data",
         ),
     )
