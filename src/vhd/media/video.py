@@ -133,6 +133,11 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
     if not container.streams.video:
         raise MediaError("no video stream (audio-only or data file)")
     stream = container.streams.video[0]
+    if stream.codec_context is None:
+        raise MediaError(
+            "damaged: the video stream has no decoder (its codec description is unknown or damaged); "
+            "re-download or re-encode it"
+        )
     stream.thread_type = "AUTO"
     strict(stream)
     rate = stream.average_rate or stream.guessed_rate
