@@ -200,7 +200,7 @@ def text_corpus(folder: Path, media: Path) -> dict[str, Path]:
         "bom.csv": "\ufeffpath,harmful\n" + f"{a},yes\n{b},no\n",
         "utf16.csv": ("path,harmful\n" + f"{a},yes\n{b},no\n").encode("utf-16"),
         "ragged.csv": f"path,harmful\n{a},yes,extra,cells\n{b}\n",
-        "formula.csv": f"path,harmful,note\n{a},yes,=HYPERLINK(\"http://x\")\n{b},no,@SUM(1+1)\n",
+        "formula.csv": f'path,harmful,note\n{a},yes,=HYPERLINK("http://x")\n{b},no,@SUM(1+1)\n',
         "binary.csv": bytes(range(256)) * 4,
         "empty.csv": "",
     }
