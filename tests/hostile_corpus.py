@@ -79,7 +79,7 @@ def _zero(at: float, size: int = 256) -> Callable[[bytes], bytes]:
     return apply
 
 
-def _flip_tag(data: bytes) -> bytes:
+def flip_codec_tag(data: bytes) -> bytes:
     """Flip the bytes that name the codec: MP4's sample description, Matroska's CodecID, AVI's stream format."""
     for tag in (b"stsd", b"V_", b"strf"):
         at = data.find(tag)
@@ -92,7 +92,7 @@ def _flip_tag(data: bytes) -> bytes:
 
 
 VARIANTS: tuple[Variant, ...] = (
-    Variant("fliptag", _flip_tag),
+    Variant("fliptag", flip_codec_tag),
     Variant("cut10", _truncate(0.10)),
     Variant("cut50", _truncate(0.50)),
     Variant("cut90", _truncate(0.90)),

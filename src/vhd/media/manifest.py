@@ -29,7 +29,7 @@ from typing import Any
 
 from vhd.boundary import ItemFailure, guarded, item_boundary
 from vhd.errors import ConfigError
-from vhd.fileio import load_json, path_within, read_csv, unescape_cell
+from vhd.fileio import CsvTable, load_json, path_within, read_csv, unescape_cell
 from vhd.records import Kind, ManifestRow, Source, parse_yes_no
 
 KnownSample = Callable[[str | None, Path], bool]
@@ -119,8 +119,16 @@ def _read_csv(path: Path) -> Iterator[ManifestRow | RowProblem]:
         raise ConfigError(
             f"manifest {path.name} has no path column: add a column named path (or imagePath / videoPath)"
         )
-    for line, message in table.problems:
-        yield RowProblem(f"line {line}", message)
+    for line, message in table.problems:  # the header's problems come first
+        if line == 1:
+            yield RowProblem(f"line {line}", message)
+    yield from _csv_rows(table)
+    for line, message in table.problems:  # a quote never closed swallowed the end of the file
+        if line > 1:
+            yield RowProblem(f"line {line}", message)
+
+
+def _csv_rows(table: CsvTable) -> Iterator[ManifestRow | RowProblem]:
     for line, record in table.rows:
         with item_boundary(record) as b:
             if not any(_text(v) for k, v in record.items() if k is not None):
