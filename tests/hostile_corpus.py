@@ -109,8 +109,8 @@ def _frame(i: int, size: int = 64) -> np.ndarray:
     return img.astype(np.uint8)
 
 
-def video_bytes(encoder: str, fmt: str, frames: int = 12, size: int = 64) -> bytes:
-    """Encode a short drawn clip with PyAV; the container's bytes."""
+def video_bytes(encoder: str, fmt: str, frames: int = 12, size: int = 64, *, noise: bool = False) -> bytes:
+    """Encode a short drawn clip with PyAV (``noise``: pixels of seeded noise instead); the container's bytes."""
     import av
 
     buf = io.BytesIO()
@@ -119,7 +119,8 @@ def video_bytes(encoder: str, fmt: str, frames: int = 12, size: int = 64) -> byt
         stream.width = stream.height = size
         stream.pix_fmt = "yuvj420p" if encoder == "mjpeg" else "yuv420p"
         for i in range(frames):
-            frame = av.VideoFrame.from_ndarray(_frame(i, size), format="rgb24")
+            pixels = np.random.default_rng(i).integers(0, 256, (size, size, 3), np.uint8) if noise else _frame(i, size)
+            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
             for packet in stream.encode(frame):
                 out.mux(packet)
         for packet in stream.encode():

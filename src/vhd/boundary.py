@@ -31,7 +31,7 @@ from vhd.errors import MediaError, MissingDependencyError, VhdError
 
 T = TypeVar("T")
 
-__all__ = ["Boundary", "ItemFailure", "guarded", "is_run_fault", "item_boundary", "one_line"]
+__all__ = ["Boundary", "ItemFailure", "disk_full", "guarded", "is_run_fault", "item_boundary", "one_line"]
 
 RUN_FAULT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 """OS errors that end the run, whatever item met them: the disk is full or read-only."""
@@ -58,6 +58,22 @@ def is_run_fault(exc: BaseException) -> bool:
         text = str(exc)
         return "full" in text or "locked" in text or "readonly" in text or "disk I/O" in text
     return False
+
+
+def disk_full(exc: BaseException) -> OSError | None:
+    """The full-disk (or file-size-limit, or read-only disk) error behind ``exc``, if there is one.
+
+    Libraries wrap it (``datasets`` raises ``DatasetGenerationError`` from it), so the chain of
+    causes and contexts is searched.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in RUN_FAULT_ERRNOS:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,11 @@ import io
 import json
 import os
 import re
+import shutil
 import stat
 import tempfile
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate
 from pathlib import Path
 from typing import IO, Any, BinaryIO, NamedTuple
@@ -83,6 +84,31 @@ def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool
             os.unlink(tmp)
         raise
     return target
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Build a folder atomically: yield a hidden temporary folder beside ``path``, then swap it in.
+
+    On success the temporary folder replaces ``path`` (an existing folder there is removed after
+    the new one is in place); on any error it is removed, so ``path`` is the old folder or none,
+    never a partial one.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        old = None
+        if target.exists() or target.is_symlink():
+            old = target.with_name(f"{tmp.name}.old")
+            os.replace(target, old)
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True) if old.is_dir() and not old.is_symlink() else old.unlink()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vhd.boundary import is_run_fault
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.keyframes import SEEKABLE_CODECS, try_plan
 from vhd.media.untrusted import HEAD_BYTES, video_demuxer, video_refusal
@@ -333,5 +334,7 @@ def write_frames(frames: VideoFrames, out_dir: str | Path, stem: str) -> list[Pa
                 raise
             paths.append(target)
     except OSError as exc:
+        if is_run_fault(exc):
+            raise  # a full disk ends the run, not just this video
         raise MediaError(f"cannot write frames to {folder} ({_reason(exc)})") from exc
     return paths
