@@ -163,33 +163,7 @@ def strict(stream: Any) -> None:
     Call before the first frame is decoded. Without it FFmpeg hides corrupted data (a few flipped
     bytes in an H.264 stream) behind concealment, and a model would judge garbled frames.
     """
-    stream.codec_context.options = {**stream.codec_context.options, **STRICT, **LOGGED_DAMAGE_OPTIONS}
-    if stream.codec_context.name in LOGGED_DAMAGE:
-        stream.thread_type = "NONE"  # its damage is only logged: decode in this thread, where it is captured
-
-
-LOGGED_DAMAGE = frozenset({"ffv1"})
-"""Decoders that find damage (FFV1's slice CRCs) but only log it, decoding on: `decode_strictly`
-captures their error messages and refuses the video. VP8 and VP9 carry no checksum at all, so a
-flipped byte that still decodes to valid codes cannot be detected there (the README says so)."""
-
-LOGGED_DAMAGE_OPTIONS = {"err_detect": "crccheck+explode"}
-"""``crccheck`` makes FFV1 verify its slice CRCs; ``explode`` is `STRICT`'s."""
-
-
-def _damage_log() -> Any:
-    """Capture FFmpeg's messages of this thread (error level and worse) while a stream is decoded."""
-    import logging
-
-    import av.logging
-
-    level = av.logging.get_level()
-    if level is None or level < av.logging.ERROR:
-        av.logging.set_level(av.logging.ERROR)
-        libav = logging.getLogger("libav")  # messages of other threads are not vhd's output
-        libav.propagate = False
-        libav.addHandler(logging.NullHandler())
-    return av.logging.Capture(local=True)
+    stream.codec_context.options = {**stream.codec_context.options, **STRICT}
 
 
 def decode_strictly(container: Any, stream: Any) -> Iterator[Any]:
@@ -204,22 +178,11 @@ def decode_strictly(container: Any, stream: Any) -> Iterator[Any]:
     import av
 
     decoded = 0
-    name = stream.codec_context.name or "video"
-    watch = name in LOGGED_DAMAGE
     for packet in container.demux(stream):
         try:
-            if watch:
-                with _damage_log() as logs:
-                    frames = packet.decode()
-                logged = [line for level, _, line in logs if level <= av.logging.ERROR]
-                if logged:
-                    raise MediaError(
-                        f"damaged: {name} video has decoding errors near frame {decoded} ({logged[0].strip()}); "
-                        "its frames would be partly garbage, so it is skipped (re-download or re-encode it)"
-                    )
-            else:
-                frames = packet.decode()
+            frames = packet.decode()
         except av.error.InvalidDataError as exc:
+            name = stream.codec_context.name or "video"
             raise MediaError(
                 f"damaged: {name} video has decoding errors near frame {decoded} (FFmpeg's strict check); "
                 "its frames would be partly garbage, so it is skipped (re-download or re-encode it)"
