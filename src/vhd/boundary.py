@@ -14,7 +14,7 @@ of memory, and vhd's own run-level errors (`vhd.errors.VhdError` other than `Med
 `MissingDependencyError`, e.g. a store that cannot be written or a backend that is unavailable).
 A missing optional extra is an item's outcome: the reason names the extra to install.
 
-``tools/house.py`` (run by ``tests/test_house.py``) finds every loop over a user-item source
+``tools/item_loops.py`` (run by ``tests/test_house.py``) finds every loop over a user-item source
 (`ITEM_SOURCES` there) and fails when its body does not use this boundary.
 """
 

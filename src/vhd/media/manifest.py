@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vhd.boundary import ItemFailure, guarded, item_boundary
+from vhd.boundary import ItemFailure, guarded
 from vhd.errors import ConfigError
 from vhd.fileio import CsvTable, load_json, path_within, read_csv, unescape_cell
 from vhd.records import Kind, ManifestRow, Source, parse_yes_no
@@ -130,12 +130,10 @@ def _read_csv(path: Path) -> Iterator[ManifestRow | RowProblem]:
 
 def _csv_rows(table: CsvTable) -> Iterator[ManifestRow | RowProblem]:
     for line, record in table.rows:
-        with item_boundary(record) as b:
-            if not any(_text(v) for k, v in record.items() if k is not None):
-                continue  # blank line
-            cells = {k: unescape_cell(v) if isinstance(v, str) else v for k, v in record.items()}
-            row = parse_row(f"line {line}", cells)
-        yield row if b.failure is None else RowProblem(f"line {line}", b.failure.reason)
+        if not any(_text(v) for k, v in record.items() if k is not None):
+            continue  # blank line
+        cells = {k: unescape_cell(v) if isinstance(v, str) else v for k, v in record.items()}
+        yield _guarded_row(f"line {line}", cells)
 
 
 def _read_jsonl(path: Path) -> Iterator[ManifestRow | RowProblem]:
