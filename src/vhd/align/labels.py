@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vhd.errors import ConfigError, VhdError
+from vhd.boundary import ItemFailure, guarded
+from vhd.errors import ConfigError
 from vhd.records import LabelledSample, LabelRow
 from vhd.store.label_rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
 from vhd.store.sqlite import Store, StoreLike, using_store
@@ -193,10 +194,9 @@ def resolve_label_file(path: str | os.PathLike[str], store: Store, options: Labe
     )
     found: list[tuple[int, LabelledItem]] = []
     for row in labels:
-        try:
-            item = _resolve_row(row, store)
-        except (VhdError, OSError) as exc:  # never let one row stop the import
-            item = f"{row.path or row.id}: {exc}"
+        item = guarded(_resolve_row, row, store)  # never let one row stop the import
+        if isinstance(item, ItemFailure):
+            item = f"{row.path or row.id}: {item.reason}"
         if isinstance(item, str):
             out.skipped.append((row.line, item))
         else:
@@ -222,10 +222,9 @@ def _resolve_row(row: LabelRow, store: Store) -> LabelledItem | str:
         if found.skipped or len(found.items) != 1:
             why = found.skipped[0].reason if found.skipped else "not a single image, video or frame folder"
             return f"{row.path}: {why}"
-        try:
-            loaded = load_sample(found.items[0])
-        except Exception as exc:  # MediaError, or a decoder's own error on a corrupt file
-            return f"{row.path}: {exc}"
+        loaded = guarded(load_sample, found.items[0])  # MediaError, or a decoder's own error on a corrupt file
+        if isinstance(loaded, ItemFailure):
+            return f"{row.path}: {loaded.reason}"
         sample = loaded.sample
         if row.id is not None and row.id != sample.id:
             return f"id {row.id[:12]} does not match the file's content ({sample.id[:12]})"

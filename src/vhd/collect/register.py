@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from vhd.boundary import ItemFailure, guarded
 from vhd.collect.fetch_settings import FetchOutcome, FetchSettings
-from vhd.errors import MediaError
 from vhd.records import Kind, MediaItem, UrlRow
 
 _DECODERS = 2
@@ -48,18 +48,16 @@ class Registrar:
             id=row.id,
             meta=meta,
         )
-        try:
-            loaded = load_sample(item, self.media)
-        except MediaError as exc:
-            return f"not a valid {item.kind.value}: {exc}"
+        loaded = guarded(load_sample, item, self.media)  # damaged, a missing extra (named), or a surprise
+        if isinstance(loaded, ItemFailure):
+            return f"not a valid {item.kind.value}: {loaded.reason}"
         self.store.upsert_sample(loaded.sample)
         return None
 
     async def register(self, path: Path, row: UrlRow, outcome: FetchOutcome) -> str | None:
         """Validate ``path`` and upsert its sample; return why it is invalid, or None.
 
-        Raises:
-            MissingDependencyError: A video needs PyAV (``vhd[video]``) and it is missing.
+        A video that needs PyAV when it is missing is invalid here, its reason naming the extra.
         """
         async with self._slots:
             return await asyncio.to_thread(self._register, path, row, outcome)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vhd.boundary import ItemFailure, guarded, item_boundary
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
@@ -332,6 +333,11 @@ def ingest(
             yield defaults.apply(found)
 
     def check(item: MediaItem) -> _Checked:
+        """`check_one` inside the item boundary: any surprise is the item's ``invalid`` reason."""
+        checked = guarded(check_one, item)
+        return _Checked(item, "", "invalid", checked.reason) if isinstance(checked, ItemFailure) else checked
+
+    def check_one(item: MediaItem) -> _Checked:
         """Hash, block-check and validate one item (runs in a worker thread)."""
         from vhd.media.load import load_sample
 
@@ -351,7 +357,12 @@ def ingest(
 
     try:
         for done, checked in enumerate(thread_map(check, items(), jobs), start=1):
-            _record(store, checked, result, folder)
+            with item_boundary(checked.item) as b:
+                _record(store, checked, result, folder)
+            if b.failure is not None:  # e.g. a quarantine move refused: the item is left out, the run goes on
+                path = display_path(checked.item.path)
+                store.record_skip(None, path, f"ingest: {b.failure.reason}")
+                result.note("invalid", (path, b.failure.reason))
             if on_progress is not None:
                 on_progress(done, max(done, discovered))  # the total grows while folders are walked
     finally:

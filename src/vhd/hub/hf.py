@@ -232,11 +232,12 @@ def _write(
             parts[split] = ds.Dataset.from_generator(_rows, features=feats, cache_dir=cache, gen_kwargs=gen_kwargs)
         result.media_problems = problems
         dd = ds.DatasetDict(parts)
-        dd.save_to_disk(str(out_path))
-        from vhd.fileio import atomic_write
+        from vhd.fileio import atomic_folder, atomic_write
         from vhd.hub.card import dataset_card
 
-        atomic_write(out_path / "README.md", dataset_card(result))
+        with atomic_folder(out_path) as building:  # a full disk leaves no partial dataset folder
+            dd.save_to_disk(str(building))
+            atomic_write(building / "README.md", dataset_card(result))
         if push_to_hub:
             push(dd, push_to_hub, private=not public)
             result.pushed_to = push_to_hub
