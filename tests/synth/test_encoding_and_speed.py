@@ -86,11 +86,7 @@ def test_register_from_bytes_in_hand_reads_and_decodes_nothing(
         assert len(result.samples) == 2 and not result.failed
         sample = store.get_sample(result.samples[0])
         assert sample is not None and sample.source is not None and sample.source.value == "synthetic"
-        # the stat index vouches for the files: a later ingest of the folder reads none of them
-        from vhd.fileio import file_stat
-
-        stats = [file_stat(p) for p in result.written]
-        assert set(store.known_hashes(stats).values()) == {Path(p).stem for p in result.written}
+        assert sample.id == Path(result.written[0]).stem and sample.generator == gen.spec
 
 
 def test_model_identity_is_remembered_by_file_stat(tiny_pipes: dict[str, Path], tmp_path: Path) -> None:
@@ -196,3 +192,28 @@ def test_signatures_are_looked_up_once_per_function(tiny_pipes: dict[str, Path],
     finally:
         cached._signature = real
     assert computed == []
+
+
+def test_cli_signs_content_credentials_into_images_and_videos(
+    tiny_pipes: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.optional import need_module
+    from tests.synth.conftest import TINY
+    from vhd.cli.main import main
+    from vhd.media.credentials import read_credentials
+
+    need_module("c2pa", "pip install 'vhd[c2pa]'")
+    csv = prompts(tmp_path, 1)
+    for name, extra in (("sd", []), ("animatediff", ["--num-frames", "2"])):
+        out = tmp_path / name
+        args = ["generate", str(csv), "--generator", f"{name}:{tiny_pipes[name]}", "--out", str(out), *TINY, *extra]
+        assert main([*args, "--store", str(tmp_path / f"{name}.db")]) == 0
+        (made,) = [p for p in out.iterdir() if p.suffix in (".png", ".mp4")]
+        found, prov = read_credentials(made), read_embedded(made)
+        assert prov is not None and prov.content_credentials == "test-certificate"
+        assert found is not None and found.valid and found.ai_generated
+        assert found.claimed_generator == f"{name}:{tiny_pipes[name]}" and found.vhd_provenance == prov.to_dict()
+        with Store(tmp_path / f"{name}.db") as store:
+            sample = store.get_sample(made.stem)
+        assert sample is not None and sample.generator == f"{name}:{tiny_pipes[name]}"  # its own, not "claimed:"
+    capsys.readouterr()

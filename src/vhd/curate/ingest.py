@@ -371,15 +371,13 @@ def register_written(
     """Register one file the caller just wrote from ``data`` (`vhd generate`), without reading or decoding it.
 
     The same outcomes as `ingest` (block list, removals on request, unchanged, added, updated) from
-    the bytes in hand: the sample id is ``sha256``, a video's frames are the indices `ingest`
-    would sample from ``frame_count`` frames, and the file's stat is remembered in the store's stat
-    index with its hash (a later `ingest` of the folder does not read it again). The caller made
-    the pixels, so they are not validated again.
+    the bytes in hand: the sample id is ``sha256`` and a video's frames are the indices `ingest`
+    would sample from ``frame_count`` frames. The caller made the pixels, so they are not
+    validated again.
 
     Raises:
         ConfigError: The block list cannot be read.
     """
-    from vhd.fileio import file_stat
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.media.videoframes import frame_indices
     from vhd.records import Sample
@@ -395,7 +393,6 @@ def register_written(
     if hit is not None:
         checked = _Checked(item, sha256, "blocked", hit.describe())
     else:
-        store.remember_hashes([(file_stat(path), sha256)])
         stored = store.get_sample(sha256)
         if stored is not None and stored.path == display_path(item.path):
             checked = _Checked(item, sha256, "unchanged")
