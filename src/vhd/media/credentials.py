@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -172,5 +171,5 @@ def mark_from_credentials(sample: Sample, path: str | os.PathLike[str]) -> Sampl
             record["overrode_source"] = source.value
         source = Source.SYNTHETIC
         generator = generator or (f"claimed:{found.claimed_generator}" if found.claimed_generator else None)
-    meta = {**sample.meta, "content_credentials": json.loads(json.dumps(record))}
+    meta = {**sample.meta, "content_credentials": record}
     return replace(sample, source=source, generator=generator, meta=meta)

@@ -262,7 +262,8 @@ def generate(
     finder = FirstFrames(store, first_frames) if gen.needs_first_frame else None
     run_id = None
     if store is not None and todo:
-        config = {"generator": gen.spec, "seed": seed, "settings": {k: str(v) for k, v in vars(gen.settings).items()}}
+        settings_record = {k: str(v) for k, v in vars(gen.settings).items() if k != "signing"}  # no key paths
+        config = {"generator": gen.spec, "seed": seed, "settings": settings_record}
         digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
         run_id = store.start_run(
             config,
