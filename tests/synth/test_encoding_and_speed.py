@@ -158,7 +158,7 @@ def test_speed_options_fail_in_one_line(tiny_pipes: dict[str, Path], tmp_path: P
 
 
 def test_fast_preset_fills_what_flags_left_open() -> None:
-    from vhd.synth.speed import PRESETS, apply_preset
+    from vhd.synth.speed import PRESETS, apply_preset, speed_record
 
     settings = apply_preset(GenerateSettings(steps=6), "lightning-4step")
     assert settings.steps == 6 and settings.guidance == 0.0 and settings.preset == "lightning-4step"
@@ -166,6 +166,11 @@ def test_fast_preset_fills_what_flags_left_open() -> None:
     assert settings.scheduler == {"timestep_spacing": "trailing"} and set(PRESETS) >= {"lightning-2step"}
     with pytest.raises(ConfigError, match="--preset 'turbo'"):
         apply_preset(GenerateSettings(), "turbo")
+    assert speed_record(settings) == {
+        "unet_weights": settings.unet_weights, "scheduler": {"timestep_spacing": "trailing"},
+        "preset": "lightning-4step",
+    }  # fmt: skip
+    assert speed_record(GenerateSettings(compile=True)) == {"compile": True}
 
 
 def test_signatures_are_looked_up_once_per_function(tiny_pipes: dict[str, Path], tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ class Generated:
     Attributes:
         row: The prompt row.
         provenance: What made it (embedded in ``data``).
-        data: PNG or MP4 bytes (None when ``reason`` says why there is none).
-        suffix: ``.png`` or ``.mp4``.
+        data: PNG, WebP or MP4 bytes (None when ``reason`` says why there is none).
+        suffix: ``.png``, ``.webp`` or ``.mp4``.
         frames: The uint8 frames (for ``--keep-frames``).
         reason: Why it is not a sample (blacked out by the safety checker), else None.
         sha256: Hex digest of ``data`` (its file name and sample id), when computed.
@@ -75,14 +75,12 @@ def identity(generator: Generator) -> dict[str, Any]:
         "safety_checker": generator.safety_state(),
         "components": components,
         "versions": versions(),
-        "encoding": "h264:crf18" if generator.kind is Kind.VIDEO else encoding_name(*_image_encoding(generator)),
+        "encoding": "h264:crf18"
+        if generator.kind is Kind.VIDEO
+        else encoding_name(generator.settings.image_format, generator.settings.png_level),
         "content_credentials": credentials_state(generator.settings),
         "speed": generator.speed_options(),
     }
-
-
-def _image_encoding(generator: Generator) -> tuple[str, int]:
-    return generator.settings.image_format, generator.settings.png_level
 
 
 def make_job(generator: Generator, row: PromptRow, seed: int, first_frame: Any = None) -> Job:

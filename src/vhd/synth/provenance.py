@@ -1,9 +1,11 @@
 """Provenance of generated media: prompt ids, derived seeds, and the record embedded in each file.
 
 Every generated file carries a JSON provenance record (a PNG ``tEXt`` chunk named
-``vhd:provenance``; a WebP's XMP packet; the MP4 container's ``comment`` tag) so a file found later can be traced to
-its prompt, generator, model, seed and settings. The embedded record holds no time, run id,
-output path or store path (those live in the store), so equal inputs give equal bytes.
+``vhd:provenance``; a WebP's XMP packet; the MP4 container's ``comment`` tag) so a file found
+later can be traced to its prompt, generator, model, seed and settings. The embedded record
+holds no time, run id, output path or store path (those live in the store), so equal inputs give
+equal bytes (a C2PA manifest, `vhd.synth.credentials`, adds random salts: equal pixels then, not
+equal bytes).
 
 The per-prompt seed is a hash of the base seed and the prompt id: it does not move with
 ``--limit``, CSV order or sharding.
