@@ -1,4 +1,8 @@
-"""Register fetched files as samples in a store, after validating them like the annotator does."""
+"""Register fetched files as samples in a store, after validating them like the annotator does.
+
+Content Credentials (C2PA) are read as `vhd ingest` reads them: a valid manifest declaring AI
+generation makes the sample synthetic, with the claimed generator (`vhd.media.credentials`).
+"""
 
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ class Registrar:
         return self.store.get_sample(sample_id) is not None
 
     def _register(self, path: Path, row: UrlRow, outcome: FetchOutcome) -> str | None:
+        from vhd.media.credentials import mark_from_credentials
         from vhd.media.load import load_sample
 
         meta: dict[str, Any] = dict(row.meta)
@@ -51,7 +56,7 @@ class Registrar:
         loaded = guarded(load_sample, item, self.media)  # damaged, a missing extra (named), or a surprise
         if isinstance(loaded, ItemFailure):
             return f"not a valid {item.kind.value}: {loaded.reason}"
-        self.store.upsert_sample(loaded.sample)
+        self.store.upsert_sample(mark_from_credentials(loaded.sample, path))
         return None
 
     async def register(self, path: Path, row: UrlRow, outcome: FetchOutcome) -> str | None:

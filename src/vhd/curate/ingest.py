@@ -32,7 +32,7 @@ from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
 from vhd.progress import ProgressFn
-from vhd.records import MediaItem, Source
+from vhd.records import Kind, MediaItem, Source
 from vhd.store.sqlite import Store, StoreLike, using_store
 
 
@@ -339,6 +339,7 @@ def ingest(
 
     def check_one(item: MediaItem) -> _Checked:
         """Hash, block-check and validate one item (runs in a worker thread)."""
+        from vhd.media.credentials import mark_from_credentials
         from vhd.media.load import load_sample
 
         try:
@@ -351,9 +352,11 @@ def ingest(
         if stored is not None and stored.path == display_path(item.path):
             return _Checked(item, ident, "unchanged")
         try:
-            return _Checked(item, ident, "ok", loaded=load_sample(item, settings))
+            loaded = load_sample(item, settings)
         except MediaError as exc:
             return _Checked(item, ident, "invalid", str(exc))
+        loaded.sample = mark_from_credentials(loaded.sample, item.path)
+        return _Checked(item, ident, "ok", loaded=loaded)
 
     try:
         for done, checked in enumerate(thread_map(check, items(), jobs), start=1):
@@ -368,4 +371,55 @@ def ingest(
     finally:
         seen.close()
     result.elapsed_s = time.perf_counter() - start
+    return result
+
+
+def register_written(
+    path: str | os.PathLike[str],
+    data: bytes,
+    sha256: str,
+    store: Store,
+    *,
+    kind: Kind,
+    frame_count: int = 1,
+    defaults: IngestDefaults | None = None,
+    block_list: Any = None,
+    settings: Any = None,
+) -> IngestResult:
+    """Register one file the caller just wrote from ``data`` (`vhd generate`), without reading or decoding it.
+
+    The same outcomes as `ingest` (block list, removals on request, unchanged, added, updated) from
+    the bytes in hand: the sample id is ``sha256`` and a video's frames are the indices `ingest`
+    would sample from ``frame_count`` frames. The caller made the pixels, so they are not
+    validated again.
+
+    Raises:
+        ConfigError: The block list cannot be read.
+    """
+    from vhd.media.load import LoadedSample, MediaSettings
+    from vhd.media.videoframes import frame_indices
+    from vhd.records import Sample
+
+    settings = settings or MediaSettings()
+    if isinstance(block_list, str | os.PathLike):
+        from vhd.collect.blocklist import BlockList
+
+        block_list = BlockList.load(os.fspath(block_list))
+    item = (defaults or IngestDefaults()).apply(MediaItem(path=Path(path), kind=kind))
+    result = IngestResult()
+    hit = block_list.match(data) if block_list is not None else None
+    if hit is not None:
+        checked = _Checked(item, sha256, "blocked", hit.describe())
+    else:
+        stored = store.get_sample(sha256)
+        if stored is not None and stored.path == display_path(item.path):
+            checked = _Checked(item, sha256, "unchanged")
+        else:
+            frames = [] if kind is Kind.IMAGE else frame_indices(frame_count, settings.n_frames, settings.first_frames)
+            sample = Sample(
+                id=sha256, kind=kind, path=display_path(item.path), source=item.source, keyword=item.keyword,
+                generator=item.generator, frames=frames, meta=dict(item.meta),
+            )  # fmt: skip
+            checked = _Checked(item, sha256, "ok", loaded=LoadedSample(sample=sample, images=[]))
+    _record(store, checked, result, None)
     return result
