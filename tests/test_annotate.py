@@ -165,11 +165,10 @@ def test_dry_run_estimates_without_calls(tmp_path: Path) -> None:
 
 def test_dry_run_streams_and_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Done samples are looked up in batches; duplicates count once; skipped inputs are counted, a few kept."""
-    import vhd.annotate.estimate
-    import vhd.annotate.loop
+    from vhd.annotate import estimate, loop
 
-    monkeypatch.setattr(vhd.annotate.estimate, "LOOKUP", 2)
-    monkeypatch.setattr(vhd.annotate.loop, "SKIP_REASONS_KEPT", 1)
+    monkeypatch.setattr(estimate, "LOOKUP", 2)
+    monkeypatch.setattr(loop, "SKIP_REASONS_KEPT", 1)
     paths = make_images(tmp_path / "m", 5)
     vhd.annotate(paths[:3], model="scripted:demo", store=tmp_path / "d.db")
     (tmp_path / "m" / "copy.png").write_bytes(paths[0].read_bytes())

@@ -23,9 +23,9 @@ import pytest
 from PIL import Image
 
 import vhd
-import vhd.annotate.feeder as feeder_mod
 import vhd.media.ids as ids_mod
 from tests.test_annotate_scale import make_images
+from vhd.annotate import feeder as feeder_mod
 from vhd.annotate.summary import RunSummary
 from vhd.fileio import file_stat
 from vhd.records import Annotation, Kind, Sample, Status, Verdict

@@ -70,3 +70,63 @@ def test_the_measure_sees_circles_of_every_kind(house: ModuleType, tmp_path: Pat
 
 def test_no_private_names_cross_modules(figures: dict[str, object]) -> None:
     assert figures["private_imports"] == []
+
+
+@pytest.fixture(scope="module")
+def item_loops() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("item_loops", ROOT / "tools" / "item_loops.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_loop_over_user_items_runs_them_in_the_item_boundary(item_loops: ModuleType) -> None:
+    assert item_loops.unguarded_item_loops(ROOT) == []
+
+
+def test_the_item_boundary_check_finds_unguarded_loops(item_loops: ModuleType, tmp_path: Path) -> None:
+    """Direct loops, loops over a wrapping generator or a name, and mapped functions are all checked."""
+    pkg = tmp_path / "src" / "vhd"
+    pkg.mkdir(parents=True)
+    (pkg / "bad.py").write_text(
+        "def walk(x):\n"
+        "    for f in iter_discover(x):\n"
+        "        yield f\n"
+        "def direct(x):\n"
+        "    for f in iter_discover(x):\n"  # line 5
+        "        load(f)\n"
+        "def wrapped(x):\n"
+        "    for f in walk(x):\n"  # line 8: a generator over a source is a source
+        "        load(f)\n"
+        "def named(p):\n"
+        "    rows = read_labels(p)\n"
+        "    for i, r in enumerate(rows):\n"  # line 12
+        "        load(r)\n"
+        "def mapped(x):\n"
+        "    return list(thread_map(load, walk(x), 2))\n"  # line 15
+    )
+    (pkg / "good.py").write_text(
+        "def one(f):\n"
+        "    with item_boundary(f) as b:\n"
+        "        load(f)\n"
+        "def direct(x):\n"
+        "    for f in iter_discover(x):\n"
+        "        one(f)\n"
+        "def inline(x):\n"
+        "    for f in iter_discover(x):\n"
+        "        r = guarded(load, f)\n"
+        "def collect(x):\n"
+        "    out = []\n"
+        "    for f in iter_discover(x):\n"
+        "        out.append(f)\n"
+        "def mapped(x):\n"
+        "    for r in thread_map(one, iter_discover(x), 2):\n"
+        "        print(r)\n"
+    )
+    assert item_loops.unguarded_item_loops(tmp_path) == [
+        "vhd/bad.py:12",
+        "vhd/bad.py:15",
+        "vhd/bad.py:5",
+        "vhd/bad.py:8",
+    ]

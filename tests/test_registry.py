@@ -104,7 +104,9 @@ def test_unknown_name_lists_every_valid_one(plugins: Callable[[str, str, str], N
         reg.check("nope")
     from vhd.store.export import EXPORT_FORMATS
 
-    with pytest.raises(ConfigError, match=r"unknown export format 'xml'; valid export formats: jsonl, parquet, vhd11k"):
+    with pytest.raises(
+        ConfigError, match=r"unknown export format 'xml'; valid export formats: csv, jsonl, parquet, vhd11k"
+    ):
         EXPORT_FORMATS.load("xml")
 
 
@@ -204,8 +206,9 @@ def test_missing_extra_names_the_pip_line_before_importing_the_target(tmp_path: 
         reg.add("heavy", "vhd_probe_heavy:Thing", extra="local", needs={"vhd_no_such_module": "no-such-package"})
         with pytest.raises(MissingDependencyError) as err:
             reg.load("heavy")
+        pip = f"{sys.executable} -m pip install"  # this interpreter's pip: right in an unactivated venv too
         assert str(err.value) == (
-            "no-such-package is not installed: run `pip install 'vhd[local]'` (or `pip install no-such-package`)"
+            f"no-such-package is not installed: run `{pip} 'vhd[local]'` (or `{pip} no-such-package`)"
         )
         assert "vhd_probe_heavy" not in sys.modules
         with pytest.raises(MissingDependencyError, match=r"pip install 'vhd\[local\]'"):
@@ -356,7 +359,9 @@ def test_cli_refuses_a_name_no_registry_has(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit) as exit_:
         main(["export", "x.db", "--format", "xml", "-o", "x"])
     assert exit_.value.code == 2
-    assert "invalid choice: 'xml' (choose from 'jsonl', 'parquet', 'vhd11k-csv', 'hf')" in capsys.readouterr().err
+    assert (
+        "invalid choice: 'xml' (choose from 'csv', 'jsonl', 'parquet', 'vhd11k-csv', 'hf')" in capsys.readouterr().err
+    )
     assert main(["categorize", "--method", "cluster"]) == 2
     assert "categorize takes embed or llm" in capsys.readouterr().err
 

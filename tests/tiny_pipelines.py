@@ -64,7 +64,8 @@ def _vae(channels: tuple[int, ...] = (8, 8), groups: int = 2) -> Any:
 def _scheduler() -> Any:
     from diffusers import DDIMScheduler
 
-    return DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="linear", clip_sample=False)
+    # steps_offset=1 as Stable Diffusion's own scheduler configs have it (diffusers warns about 0 as outdated)
+    return DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="linear", clip_sample=False, steps_offset=1)
 
 
 def _sd_unet(cross: int = 16, channels: tuple[int, int] = (8, 8)) -> Any:

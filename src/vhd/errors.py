@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
+
 
 class VhdError(Exception):
     """Base class for errors shown to the user as one line (no traceback)."""
@@ -33,11 +36,22 @@ class StoreWriteError(VhdError):
         return (type(self), (str(self),), {"full": self.full})
 
 
+def pip_install(what: str) -> str:
+    """The pip command that installs ``what`` for the running interpreter.
+
+    ``python -m pip`` with this interpreter's path (``sys.executable``), so the line installs into
+    the environment vhd runs in even when that virtual environment is not activated (a bare
+    ``pip`` may belong to another Python).
+    """
+    return f"{shlex.quote(sys.executable or 'python3')} -m pip install {what}"
+
+
 class MissingDependencyError(VhdError):
-    """An optional extra is not installed; the message gives the exact pip line."""
+    """An optional extra is not installed; the message gives the exact pip line (for this interpreter)."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(f"{package} is not installed: run `pip install 'vhd[{extra}]'` (or `pip install {package}`)")
+        line = pip_install(f"'vhd[{extra}]'")
+        super().__init__(f"{package} is not installed: run `{line}` (or `{pip_install(package)}`)")
         self.package = package
         self.extra = extra
 

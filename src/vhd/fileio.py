@@ -15,12 +15,18 @@ among them, are shown escaped, never sent to the terminal).
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
+import io
+import json
 import os
+import re
+import shutil
 import stat
 import tempfile
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import accumulate
 from pathlib import Path
 from typing import IO, Any, BinaryIO, NamedTuple
 
@@ -78,6 +84,31 @@ def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool
             os.unlink(tmp)
         raise
     return target
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Build a folder atomically: yield a hidden temporary folder beside ``path``, then swap it in.
+
+    On success the temporary folder replaces ``path`` (an existing folder there is removed after
+    the new one is in place); on any error it is removed, so ``path`` is the old folder or none,
+    never a partial one.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        old = None
+        if target.exists() or target.is_symlink():
+            old = target.with_name(f"{tmp.name}.old")
+            os.replace(target, old)
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True) if old.is_dir() and not old.is_symlink() else old.unlink()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -252,3 +283,112 @@ def file_stat(path: str | os.PathLike[str]) -> FileStat:
     """
     st = os.stat(path)
     return FileStat(display_path(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+# --- hostile text: JSON nesting and CSV structure ------------------------------------------------
+
+JSON_MAX_DEPTH = 100
+"""Deepest nesting of lists and objects read from a user's JSON (real inputs are under 10 deep)."""
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of lists and objects in JSON text, strings skipped (two regex passes, at C speed)."""
+    bare = _JSON_STRING.sub("", text)
+    brackets = _NOT_BRACKET.sub("", bare)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+class JSONTooDeep(ValueError):
+    """JSON nested deeper than allowed (parsing it would exhaust Python's recursion limit)."""
+
+    def __init__(self, depth: int, limit: int) -> None:
+        super().__init__(f"JSON nested {depth} levels deep (at most {limit} are read)")
+        self.depth = depth
+        self.limit = limit
+
+
+def load_json(text: str, *, max_depth: int = JSON_MAX_DEPTH) -> Any:
+    """``json.loads`` behind a nesting guard, checked before parsing (no `RecursionError`).
+
+    Raises:
+        JSONTooDeep: The text nests deeper than ``max_depth`` (a `ValueError`).
+        json.JSONDecodeError: The text is not JSON.
+    """
+    if text.count("[") + text.count("{") > max_depth:  # only then can it be too deep
+        depth = json_depth(text)
+        if depth > max_depth:
+            raise JSONTooDeep(depth, max_depth)
+    return json.loads(text)
+
+
+class CsvTable(NamedTuple):
+    """A CSV file read with its structural problems found (see `read_csv`).
+
+    Attributes:
+        header: The column names (stripped), duplicates included as written.
+        rows: ``(line, cells)`` for each record: its first physical line, and the cells by column
+            (the first of duplicated columns wins; cells beyond the header are under None, as
+            `csv.DictReader` puts them).
+        problems: ``(line, message)`` for what was left out or ignored: a duplicated column, a
+            quote never closed (the lines it swallowed are left out).
+    """
+
+    header: list[str]
+    rows: list[tuple[int, dict[str | None, Any]]]
+    problems: list[tuple[int, str]]
+
+
+def read_csv(text: str) -> CsvTable:
+    """Read CSV text into a header and rows, reporting duplicated columns and an unterminated quote.
+
+    Python's reader silently takes the last of two same-named columns, and reads everything after
+    a quote that is never closed as one cell, to the end of the file. Here the first column of a
+    name is kept and each later one is reported; a record that runs to the end of the file inside
+    an open quote is left out and reported with the line where the quote opened.
+
+    Raises:
+        csv.Error: The text cannot be read as CSV at all (a NUL byte, ...).
+    """
+    reader = csv.reader(io.StringIO(text, newline=""))
+    problems: list[tuple[int, str]] = []
+    header = [h.strip() for h in next(reader, [])]
+    first: dict[str, int] = {}
+    for index, name in enumerate(header):
+        key = name.lower()
+        if key in first and key:
+            problems.append((1, f"column {name!r} appears more than once; only the first one is read"))
+        else:
+            first.setdefault(key, index)
+    keep = sorted(first.values())
+    records: list[tuple[int, int, list[str]]] = []
+    start = reader.line_num + 1
+    for values in reader:
+        records.append((start, reader.line_num, values))
+        start = reader.line_num + 1
+    if records and records[-1][1] > records[-1][0] and _unclosed(text):
+        begin, end, _ = records.pop()
+        problems.append((begin, f"a quote opened on this line is never closed; lines {begin}-{end} were left out"))
+    rows: list[tuple[int, dict[str | None, Any]]] = []
+    for begin, _, values in records:
+        cells: dict[str | None, Any] = {header[i]: values[i] for i in keep if i < len(values)}
+        if len(values) > len(header):
+            cells[None] = values[len(header) :]
+        rows.append((begin, cells))
+    return CsvTable(header, rows, problems)
+
+
+def _unclosed(text: str) -> bool:
+    """Whether CSV text ends inside a quoted cell (Python's strict reader says so at its end)."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    while True:
+        try:
+            next(reader)
+        except StopIteration:
+            return False
+        except csv.Error as exc:  # the strict reader goes on with the next line after an error
+            if "unexpected end of data" in str(exc):
+                return True

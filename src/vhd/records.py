@@ -18,6 +18,7 @@ The sample family: `Record` holds what can be known about a sample, under one na
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,23 +241,28 @@ class LabelledSample(Record):
 
     Attributes:
         id: Content hash of the media (sha256; for a frame folder, of its frames' hashes).
-        path: The media file or frame folder.
+        path: The media file or frame folder (text, as on every record of the family:
+            ``Path(item.path)`` for path operations; a `Path` given is stored as text).
         kind: Image or video.
         harmful: The human label.
         line: Row number in the labels file it came from (0 when not from a file).
     """
 
     id: str
-    path: Path
+    path: str
     kind: Kind
     harmful: bool
     line: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.path = os.fspath(self.path)  # a `Path` given is kept as text, like `Sample.path`
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
         return {
             "id": self.id,
-            "path": str(self.path),
+            "path": self.path,
             "kind": self.kind.value,
             "harmful": self.harmful,
             "categories": self.categories,

@@ -122,7 +122,7 @@ def test_labelstudio_round_trip(tmp_path: Path) -> None:
     del exported[2]["data"]["sample_id"]  # found by its local-file URL instead
     (tmp_path / "export.json").write_text(json.dumps(exported))
     res = import_labelstudio(tmp_path / "export.json", store=tmp_path / "run.db", name="people")
-    assert (res.tasks, res.samples) == (3, 2) and [t.task_id for t in res.skipped] == [2]
+    assert (res.tasks, res.samples, res.skipped) == (3, 2, []) and [t.task_id for t in res.undecided] == [2]
     got = {Path(i.path).name: i for i in load_labelled_set(store, "people")}
     first = Path(tasks[0]["data"]["path"]).name
     assert got[first].harmful and got[first].reason == "a threat" and got[first].categories == ["Violence and Threats"]

@@ -223,14 +223,14 @@ CASES: list[tuple[str, bytes, int, str]] = [
     (
         "cancelled annotations only",
         dump([task(1, SID, was_cancelled=True), task(2, SID2)]),
-        1,
-        "task 1: no submitted annotation (1 cancelled)",
+        0,
+        "1 task(s) not decided in Label Studio (no submitted annotation, or skipped there): not labelled, e.g. task 1",
     ),
     (
         "no annotations",
         dump([{"id": 1, "data": {"sample_id": SID}}, task(2, SID2)]),
-        1,
-        "task 1: no submitted annotation",
+        0,
+        "1 task(s) not decided in Label Studio",
     ),
     (
         "duplicate task ids",

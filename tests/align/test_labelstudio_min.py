@@ -151,10 +151,35 @@ def test_push_without_token_or_server_is_one_line(
 def test_media_at_the_document_root_itself_is_refused_with_the_fix(
     annotated: tuple[Path, Path, dict[str, str]],
 ) -> None:
-    from vhd.align.labelstudio_api import storage_folder
+    from vhd.align.labelstudio_api import DOCUMENT_ROOT_RULE, storage_folders
     from vhd.errors import ConfigError
 
     root, _, _ = annotated
-    assert storage_folder([str(root / "media" / "a.png")], root) == str(root / "media")
-    with pytest.raises(ConfigError, match="strictly below --media-root"):
-        storage_folder([str(root / "media" / "a.png")], root / "media")
+    assert storage_folders([str(root / "media" / "a.png")], root) == [str(root / "media")]
+    with pytest.raises(ConfigError, match="not in a folder below --media-root") as caught:
+        storage_folders([str(root / "media" / "a.png")], root / "media")
+    assert DOCUMENT_ROOT_RULE in str(caught.value)
+
+
+def test_undecided_task_gives_the_same_exit_code_in_json_and_json_min(
+    annotated: tuple[Path, Path, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task exported with nobody's decision (``download_all_tasks``) is undecided in both forms, not a fault."""
+    root, store, ids = annotated
+    url = "/data/local-files/?d=media/img_002.png"
+    decided = {"from_name": "harmful", "to_name": "media", "type": "choices", "value": {"choices": ["Harmful"]}}
+    full = [
+        {"id": 1, "data": {"sample_id": ids["img_000.png"]}, "annotations": [{"id": 9, "result": [decided]}]},
+        {"id": 2, "data": {"image": url}, "annotations": []},
+    ]
+    rows = [
+        {"sample_id": ids["img_000.png"], "id": 1, "harmful": "Harmful", "annotator": 1, "annotation_id": 9},
+        {"image": url, "id": 2, "annotator": None, "annotation_id": None, "created_at": None},
+    ]
+    for kind, content in (("json", full), ("min", rows)):
+        export = root / f"undecided-{kind}.json"
+        export.write_text(json.dumps(content))
+        args = ["label", "--import-labelstudio", str(export), "--store", str(store), "--media-root", str(root)]
+        assert main([*args, "--set", f"u-{kind}", "--json"]) == 0, kind
+        got = json.loads(capsys.readouterr().out)
+        assert (got["samples"], got["skipped"], [t["task_id"] for t in got["undecided"]]) == (1, [], [2]), kind

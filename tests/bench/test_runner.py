@@ -34,7 +34,7 @@ def test_bench_set_reports_bad_rows(tmp_path: Path, labelled: tuple[Path, Path])
     assert "not found" in by_line[5].message and not by_line[5].used
     assert "duplicate of row 2 (same content, same answer)" in by_line[6].message
     assert "Flying Saucers" in by_line[7].message and by_line[7].used
-    assert [i.path.name for i in bench.items] == ["red1.png", "red2.png", "red3.png", "blue1.png", "clip"]
+    assert [Path(i.path).name for i in bench.items] == ["red1.png", "red2.png", "red3.png", "blue1.png", "clip"]
     assert bench.items[3].categories == ["F"]
     assert bench.items[4].kind.value == "video"
     assert bench.items[1].categories == ["A", "F"]

@@ -44,7 +44,7 @@ def annotated(tmp_path: Path) -> Path:
 def test_store_labels_from_latest_annotation(annotated: Path) -> None:
     assert is_store_file(annotated)
     bench = load_bench_set_from_store(annotated)
-    by_name = {i.path.name: i for i in bench.items}
+    by_name = {Path(i.path).name: i for i in bench.items}
     assert sorted(by_name) == ["red1.png", "red2.png", "white.png"]
     assert by_name["red1.png"].harmful and by_name["red1.png"].categories == ["A", "F"]
     assert by_name["red2.png"].harmful and by_name["red2.png"].categories == []

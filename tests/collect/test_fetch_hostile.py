@@ -121,7 +121,8 @@ def test_an_unexpected_error_on_one_row_is_that_row_s_outcome(
     ]
     report = fetch(rows, tmp_path / "m", settings=_settings())
     assert [(o.status, o.error) for o in report.outcomes] == [("ok", ""), ("failed", "unexpected"), ("ok", "")]
-    assert report.outcomes[1].reason == "RuntimeError: something no one foresaw second line (please report it)"
+    reason = "unexpected error (RuntimeError: something no one foresaw second line) (please report it)"
+    assert report.outcomes[1].reason == reason
     assert len(_report_rows(tmp_path / "m")) == 3
 
 

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 MAIN_JOB = (
-    'python3.11 -m venv .venv && .venv/bin/pip install -e ".[local,video,examples]" && '
+    "python3.11 -m venv .venv && .venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu && "
+    '.venv/bin/pip install -e ".[local,video,examples]" && '
     ".venv/bin/vhd examples examples/ && .venv/bin/vhd annotate examples/ --store run.db"
 )
 TEST_JOB = (

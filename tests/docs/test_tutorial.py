@@ -153,6 +153,6 @@ def test_every_tutorial_example_runs(tmp_path: Path, servers: list[subprocess.Po
     assert (work / "annotations_images.csv").is_file() and (work / "annotations_videos.csv").is_file()
     assert (work / "dataset" / "README.md").is_file()
     rows = [json.loads(line) for line in (work / "annotations.jsonl").read_text(encoding="utf-8").splitlines()]
-    paths = {Path(r["sample"]["path"]).name for r in rows}
+    paths = {Path(r["path"]).name for r in rows}
     assert "moon.png" not in paths and "coffee.jpg" in paths  # taken down; the kept one of its cluster
     assert len(rows) == 6  # 7 examples + the duplicate, less the duplicate, less the takedown

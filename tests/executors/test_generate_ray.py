@@ -17,7 +17,8 @@ from vhd.store.sqlite import Store
 from vhd.synth.generate import generate
 from vhd.synth.generators import GenerateSettings
 
-TINY = ["--device", "cpu", "--size", "32x32", "--steps", "2", "--no-watermark", "--no-progress", "--json"]
+TINY = ["--device", "cpu", "--size", "32x32", "--steps", "2", "--no-watermark", "--no-progress", "--json", "--no-c2pa"]
+"""Fast flags; no Content Credentials, whose random salts would make equal outputs differ in bytes."""
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,9 @@ def test_ray_generate_equals_local_and_resumes(
 @pytest.mark.slow
 def test_ray_batches_and_a_worker_that_cannot_load(ray_session: Any, tiny_sd: Path, tmp_path: Path) -> None:
     csv = write_prompts(tmp_path / "prompts.csv")
-    settings = GenerateSettings(device="cpu", size=(32, 32), steps=2, watermark=False, batch_size=3)
+    settings = GenerateSettings(
+        device="cpu", size=(32, 32), steps=2, watermark=False, batch_size=3, content_credentials="off"
+    )
     options = ExecutorOptions(workers=1, num_cpus=0.5)
     out = tmp_path / "o"
     result = generate(csv, f"sd:{tiny_sd}", out, settings=settings, executor="ray", executor_options=options, limit=3)

@@ -51,17 +51,23 @@ def test_export_hf_loads_typed_by_split_with_a_card(
     dd = datasets.load_from_disk(str(out))
     assert set(dd) == {"train", "test"}
     f = dd["train"].features
-    assert isinstance(f["image"], datasets.Image) and isinstance(f["frames"].feature, datasets.Image)
-    assert f["harmful"] == datasets.Value("bool") and f["score"] == datasets.Value("float64")
+    assert isinstance(f["image"], datasets.Image) and isinstance(f["video_frames"].feature, datasets.Image)
+    assert f["harmful"] == datasets.ClassLabel(names=["not_harmful", "harmful"])
+    assert f["score"] == datasets.Value("float64") and f["started_at"] == datasets.Value("timestamp[us, tz=UTC]")
     assert f["turns"].feature["role"] == datasets.Value("string") and f["categories"].feature == datasets.Value(
         "string"
     )
+    assert "sample" not in f and {"prompt", "seed", "decided_by", "finished_at"} <= set(f)
     rows = list(dd["train"])
     video = next(r for r in rows if r["kind"] == "video")
     image = next(r for r in rows if r["kind"] == "image")
-    assert video["image"] is None and len(video["frames"]) == 5 and video["video_path"].endswith("clip.mp4")
-    assert image["frames"] is None and image["video_path"] is None and image["image"].size == (48, 48)
-    assert isinstance(image["harmful"], bool) and image["turns"][0]["role"] in ("affirmative", "negative", "judge")
+    assert video["image"] is None and len(video["video_frames"]) == 5 and video["path"].endswith("clip.mp4")
+    assert len(video["frames"]) == 5 and all(isinstance(i, int) for i in video["frames"])  # indices, as in JSONL
+    assert image["video_frames"] is None and image["frames"] == [] and image["image"].size == (48, 48)
+    assert image["harmful"] in (0, 1) and image["meta"] == "{}"
+    assert image["turns"][0]["role"] in ("affirmative", "negative", "judge")
+    split = dd["train"].train_test_split(test_size=0.5, stratify_by_column="harmful", seed=0)  # needs a ClassLabel
+    assert len(split["train"]) + len(split["test"]) == 3
     assert all(r["split"] == "test" for r in dd["test"])
     card = (out / "README.md").read_text()
     assert "Content warning" in card and "scripted:demo" in card and "| test | 2 |" in card
@@ -111,7 +117,7 @@ def test_the_dataset_and_its_card_hold_no_local_path_by_default(
     assert f"relative to {media}" in capsys.readouterr().out
     rows = [r for split in datasets.load_from_disk(str(out)).values() for r in split]
     assert sorted(r["path"] for r in rows) == ["clip.mp4", *(f"img_{i:03d}.png" for i in range(4))]
-    assert [r["video_path"] for r in rows if r["kind"] == "video"] == ["clip.mp4"]
+    assert [r["path"] for r in rows if r["kind"] == "video"] == ["clip.mp4"]
     assert _holds(out, str(store.parent)) == []  # arrow files, card, state: no local folder anywhere
 
     assert main(["export", str(store), "--format", "hf", "-o", str(tmp_path / "a"), "--absolute-paths"]) == 0

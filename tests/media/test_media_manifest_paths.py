@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 
 from vhd.cli.main import main
+from vhd.errors import ConfigError
 from vhd.fileio import escape_cell
 from vhd.media.discover import discover
 from vhd.media.manifest import RowProblem, read_manifest
@@ -79,3 +80,36 @@ def test_manifest_cells_escaped_by_vhd_read_back(tmp_path: Path) -> None:
         w.writerow([escape_cell(v) for v in ("a.png", "=knife", "+1 more")])
     [row] = read_manifest(home)
     assert isinstance(row, ManifestRow) and row.keyword == "=knife" and row.meta == {"note": "+1 more"}
+
+
+def test_hostile_manifest_rows_are_reported_by_line(tmp_path: Path) -> None:
+    """NUL bytes, a quote never closed, a duplicated column, deep JSON: row problems, never an exception."""
+    _img(tmp_path / "a.png")
+    nul = tmp_path / "nul.csv"
+    nul.write_text("path,harmful\na.png,yes\nbad\x00name.png,no\n")
+    rows = read_manifest(nul)  # paths are checked against the folder: path_within met the NUL byte
+    assert isinstance(rows[0], ManifestRow)
+    assert isinstance(rows[1], RowProblem) and rows[1].where == "line 3" and "NUL byte" in rows[1].reason
+    quote = tmp_path / "quote.csv"
+    quote.write_text('path,harmful\na.png,yes\n"a.png,no\n' + "a.png,no\n" * 5)
+    rows = read_manifest(quote)
+    assert len(rows) == 2 and isinstance(rows[0], ManifestRow)
+    assert isinstance(rows[1], RowProblem) and rows[1].where == "line 3" and "lines 3-8 were left out" in rows[1].reason
+    dup = tmp_path / "dup.csv"
+    dup.write_text("path,harmful,harmful\na.png,yes,no\n")
+    rows = read_manifest(dup)
+    assert (
+        isinstance(rows[0], RowProblem)
+        and rows[0].where == "line 1"
+        and "'harmful' appears more than once" in str(rows[0])
+    )
+    assert isinstance(rows[1], ManifestRow) and rows[1].harmful is True  # the first column of the name
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"path": "a.png"}\n' + '{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
+    rows = read_manifest(deep)
+    assert isinstance(rows[0], ManifestRow)
+    assert isinstance(rows[1], RowProblem) and "nested 100000 levels deep" in rows[1].reason
+    whole = tmp_path / "deep.json"
+    whole.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ConfigError, match="nested 100000 levels deep"):
+        read_manifest(whole)

@@ -249,3 +249,20 @@ def test_audio_only_and_bad_strategy(tmp_path: Path) -> None:
         read_frames(sound)
     with pytest.raises(ConfigError, match="unknown frame strategy"):
         read_frames(sound, strategy="seek")
+
+
+def test_a_stream_without_a_decoder_is_refused_not_a_crash(tmp_path: Path) -> None:
+    """A flipped codec description (MP4 ``stsd``) opens as a stream with no codec context: one reason."""
+    import av
+
+    from tests.hostile_corpus import flip_codec_tag, video_bytes
+    from vhd.media.keyframes import try_plan
+    from vhd.media.videoframes import REWIND
+
+    path = tmp_path / "h264_fliptag.mp4"
+    path.write_bytes(flip_codec_tag(video_bytes("libx264", "mp4")))
+    with av.open(str(path)) as container:
+        assert container.streams.video[0].codec_context is None
+        assert try_plan(container, 5, 4000) == (None, REWIND)
+    with pytest.raises(MediaError, match="no decoder"):
+        read_frames(path, 5)

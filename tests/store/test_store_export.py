@@ -31,6 +31,13 @@ ARGS_2 = [
 ]
 
 
+FLAT_COLUMNS = [
+    "id", "kind", "path", "source", "keyword", "generator", "split", "label", "frames", "meta", "prompt", "seed",
+    "harmful", "reason", "categories", "score", "status", "refused", "calls", "prompt_tokens", "completion_tokens",
+    "cost", "config_hash", "run_id", "error", "started_at", "finished_at", "decided_by", "turns",
+]  # fmt: skip
+
+
 def _rows(path: Path) -> list[list[str]]:
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.reader(f))
@@ -108,10 +115,10 @@ def _exported_paths(fmt: str, files: list[Path]) -> list[str]:
     if fmt == "vhd11k-csv":
         return [r[0] for f in files for r in _rows(f)[1:]]
     if fmt == "jsonl":
-        return [json.loads(line)["sample"]["path"] for f in files for line in f.read_text().splitlines()]
+        return [json.loads(line)["path"] for f in files for line in f.read_text().splitlines()]
     import pyarrow.parquet as pq
 
-    return [r["sample"]["path"] for f in files for r in pq.read_table(f).to_pylist()]
+    return [r["path"] for f in files for r in pq.read_table(f).to_pylist()]
 
 
 @pytest.mark.parametrize("fmt", ["vhd11k-csv", "jsonl", "parquet"])
@@ -158,13 +165,11 @@ def test_jsonl_records(filled: Store, tmp_path: Path) -> None:
         "status error": 1,
     }
     first = recs[0]
-    assert set(first) == {
-        "sample", "source", "generator", "prompt", "seed", "verdict", "usage", "config_hash", "run_id", "error",
-        "started_at", "finished_at", "decided_by", "turns",
-    }  # fmt: skip
+    assert list(first) == FLAT_COLUMNS  # flat: no column named `sample` (it would hide DataFrame.sample)
     assert first["decided_by"] is None  # annotated without a cascade
-    assert first["sample"]["path"] == "img/a.png" and first["sample"]["kind"] == "image"
-    assert first["verdict"] == {
+    assert first["path"] == "img/a.png" and first["kind"] == "image" and first["meta"] == "{}"
+    verdict = {k: first[k] for k in ("harmful", "reason", "categories", "score", "status", "refused")}
+    assert verdict == {
         "harmful": True,
         "reason": "violence",
         "categories": ["Violence and Threats"],
@@ -172,12 +177,13 @@ def test_jsonl_records(filled: Store, tmp_path: Path) -> None:
         "status": "ok",
         "refused": False,
     }
-    assert first["usage"] == {"calls": 5, "prompt_tokens": 100, "completion_tokens": 40, "cost": 0.01}
+    usage = {k: first[k] for k in ("calls", "prompt_tokens", "completion_tokens", "cost")}
+    assert usage == {"calls": 5, "prompt_tokens": 100, "completion_tokens": 40, "cost": 0.01}
     assert [t["role"] for t in first["turns"]] == ["affirmative", "negative"] * 2 + ["judge"]
-    assert recs[-1]["sample"]["frames"] == [0, 5, 9]
+    assert recs[-1]["frames"] == [0, 5, 9]
     everything = export(filled, "jsonl", out, include_unparsed=True)
     assert everything.written == 6 and everything.left_out == []
-    statuses = [json.loads(x)["verdict"]["status"] for x in out.read_text().splitlines()]
+    statuses = [json.loads(x)["status"] for x in out.read_text().splitlines()]
     assert sorted(statuses) == ["error", "ok", "ok", "ok", "refused", "unparsed"]
 
 
@@ -190,17 +196,14 @@ def test_parquet_reads_back(filled: Store, build: Builder, run_id: str, tmp_path
     res = export(filled, "parquet", out, include_unparsed=True, absolute_paths=True)
     table = pq.read_table(out)
     assert table.num_rows == res.written == 7
-    assert table.column_names == [
-        "sample", "source", "generator", "prompt", "seed", "verdict", "usage", "config_hash", "run_id", "error",
-        "started_at", "finished_at", "decided_by", "turns",
-    ]  # fmt: skip
+    assert table.column_names == FLAT_COLUMNS
     rows = table.to_pylist()
-    by_path = {r["sample"]["path"]: r for r in rows}
+    by_path = {r["path"]: r for r in rows}
     m = by_path["/data/img/m.png"]
-    assert json.loads(m["sample"]["meta"]) == {"x": 1, "y": [1, 2]}
-    assert m["verdict"]["score"] is None and m["turns"][0]["role"] == "affirmative"
-    assert by_path["/data/img/e.png"]["verdict"]["harmful"] is None
-    assert by_path["/data/vid/v.mp4"]["sample"]["frames"] == [0, 5, 9]
+    assert json.loads(m["meta"]) == {"x": 1, "y": [1, 2]}
+    assert m["score"] is None and m["turns"][0]["role"] == "affirmative"
+    assert by_path["/data/img/e.png"]["harmful"] is None
+    assert by_path["/data/vid/v.mp4"]["frames"] == [0, 5, 9]
     try:
         datasets = importlib.import_module("datasets")
     except ImportError:

@@ -365,3 +365,25 @@ def test_a_symbolic_link_leading_out_of_the_folder_is_outside(tmp_path: Path) ->
     f = _write(tmp_path / "lists" / "l.csv", "path,harmful\nlink.png,yes\nloop.png,no\n")
     labels = read_labels(f)
     assert labels.rows == [] and "outside" in labels.errors[0].message and labels.errors[1].line == 3
+
+
+def test_broken_csv_structure_is_reported_and_leaves_rows_out(tmp_path: Path) -> None:
+    """A quote never closed swallows the rest of the file; a duplicated column hides one: both reported."""
+    for name in ("a.jpg", "b.jpg"):
+        (tmp_path / name).write_bytes(b"x")
+    quote = tmp_path / "quote.csv"
+    quote.write_text('path,harmful\na.jpg,yes\n"b.jpg,no\n' + "a.jpg,no\n" * 3000)
+    labels = read_labels(quote)
+    assert [r.path.name for r in labels.rows if r.path] == ["a.jpg"]
+    assert [(e.line, "never closed" in e.message and "lines 3-3003" in e.message) for e in labels.errors] == [(3, True)]
+    dup = tmp_path / "dup.csv"
+    dup.write_text("path,harmful,harmful\na.jpg,yes,no\n")
+    labels = read_labels(dup)
+    assert labels.rows[0].harmful is True
+    assert [(e.line, e.message) for e in labels.errors] == [
+        (1, "column 'harmful' appears more than once; only the first one is read")
+    ]
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    with pytest.raises(ConfigError, match="nested 100000 levels deep"):
+        read_labels(deep)

@@ -31,8 +31,8 @@ def draw_set(folder: Path, n: int, seed: int) -> list[LabelledSample]:
 
 def write_labels(name: str, items: list[LabelledSample]) -> Path:
     """A labels CSV named ``name`` beside the images (their folder), paths relative to it."""
-    folder = items[0].path.parent
-    lines = ["path,harmful"] + [f"{i.path.name},{'yes' if i.harmful else 'no'}" for i in items]
+    folder = Path(items[0].path).parent
+    lines = ["path,harmful"] + [f"{Path(i.path).name},{'yes' if i.harmful else 'no'}" for i in items]
     path = folder / name
     path.write_text("\n".join(lines) + "\n")
     return path

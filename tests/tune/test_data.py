@@ -27,9 +27,9 @@ def test_from_annotations_uses_verdicts_by_split_and_leaves_out_unparsed(tmp_pat
             store.save_annotation(Annotation(sample.id, run, "cfg", verdict), sample)
     problems: list[str] = []
     got = load_items(None, store=db, from_annotations=True, split="train", on_problem=problems.append)
-    assert sorted(i.path.name for i in got) == sorted(i.path.name for i in items[:3])
-    assert [i.harmful for i in sorted(got, key=lambda i: i.path.name)] == [
-        i.harmful for i in sorted(items[:3], key=lambda i: i.path.name)
+    assert sorted(Path(i.path).name for i in got) == sorted(Path(i.path).name for i in items[:3])
+    assert [i.harmful for i in sorted(got, key=lambda i: Path(i.path).name)] == [
+        i.harmful for i in sorted(items[:3], key=lambda i: Path(i.path).name)
     ]
     assert any("unparsed" in p for p in problems)
     assert modality(got) == "image"

@@ -325,7 +325,7 @@ def test_an_unreadable_image_is_skipped_and_training_goes_on(
 
     items = bright_dark[0][:4]
     broken = tmp_path / "broken.png"
-    broken.write_bytes(items[0].path.read_bytes()[:60])  # a PNG cut short
+    broken.write_bytes(Path(items[0].path).read_bytes()[:60])  # a PNG cut short
     bad = dataclasses.replace(items[0], id="0" * 64, path=broken)
     result = train(config(tiny_instructblip_dir, epochs=1, lr=1e-2), [*items, bad], tmp_path / "ck")
     assert list(result.skipped) == ["0" * 64] and "broken.png" in result.skipped["0" * 64]

@@ -20,13 +20,13 @@ makes no model call for what is already answered.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from vhd.aio import run_sync
 from vhd.align.compare_report import write_outputs
 from vhd.align.compare_result import CompareResult, ConfigResult
 from vhd.align.compare_single import AnswerCache, SampleOutcome, SingleRunner, SingleSpec, question
@@ -36,6 +36,8 @@ from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError, StoreWriteError
 from vhd.progress import ProgressFn, staged
 from vhd.store.label_rules import LabelOptions
+from vhd.store.sqlite import StoreLike
+from vhd.store.sqlite import store_path as file_of_store
 
 METRIC_KEYS = ("accuracy", "f1", "kappa", "tpr", "tnr")
 
@@ -158,7 +160,7 @@ def compare(
     k: str | Sequence[int] = (1, 3, 5),
     rounds: str | Sequence[int] = (1, 2),
     sc_temperature: float = 0.7,
-    store: str | os.PathLike[str] | None = None,
+    store: StoreLike | None = None,
     config: AnnotateConfig | str | os.PathLike[str] | None = None,
     resamples: int = BOOTSTRAP,
     progress: bool | ProgressFn = False,
@@ -208,6 +210,7 @@ def compare(
     Raises:
         ConfigError: Bad flags, labels or configuration (nothing was run).
     """
+    store = None if store is None else file_of_store(store)
     if repeats < 1:
         raise ConfigError(f"--repeats {repeats} must be 1 or more")
     if not 0 <= sc_temperature <= 2:
@@ -302,7 +305,7 @@ def _run_single(
             await backend.aclose()
 
     try:
-        all_runs = asyncio.run(go())
+        all_runs = run_sync(go())
     finally:
         cache.close()
     results = []

@@ -11,12 +11,12 @@ its ``params`` say so.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from vhd.aio import run_sync
 from vhd.align.cascade import pick_thresholds, replay, write_curve
 from vhd.align.compare_result import ConfigResult
 from vhd.align.compare_single import SampleOutcome
@@ -78,7 +78,7 @@ def run_cascade(
             await probe.aclose()
         return rows
 
-    judged = asyncio.run(judge())
+    judged = run_sync(judge())
     scores = [[s for s, _ in row] for row in judged]
     stage_calls = [sum(c for _, c in row) / max(len(row), 1) for row in judged]
     outcomes = debate.runs[0]

@@ -31,6 +31,8 @@ from vhd.errors import ConfigError
 from vhd.progress import ProgressFn, staged
 from vhd.records import Verdict
 from vhd.store.label_rules import LabelOptions
+from vhd.store.sqlite import StoreLike
+from vhd.store.sqlite import store_path as file_of_store
 
 
 class _Stop(Exception):
@@ -156,7 +158,7 @@ def search_icl(
     out: str | os.PathLike[str],
     model: str | None = None,
     config: AnnotateConfig | str | os.PathLike[str] | None = None,
-    store: str | os.PathLike[str] | None = None,
+    store: StoreLike | None = None,
     max_rounds: int = 5,
     per_round: int = 3,
     metric: str = "f1",
@@ -195,6 +197,7 @@ def search_icl(
     Returns:
         Every round, the best set and the holdout estimate; also written under ``out``.
     """
+    store = None if store is None else file_of_store(store)
     ICL_METRICS.load(metric)  # an unknown metric fails before any annotation, listing the valid ones
     if not 2 <= per_round <= 4:
         raise ConfigError(f"--per-round {per_round} must be 2, 3 or 4 (the paper adds 2 to 4 a round)")

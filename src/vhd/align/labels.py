@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vhd.errors import ConfigError, VhdError
+from vhd.boundary import ItemFailure, guarded
+from vhd.errors import ConfigError
 from vhd.records import LabelledSample, LabelRow
 from vhd.store.label_rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
-from vhd.store.sqlite import Store
+from vhd.store.sqlite import Store, StoreLike, using_store
 
 if TYPE_CHECKING:
     from vhd.media.load import LoadedSample, MediaSettings
@@ -114,9 +115,9 @@ def read_labelled_set(store: Store, name: str) -> list[LabelledItem]:
     return store.labelled_set(name)
 
 
-def load_labelled_set(store: str | os.PathLike[str], name: str) -> list[LabelledItem]:
-    """Open a store file and read one labelled set (see `read_labelled_set`)."""
-    with Store(store) as db:
+def load_labelled_set(store: StoreLike, name: str) -> list[LabelledItem]:
+    """Read one labelled set of a store (an open `Store` or its path; see `read_labelled_set`)."""
+    with using_store(store) as db:
         return read_labelled_set(db, name)
 
 
@@ -193,10 +194,9 @@ def resolve_label_file(path: str | os.PathLike[str], store: Store, options: Labe
     )
     found: list[tuple[int, LabelledItem]] = []
     for row in labels:
-        try:
-            item = _resolve_row(row, store)
-        except (VhdError, OSError) as exc:  # never let one row stop the import
-            item = f"{row.path or row.id}: {exc}"
+        item = guarded(_resolve_row, row, store)  # never let one row stop the import
+        if isinstance(item, ItemFailure):
+            item = f"{row.path or row.id}: {item.reason}"
         if isinstance(item, str):
             out.skipped.append((row.line, item))
         else:
@@ -222,10 +222,9 @@ def _resolve_row(row: LabelRow, store: Store) -> LabelledItem | str:
         if found.skipped or len(found.items) != 1:
             why = found.skipped[0].reason if found.skipped else "not a single image, video or frame folder"
             return f"{row.path}: {why}"
-        try:
-            loaded = load_sample(found.items[0])
-        except Exception as exc:  # MediaError, or a decoder's own error on a corrupt file
-            return f"{row.path}: {exc}"
+        loaded = guarded(load_sample, found.items[0])  # MediaError, or a decoder's own error on a corrupt file
+        if isinstance(loaded, ItemFailure):
+            return f"{row.path}: {loaded.reason}"
         sample = loaded.sample
         if row.id is not None and row.id != sample.id:
             return f"id {row.id[:12]} does not match the file's content ({sample.id[:12]})"
@@ -239,7 +238,7 @@ def _resolve_row(row: LabelRow, store: Store) -> LabelledItem | str:
     else:  # read_labels leaves out rows with neither
         return "no path or id"
     return LabelledSample(
-        id=sid, path=where, kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
+        id=sid, path=str(where), kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
     )
 
 
@@ -271,7 +270,7 @@ def load_labelled_media(items: Sequence[LabelledItem], settings: MediaSettings) 
 def import_labels(
     path: str | os.PathLike[str],
     *,
-    store: str | os.PathLike[str] = "vhd.db",
+    store: StoreLike = "vhd.db",
     name: str | None = None,
     options: LabelOptions | None = None,
 ) -> ImportResult:
@@ -280,7 +279,7 @@ def import_labels(
     Args:
         path: A labels CSV (``path`` or ``id``, ``harmful``, optional ``reason``, ``categories``)
             or a VHD11K annotation file.
-        store: The store file (created when missing).
+        store: The store: an open `Store`, or its file (created when missing).
         name: The labelled set (default: the file's stem).
         options: ``--media``, ``--path-prefix``, ``--allow-outside-paths`` and ``--duplicates``
             (`vhd.store.label_rules.LabelOptions`).
@@ -292,7 +291,7 @@ def import_labels(
         ConfigError: Unreadable file, missing columns, or a bad set name.
     """
     set_name = check_set_name(name or Path(path).stem)
-    with Store(store) as db:
+    with using_store(store, create=True) as db:
         res = resolve_label_file(path, db, options)
         save_labelled_set(db, set_name, res.items, source=os.path.abspath(path))
     return ImportResult(

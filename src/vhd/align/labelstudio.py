@@ -253,7 +253,9 @@ class LabelStudioImport:
         decided: Tasks whose decision was used (several may name one sample).
         samples: Samples labelled (rows written to the set): one per sample, the newest decision.
         harmful: Of those, labelled harmful.
-        skipped: The tasks left out, in file order.
+        skipped: The tasks left out because they are unusable, in file order.
+        undecided: Tasks nobody decided yet (no annotation, or only cancelled ones: skipped in
+            Label Studio), in file order. Not a fault: the JSON-MIN export leaves them out.
     """
 
     name: str
@@ -263,6 +265,7 @@ class LabelStudioImport:
     samples: int = 0
     harmful: int = 0
     skipped: list[SkippedTask] = field(default_factory=list)
+    undecided: list[SkippedTask] = field(default_factory=list)
 
 
 class _Samples:
@@ -309,9 +312,10 @@ def import_labelstudio(
     `json_min_tasks`). Each task is tied to a sample by ``data.sample_id`` (as exported by
     `export_labelstudio`), else by ``data.path`` or the local-file URL (``/data/local-files/?d=``,
     with or without the server's address) read under ``media_root``, which must name a sample
-    the store holds. A task
-    that does not fit Label Studio's export format, has no decision, repeats an earlier task's
-    ``id`` or names no stored sample is left out with a one-line reason; the others are imported.
+    the store holds. A task that does not fit Label Studio's export format, has no usable
+    decision, repeats an earlier task's ``id`` or names no stored sample is left out with a
+    one-line reason; the others are imported. A task nobody decided (no annotation, or only
+    cancelled ones) is undecided, not a fault, so JSON and JSON-MIN exports agree.
     Several tasks naming one sample give one label: the newest decision (see
     `vhd.align.labelstudio_read` for the rule).
 
@@ -352,8 +356,9 @@ def import_labelstudio(
             if task.id is not None:
                 first_of[task.id] = position
             decision = rd.task_decision(task, position)
-            if isinstance(decision, str):
-                out.skipped.append(SkippedTask(position, task.id, decision))
+            if isinstance(decision, str):  # nobody decided yet (not a fault), or an unusable decision
+                undecided = rd.newest(task.annotations or []) is None
+                (out.undecided if undecided else out.skipped).append(SkippedTask(position, task.id, decision))
                 continue
             sample = samples.find(task.data)
             if isinstance(sample, str):
@@ -366,7 +371,7 @@ def import_labelstudio(
         items = [
             LabelledItem(
                 id=sample.id,
-                path=Path(sample.path),
+                path=sample.path,
                 kind=sample.kind,
                 harmful=d.harmful,
                 reason=d.reason,
@@ -427,18 +432,16 @@ def json_min_tasks(rows: list[Any]) -> list[Any]:
                 value = row[control]
                 values = value.get(key) if isinstance(value, dict) else [value] if isinstance(value, str) else value
                 result.append({"from_name": control, "to_name": "media", "type": kind, "value": {key: values}})
-        annotation = {
-            "id": row.get("annotation_id"),
-            "result": result,
-            "created_at": row.get("created_at"),
-            "updated_at": row.get("updated_at"),
-        }
+        stamps = {"created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
+        annotation = [{"id": row.get("annotation_id"), "result": result} | stamps]
+        if row.get("annotation_id") is None and not result:  # a task exported with nobody's decision
+            annotation = []
         tid = row.get("id")
         hashable = isinstance(tid, int | str) and not isinstance(tid, bool)
         if hashable and tid in by_id:
-            by_id[tid]["annotations"].append(annotation)
+            by_id[tid]["annotations"] += annotation
             continue
-        task = {"data": data, "annotations": [annotation]} | ({"id": tid} if "id" in row else {})
+        task = {"data": data, "annotations": annotation} | ({"id": tid} if "id" in row else {})
         if hashable:
             by_id[tid] = task
         out.append(task)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.store.sqlite import StoreLike, store_path
 
 MARGIN = 0.15
 """Default: a score within this distance of 0.5 is uncertain."""
@@ -208,7 +209,7 @@ def read_detector_report(folder: str | Path) -> dict[str, dict[str, tuple[bool, 
 
 
 def build_queue(
-    store: str | Path,
+    store: StoreLike,
     *,
     config_hash: str | None = None,
     detector_reports: Sequence[str | Path] = (),
@@ -230,6 +231,7 @@ def build_queue(
     Raises:
         ConfigError: No such store or configuration, a bad report folder, or a bad margin/top.
     """
+    store = store_path(store)
     from vhd.store.sqlite import open_store
 
     if not 0 <= margin <= 0.5:

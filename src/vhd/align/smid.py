@@ -24,6 +24,7 @@ from typing import Any
 from vhd.bench.metrics import BOOTSTRAP, Value, fmt
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
+from vhd.store.sqlite import StoreLike, store_path
 
 ID_COLUMN = "img_name"
 """The image-name column of SMID's published norms file."""
@@ -310,7 +311,7 @@ def align_ratings(
     model: str | None = None,
     debaters: str | None = None,
     judge: str | None = None,
-    store: str | Path = "vhd.db",
+    store: StoreLike = "vhd.db",
     config: Any = None,
     icl: str | Path | None = None,
     harmful_below: float = HARMFUL_BELOW,
@@ -352,6 +353,7 @@ def align_ratings(
     Raises:
         ConfigError: Bad thresholds, file or columns, or no labelled image was found.
     """
+    store = store_path(store)
     from vhd.annotate.api import annotate, annotate_config
     from vhd.media.hashing import sha256_file
     from vhd.store.sqlite import Store

@@ -7,7 +7,6 @@ verdict under the same configuration, and retries those that errored.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from vhd.annotate.summary import RunSummary
 from vhd.config import AnnotateConfig, load_config
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
+from vhd.store.sqlite import StoreLike, store_path
 
 if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
@@ -62,7 +62,7 @@ def annotate(
     negative: str | None = None,
     debaters: str | None = None,
     judge: str | None = None,
-    store: str | Path = "vhd.db",
+    store: StoreLike = "vhd.db",
     config: AnnotateConfig | str | Path | None = None,
     concurrency: int | None = None,
     icl: str | Path | None = None,
@@ -94,7 +94,8 @@ def annotate(
         negative: Model spec for the negative debater only.
         debaters: Model spec for both debaters.
         judge: Model spec for the judge.
-        store: SQLite store path (created if missing; reused to resume).
+        store: The store: its SQLite file (created if missing; reused to resume), or an open
+            `vhd.store.Store` (the run opens its file again for its own connection).
         config: An `AnnotateConfig`, or a TOML/YAML config file path.
         concurrency: Samples in flight at once (default 16).
         icl: In-context examples file or folder for the judge.
@@ -132,6 +133,9 @@ def annotate(
             or an `vhd.execution.Executor`. Planning, leases and store writes stay here.
         executor_options: Workers, Ray address, ``ship_media``, CPUs/GPUs per worker.
 
+    Works inside a running event loop too (a notebook cell): the run then goes on its own loop in
+    a worker thread (`vhd.aio.run_sync`); async code can ``await`` `aannotate` instead.
+
     Returns:
         The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
 
@@ -139,6 +143,79 @@ def annotate(
         vhd.errors.ConfigError: Bad configuration or inputs, or ``max_cost`` without prices
             (nothing was run).
         vhd.errors.BackendUnavailableError: A backend cannot work at all (nothing was run).
+    """
+    from vhd.aio import run_sync
+
+    return run_sync(
+        aannotate(
+            inputs,
+            model=model,
+            affirmative=affirmative,
+            negative=negative,
+            debaters=debaters,
+            judge=judge,
+            store=store,
+            config=config,
+            concurrency=concurrency,
+            icl=icl,
+            rounds=rounds,
+            retry_unparsed=retry_unparsed,
+            rehash=rehash,
+            frame_folders=frame_folders,
+            include_duplicates=include_duplicates,
+            allow_outside_paths=allow_outside_paths,
+            dry_run=dry_run,
+            max_cost=max_cost,
+            progress=progress,
+            command=command,
+            on_event=on_event,
+            cascade=cascade,
+            batch_api=batch_api,
+            batch_poll_s=batch_poll_s,
+            batch_quiet_s=batch_quiet_s,
+            stage_wise=stage_wise,
+            executor=executor,
+            executor_options=executor_options,
+        )
+    )
+
+
+async def aannotate(
+    inputs: Sequence[str | Path],
+    *,
+    model: str | None = None,
+    affirmative: str | None = None,
+    negative: str | None = None,
+    debaters: str | None = None,
+    judge: str | None = None,
+    store: StoreLike = "vhd.db",
+    config: AnnotateConfig | str | Path | None = None,
+    concurrency: int | None = None,
+    icl: str | Path | None = None,
+    rounds: int | None = None,
+    retry_unparsed: bool = False,
+    rehash: bool = False,
+    frame_folders: bool = False,
+    include_duplicates: bool = False,
+    allow_outside_paths: bool = False,
+    dry_run: bool = False,
+    max_cost: float | None = None,
+    progress: bool | ProgressFn = False,
+    command: str = "",
+    on_event: Callable[[str], None] | None = None,
+    cascade: Cascade | None = None,
+    batch_api: bool = False,
+    batch_poll_s: float = 30.0,
+    batch_quiet_s: float = 0.5,
+    stage_wise: bool = False,
+    executor: str | Executor = "local",
+    executor_options: ExecutorOptions | None = None,
+) -> RunSummary:
+    """Annotate by model debate, awaited: `annotate` for code already inside an event loop.
+
+    ``await vhd.aannotate([...], model=..., store=...)`` from a notebook cell or an async
+    service runs the debate on the caller's loop. The arguments, result and errors are those of
+    `annotate`.
     """
     from vhd.annotate.loop import run
     from vhd.execution import executor as find_executor
@@ -162,28 +239,26 @@ def annotate(
         flag = "--batch-api" if batch_api else "--cascade"
         raise ConfigError(f"{flag} runs in this process; leave out --executor, or drop {flag}")
     start = time.perf_counter()
-    summary = asyncio.run(
-        run(
-            inputs,
-            cfg,
-            store=Path(store),
-            retry_unparsed=retry_unparsed,
-            rehash=rehash,
-            frame_folders=frame_folders,
-            include_duplicates=include_duplicates,
-            allow_outside_paths=allow_outside_paths,
-            dry_run=dry_run,
-            max_cost=max_cost,
-            progress=progress,
-            command=command,
-            on_event=on_event or (lambda _msg: None),
-            cascade=cascade,
-            batch_api=batch_api,
-            batch_poll_s=batch_poll_s,
-            batch_quiet_s=batch_quiet_s,
-            stage_wise=stage_wise,
-            executor=None if runner.in_process else runner,
-        )
+    summary = await run(
+        inputs,
+        cfg,
+        store=store_path(store),
+        retry_unparsed=retry_unparsed,
+        rehash=rehash,
+        frame_folders=frame_folders,
+        include_duplicates=include_duplicates,
+        allow_outside_paths=allow_outside_paths,
+        dry_run=dry_run,
+        max_cost=max_cost,
+        progress=progress,
+        command=command,
+        on_event=on_event or (lambda _msg: None),
+        cascade=cascade,
+        batch_api=batch_api,
+        batch_poll_s=batch_poll_s,
+        batch_quiet_s=batch_quiet_s,
+        stage_wise=stage_wise,
+        executor=None if runner.in_process else runner,
     )
     summary.elapsed_s = time.perf_counter() - start
     return summary

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vhd.annotate.summary import RunSummary
+from vhd.boundary import ItemFailure, guarded
 from vhd.errors import MediaError, StoreWriteError
 from vhd.fileio import FileStat, display_path, file_stat
 from vhd.media.discover import PlainFile, Skipped
@@ -186,7 +187,7 @@ class Feeder:
         planned = stat_items(chunk, index, rehash=self.rehash)  # stat calls and one lookup: quick
         to_read = [p.needs_read for p in planned]
         reads = [p for p, read in zip(planned, to_read, strict=True) if read]  # only files whose stat changed
-        read_ids = await asyncio.gather(*(asyncio.to_thread(resolve_id, p) for p in reads))  # in threads
+        read_ids = await asyncio.gather(*(asyncio.to_thread(guarded, resolve_id, p) for p in reads))  # in threads
         self.db.remember_hashes([entry for p in reads for entry in p.new])
         settled, excluded = index.settled, self.excluded
         read_now = {sid for sid in read_ids if isinstance(sid, str)} if settled else set()
@@ -205,8 +206,8 @@ class Feeder:
                     self.summary.already_done += 1
                     continue
             else:
-                sid = resolve_id(p)
-            if isinstance(sid, MediaError):
+                sid = guarded(resolve_id, p)
+            if isinstance(sid, MediaError | ItemFailure):
                 self.skip(item.path, str(sid))
             elif self.repeated(sid, batch_paths):
                 self.summary.duplicates += 1

@@ -30,8 +30,9 @@ from vhd.annotate.feeder import CLAIM_BATCH, SKIP_REASONS_KEPT, Feeder
 from vhd.annotate.summary import RunSummary, count_status
 from vhd.backends.endpoints import merge_stats
 from vhd.backends.registry import build_backends
+from vhd.boundary import ItemFailure, guarded
 from vhd.config import AnnotateConfig
-from vhd.errors import MediaError, StoreWriteError
+from vhd.errors import StoreWriteError
 from vhd.fileio import display_path
 from vhd.media.discover import PlainFile, Skipped
 from vhd.progress import ProgressFn, bar
@@ -96,6 +97,9 @@ async def run(
     check_inputs(list(inputs))
     summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run, stage_wise=stage_wise or batch_api)
     backends = build_backends(config)
+    if executor is None:  # elsewhere a model path may exist only where the workers run
+        for backend in {id(b): b for b in backends.values()}.values():
+            backend.precheck()  # before the identity below imports torch for a local model
     if batch_api:
         from vhd.annotate.batch import check_batchable
 
@@ -362,10 +366,9 @@ class _Job(Feeder):
                 self.on_call(out.result.usage)
                 self.commit(out.sample, out.result, out.started)
                 return
-            try:
-                loaded = await asyncio.to_thread(load_sample, item, self.settings)
-            except MediaError as exc:
-                self.skip(item.path, str(exc))
+            loaded = await asyncio.to_thread(guarded, load_sample, item, self.settings)
+            if isinstance(loaded, ItemFailure):  # unreadable, damaged, or a missing extra (named)
+                self.skip(item.path, loaded.reason)
                 self.db.release_leases(self.run_id, [sid])
                 return
             self.summary.found += 1

@@ -6,14 +6,13 @@ compares two runs' configurations key by key (nested tables flattened to dotted 
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from vhd.config import flatten_keys
 from vhd.errors import ConfigError
 from vhd.store.rows import RunInfo
-from vhd.store.sqlite import open_store
+from vhd.store.sqlite import StoreLike, using_store
 
 
 @dataclass(frozen=True)
@@ -59,13 +58,13 @@ def _row(run: RunInfo) -> RunRow:
     )
 
 
-def list_runs(store: str | os.PathLike[str]) -> list[RunRow]:
+def list_runs(store: StoreLike) -> list[RunRow]:
     """Every run of a store, oldest first.
 
     Raises:
         ConfigError: No store at ``store``.
     """
-    with open_store(store) as db:
+    with using_store(store) as db:
         return [_row(r) for r in db.runs()]
 
 
@@ -111,7 +110,7 @@ def _pick(runs: list[RunInfo], ref: str) -> RunInfo:
     raise ConfigError(f"run {ref!r} matches {len(found)} runs: give more characters of the id")
 
 
-def diff_runs(store: str | os.PathLike[str], a: str, b: str) -> RunDiff:
+def diff_runs(store: StoreLike, a: str, b: str) -> RunDiff:
     """Compare two runs' configurations (and models, command aside).
 
     Args:
@@ -122,7 +121,7 @@ def diff_runs(store: str | os.PathLike[str], a: str, b: str) -> RunDiff:
     Raises:
         ConfigError: No store, or a run that is not there or is ambiguous.
     """
-    with open_store(store) as db:
+    with using_store(store) as db:
         runs = db.runs()
     ra, rb = _pick(runs, a), _pick(runs, b)
     fa = flatten_keys({"config": ra.config, "models": ra.models, "prompt_hash": ra.prompt_hash})

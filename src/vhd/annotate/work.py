@@ -18,8 +18,9 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from vhd.boundary import ItemFailure, guarded
 from vhd.config import AnnotateConfig
-from vhd.errors import MediaError, WorkerLostError
+from vhd.errors import WorkerLostError
 from vhd.execution import Executor, Pool, Work, named_env
 from vhd.records import MediaItem, Role, Sample
 
@@ -113,10 +114,10 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         loaded = item.loaded
         if loaded is None:
             assert item.item is not None
-            try:
-                loaded = await asyncio.to_thread(load_sample, item.item, self.settings)
-            except MediaError as exc:
-                return DebateOutcome(None, None, media_error=str(exc))
+            read = await asyncio.to_thread(guarded, load_sample, item.item, self.settings)
+            if isinstance(read, ItemFailure):
+                return DebateOutcome(None, None, media_error=read.reason)
+            loaded = read
         started = time.time()
         result = await self.debate.run(loaded.sample.kind, loaded.images)
         return DebateOutcome(loaded.sample, result, started)
@@ -166,10 +167,9 @@ async def debate_on(
     try:
         if not ship:
             return await pool.run(DebateItem(sample_id, item=item))
-        try:
-            loaded = await asyncio.to_thread(load_sample, item, settings)
-        except MediaError as exc:
-            return DebateOutcome(None, None, media_error=str(exc))
+        loaded = await asyncio.to_thread(guarded, load_sample, item, settings)
+        if isinstance(loaded, ItemFailure):
+            return DebateOutcome(None, None, media_error=loaded.reason)
         return await pool.run(DebateItem(sample_id, loaded=loaded))
     except WorkerLostError as exc:
         return DebateOutcome(None, None, lost=str(exc))

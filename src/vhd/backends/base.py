@@ -179,6 +179,16 @@ class Backend(abc.ABC):
             BackendUnavailableError: With a one-line message that says how to fix it.
         """
 
+    def precheck(self) -> None:  # noqa: B027 - optional hook
+        """Fail at once on what costs nothing to check (a missing local model directory).
+
+        Called before anything heavy is imported or loaded (the configuration's identity
+        included); `check` does the full check later.
+
+        Raises:
+            BackendUnavailableError: With a one-line message that says how to fix it.
+        """
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections, models and threads."""
 

@@ -149,6 +149,36 @@ def unavailable_message(model: str, exc: BaseException, *, offline: bool) -> str
     )
 
 
+def check_model_path(model: str, revision: str | None = None) -> None:
+    """Fail at once (before torch is imported) when ``model`` cannot be there.
+
+    A path (``/...``, ``./...``, ``~/...``) where no directory is; or, with ``HF_HUB_OFFLINE``
+    set, a hub id the local cache does not hold (its ``config.json`` is looked up, nothing is
+    downloaded).
+
+    Raises:
+        BackendUnavailableError: One line with the fix.
+    """
+    if looks_local(model):
+        if not Path(model).expanduser().is_dir():
+            raise BackendUnavailableError(unavailable_message(model, FileNotFoundError(model), offline=True))
+        return
+    if offline_env() and not Path(model).expanduser().exists() and not _cached(model, revision):
+        raise BackendUnavailableError(unavailable_message(model, OSError("not in the local cache"), offline=True))
+
+
+def _cached(model: str, revision: str | None) -> bool:
+    """Whether the local hub cache holds ``model``'s ``config.json`` (True when that cannot be told)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return True  # the load itself names the missing dependency
+    try:
+        return isinstance(try_to_load_from_cache(model, "config.json", revision=revision), str)
+    except ValueError:  # not a valid repository id: the load says so
+        return True
+
+
 def load_model(model: str, options: Mapping[str, Any] | None = None) -> LoadedModel:
     """Load a vision-language model and its processor exactly as the ``hf`` backend does.
 
@@ -182,6 +212,10 @@ class HFBackend(Backend):
         self.opts = parse_options(self.options)
         self._worker: BatchWorker | None = None
         self._lock = threading.Lock()
+
+    def precheck(self) -> None:
+        """A missing local model directory (or, offline, an uncached hub id) fails here, before torch loads."""
+        check_model_path(self.model, self.opts.revision)
 
     def identity(self) -> dict[str, Any]:
         """Spec, resolved dtype, revision and extra generate arguments."""
@@ -270,6 +304,7 @@ class HFBackend(Backend):
             BackendUnavailableError: The model cannot be found or loaded (one line with the fix).
             MissingDependencyError: torch/transformers are not installed.
         """
+        self.precheck()
         await asyncio.wrap_future(self._ensure_worker().ready)
 
     async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> Output:

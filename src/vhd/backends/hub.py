@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import socket
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -80,9 +82,22 @@ def brief(exc: BaseException, limit: int = 240) -> str:
     return cut + " ..."
 
 
+def hf_command() -> str:
+    """How to run huggingface_hub's ``hf`` command from this environment, activated or not.
+
+    The ``hf`` script installed beside this interpreter, by its path (a bare ``hf`` is not on
+    ``PATH`` in a virtual environment that is not activated); else the module through this
+    interpreter.
+    """
+    script = Path(sys.executable).parent / "hf"
+    if sys.executable and script.is_file():
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable or 'python3')} -m huggingface_hub.cli.hf"
+
+
 def unreachable_message(what: str, model: str, alternatives: str, files: tuple[str, ...] = ()) -> str:
     """The one line for a model that is neither in the local cache nor reachable on the hub."""
-    command = " ".join(("hf download", model, *files))
+    command = " ".join((hf_command(), "download", model, *files))
     return (
         f"cannot load {what} {model!r}: not in the local cache and the hub is unreachable; "
         f"download it ({command}) or {alternatives}"

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from vhd.boundary import ItemFailure, guarded
 from vhd.errors import ConfigError, MediaError
 from vhd.records import Kind, LabelledSample, LabelRow, MediaItem
 from vhd.store.label_rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
@@ -123,8 +124,10 @@ def load_bench_set(
     problems += [Problem(n.line, n.message) for n in label_set.notes]
     found: list[BenchItem] = []
     for row in label_set:
-        item = _item(row, tax, problems, stored.get(row.id or ""))
-        if item is not None:
+        item = guarded(_item, row, tax, problems, stored.get(row.id or ""))
+        if isinstance(item, ItemFailure):
+            problems.append(Problem(row.line, item.reason))
+        elif item is not None:
             found.append(item)
     settled = settle_duplicates([(i.line, [i.id], i.harmful) for i in found], opts.duplicates, "content")
     items = [found[k] for k in settled.keep]
@@ -169,7 +172,7 @@ def _item(row: LabelRow, tax: Taxonomy, problems: list[Problem], stored: Path | 
         return None
     return BenchItem(
         id=sid,
-        path=path,
+        path=str(path),
         kind=kind,
         harmful=row.harmful,
         categories=codes if row.harmful else [],

@@ -34,7 +34,7 @@ def _first_frame(item: BenchItem) -> object | None:
     from vhd.media.image import open_image
 
     try:
-        if item.path.is_dir():
+        if Path(item.path).is_dir():
             frames = frame_folder_frames(item.path)
             return open_image(frames[0]) if frames else None
         if item.kind.value == "image":
@@ -133,7 +133,7 @@ def write_index(
             item = by_id[sid]
             names = write_thumbnails(item, thumbs, unblurred=unblurred)
             truth = "harmful" if item.harmful else "unharmful"
-            caption = f"{html.escape(item.path.name)}<br>truth: {truth} {','.join(item.categories)}"
+            caption = f"{html.escape(Path(item.path).name)}<br>truth: {truth} {','.join(item.categories)}"
             if names is None:
                 parts.append(f"<figure>(no preview)<figcaption>{caption}</figcaption></figure>")
                 continue

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -231,7 +232,8 @@ def benchmark(
         bench = load_bench_set(labels, media=media, taxonomy=tax, options=label_options, store=store)
     cw = load_crosswalk(crosswalk)
     saved = load_calibrations(calibration_file) if calibration_file is not None else {}
-    with PredictionCache(folder / CACHE_FILE) as cache:
+    made = [p for p in (folder, folder / CACHE_FILE) if not p.exists()]  # removed again if nothing is computed
+    with PredictionCache(folder / CACHE_FILE) as cache, _unmade_on_failure(made, cache):
         bench_run = run_bench(
             bench,
             detectors,
@@ -247,3 +249,24 @@ def benchmark(
     extra = {"crosswalk_version": cw.version, "calibrate_split": calibrate_split}
     files = write_report(folder, bench_run, results, plots=plots, unblurred=unblurred, calibrations=cals, extra=extra)
     return BenchReport(run=bench_run, results=results, calibrations=cals, files=files)
+
+
+@contextlib.contextmanager
+def _unmade_on_failure(made: list[Path], cache: Any) -> Iterator[None]:
+    """Remove the cache file and report folder a run created when it fails before caching anything.
+
+    A missing extra or a detector that cannot load then leaves nothing behind.
+    """
+    try:
+        yield
+    except BaseException:
+        if made and cache.count() == 0:
+            cache.close()
+            for path in reversed(made):
+                if path.is_dir():
+                    with contextlib.suppress(OSError):
+                        path.rmdir()  # only when empty
+                else:
+                    for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+                        leftover.unlink(missing_ok=True)
+        raise

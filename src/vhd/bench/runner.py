@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from vhd.aio import run_sync
 from vhd.bench.cache import PredictionCache, detector_key
 from vhd.bench.original import original_identity, wants_original
 from vhd.bench.predictions import PredictionLog
@@ -300,7 +301,7 @@ def run_bench(
     from vhd.execution import executor as find_executor
 
     runner = find_executor(executor, executor_options)
-    return asyncio.run(
+    return run_sync(
         arun_bench(
             bench,
             detectors,

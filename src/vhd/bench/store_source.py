@@ -14,6 +14,7 @@ from pathlib import Path
 
 from vhd.bench.data import BenchItem, BenchSet, Problem
 from vhd.errors import ConfigError, MediaError
+from vhd.store.sqlite import StoreLike, store_path
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -29,7 +30,7 @@ def is_store_file(path: str | os.PathLike[str]) -> bool:
 
 
 def load_bench_set_from_store(
-    store: str | os.PathLike[str],
+    store: StoreLike,
     *,
     config_hash: str | None = None,
     run_id: str | None = None,
@@ -49,6 +50,7 @@ def load_bench_set_from_store(
     Raises:
         ConfigError: The store is missing or unreadable, or no sample is usable.
     """
+    store = store_path(store)
     from vhd.media.load import sample_id
     from vhd.records import MediaItem, Status
     from vhd.store.sqlite import open_store
@@ -87,7 +89,7 @@ def load_bench_set_from_store(
         items.append(
             BenchItem(
                 id=sample.id,
-                path=media_path,
+                path=str(media_path),
                 kind=sample.kind,
                 harmful=bool(verdict.harmful),
                 categories=codes,

@@ -14,9 +14,11 @@ import asyncio
 import time
 from collections.abc import Coroutine, Sequence
 from contextlib import suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.bench.original import load_original, wants_original
+from vhd.boundary import item_boundary
 from vhd.detectors.base import Detector, Prediction
 from vhd.errors import VhdError
 from vhd.execution import Work
@@ -39,7 +41,8 @@ def load_media(item: BenchItem, original: bool, settings: MediaSettings | None) 
 
     if original:
         return [load_original(item.path, (settings or MediaSettings()).limits)]
-    media = MediaItem(path=item.path, kind=item.kind, is_frame_folder=item.path.is_dir())
+    path = Path(item.path)
+    media = MediaItem(path=path, kind=item.kind, is_frame_folder=path.is_dir())
     return load_sample(media, settings).images
 
 
@@ -65,7 +68,7 @@ async def predict_item(
     slots: asyncio.Semaphore,
 ) -> list[Outcome]:
     """Every detector in ``todo`` on one sample, its media loaded once per form (original or prepared)."""
-    plain_file = item.kind is Kind.IMAGE and not item.path.is_dir()
+    plain_file = item.kind is Kind.IMAGE and not Path(item.path).is_dir()
     groups: dict[bool, list[int]] = {}
     for index in todo:
         groups.setdefault(plain_file and wants_original(detectors[index]), []).append(index)
@@ -73,16 +76,16 @@ async def predict_item(
     jobs: list[Coroutine[Any, Any, Outcome]] = []
     try:
         for original, indices in groups.items():
-            try:
+            with item_boundary(item) as b:  # unreadable, damaged, a missing extra, or a surprise: this sample's error
                 # Original bytes are a file read and a header parse (well under a millisecond): done
                 # inline, since a thread hand-off per sample costs more on a busy machine than that.
                 if original:
                     images = load_media(item, True, settings)
                 else:
                     images = await asyncio.to_thread(load_media, item, False, settings)
-            except VhdError as exc:
+            if b.failure is not None:
                 now = time.perf_counter()
-                out.extend((index, Prediction(None, error=f"media: {exc}"), now, now) for index in indices)
+                out.extend((index, Prediction(None, error=f"media: {b.failure.reason}"), now, now) for index in indices)
             else:
                 jobs.extend(judge(detectors[index], index, item.kind, images, slots) for index in indices)
     except BaseException:  # cancelled (Ctrl-C) between loads: drop the calls not yet started

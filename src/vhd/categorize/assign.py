@@ -15,7 +15,6 @@ already stored), and applying the results to the verdicts goes a page at a time 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections import Counter
@@ -24,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vhd.aio import run_sync
 from vhd.categorize.todo import BATCH, Todo
 from vhd.errors import ConfigError
 from vhd.execution import Executor, ExecutorOptions
@@ -380,5 +380,5 @@ def run_llm(job: CategorizeJob) -> str:
             await backend.aclose()
 
     emit(f"asking {backend.spec} about {len(todo)} annotation(s), {concurrency} at a time")
-    asyncio.run(main())
+    run_sync(main())
     return backend.spec

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from vhd.boundary import item_boundary
 from vhd.errors import ConfigError
 from vhd.store.sqlite import Store
 from vhd.taxonomy.taxonomy import Taxonomy
@@ -53,7 +54,9 @@ def read_calibration(
                     f"use its codes ({taxonomy.code_range}) or names, or pass the matching --taxonomy"
                 )
             row_codes.append(cat.code)
-        reason = row.reason or _stored_reason(store, row.id, str(row.path) if row.path else None)
+        reason = None
+        with item_boundary(row):  # a row whose reason cannot be looked up is left out
+            reason = row.reason or _stored_reason(store, row.id, str(row.path) if row.path else None)
         if not reason:
             skipped += 1
             continue

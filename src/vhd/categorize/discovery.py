@@ -12,7 +12,6 @@ through the ``vhd.discovery_methods`` entry-point group.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import os
 from collections import Counter
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vhd.aio import run_sync
 from vhd.categorize.cluster import CLUSTERERS, DEFAULT_DISTANCE, Cluster
 from vhd.categorize.naming import fallback_names, name_with_model, propose_with_model
 from vhd.errors import ConfigError
@@ -240,7 +240,7 @@ def discover_with_llm(job: DiscoveryJob) -> Discovered:
         raise ConfigError("--method llm-only needs --model BACKEND:MODEL to propose the categories")
     shown = [r for r, _ in job.reasons.most_common(job.sample)]
     job.emit(f"asking {backend.spec} for categories over {len(shown)} of {len(job.reasons)} distinct reason(s)")
-    proposed = asyncio.run(_with(backend, propose_with_model(backend, shown)))
+    proposed = run_sync(_with(backend, propose_with_model(backend, shown)))
     return Discovered(proposed[: job.max_categories])
 
 
@@ -269,7 +269,7 @@ def discover_by_clustering(job: DiscoveryJob) -> Discovered:
     emit(f"{len(clusters)} cluster(s), {len(noise)} reason(s) left out")
     if backend is not None:
         emit(f"asking {backend.spec} to name {len(clusters)} cluster(s)")
-        asyncio.run(_with(backend, name_with_model(backend, clusters)))
+        run_sync(_with(backend, name_with_model(backend, clusters)))
     fallback_names(clusters)
     return Discovered([(c.name, c.definition, c.typical) for c in clusters], clusters, noise)
 

@@ -202,8 +202,9 @@ def run(args: argparse.Namespace) -> int:
             "unknown (add [prices] to the config)" if e["cost_max_usd"] is None else f"at most ${e['cost_max_usd']:.2f}"
         )
         print(
-            f"{e['samples']} sample(s) ({e['images']} images, {e['videos']} videos), {e['already_done']} already done, "
-            f"{e['unreadable']} unreadable; {e['to_annotate']} to annotate with {e['calls']} calls, "
+            f"{e['samples']} sample{_s(e['samples'])} ({e['images']} image{_s(e['images'])}, "
+            f"{e['videos']} video{_s(e['videos'])}), {e['already_done']} already done, "
+            f"{e['unreadable']} unreadable; {e['to_annotate']} to annotate with {e['calls']} call{_s(e['calls'])}, "
             f"at most {e['prompt_tokens_max']:,} prompt + {e['completion_tokens_max']:,} completion tokens; cost {cost}"
         )
     else:
@@ -211,3 +212,8 @@ def run(args: argparse.Namespace) -> int:
     if summary.store_error:
         print(f"vhd: error: {printable(redact_text(summary.store_error))}", file=sys.stderr)
     return summary.exit_code(strict=args.strict)
+
+
+def _s(n: int) -> str:
+    """The plural ending for a count: ``1 video``, ``2 videos``, ``0 videos``."""
+    return "" if n == 1 else "s"

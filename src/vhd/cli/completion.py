@@ -36,14 +36,14 @@ def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
     Raises:
         vhd.errors.ConfigError: shtab is not installed, or the shell is not one of `SHELLS`.
     """
-    from vhd.errors import ConfigError
+    from vhd.errors import ConfigError, pip_install
 
     if shell not in SHELLS:
         raise ConfigError(f"no completion for {shell!r}: choose one of {', '.join(SHELLS)}")
     try:
         import shtab
     except ImportError:
-        raise ConfigError("shell completion needs shtab: pip install 'vhd[completion]'") from None
+        raise ConfigError(f"shell completion needs shtab: {pip_install(repr('vhd[completion]'))}") from None
     return str(shtab.complete(parser, shell=shell))
 
 

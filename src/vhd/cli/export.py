@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,9 @@ class _Formats(RegistryNames):
 
 
 HF = "hf"
+STDOUT = "-"
+TEXT_FORMATS = ("jsonl", "csv", "vhd11k-csv")
+"""The formats ``-o -`` writes to stdout."""
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -48,8 +54,8 @@ def add_parser(sub: Any, name: str) -> None:
         "so a shared file names no local folder or user; --absolute-paths writes them as stored (never with "
         "--push-to-hub).",
         epilog=examples(
-            "vhd export demo.db -o vhd11k.csv",
-            "vhd export demo.db --kind image --relative-to ~/data -o images.csv",
+            "vhd export demo.db --relative-to ~/data -o vhd11k.csv",
+            "vhd export demo.db --format jsonl -o -",
             "vhd export demo.db --format hf -o vhd_dataset/",
             "vhd export demo.db --absolute-paths --format jsonl -o local.jsonl",
         ),
@@ -61,7 +67,8 @@ def add_parser(sub: Any, name: str) -> None:
         "-o",
         "--out",
         required=True,
-        help="output file (VHD11K CSV with images and videos: X_images.csv + X_videos.csv)",
+        help="output file (VHD11K CSV with images and videos: X_images.csv + X_videos.csv); "
+        "- writes JSONL or CSV to stdout (the summary goes to stderr)",
     )
     p.add_argument("--config-hash", help="only annotations made under this configuration (prefix ok)")
     p.add_argument("--include-unparsed", action="store_true", help="JSONL/Parquet: keep unparsed and error rows")
@@ -85,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
     from vhd.store.export import export
     from vhd.store.sqlite import open_store
 
+    to_stdout = args.out == STDOUT
+    if to_stdout and args.format not in TEXT_FORMATS:
+        from vhd.errors import ConfigError
+
+        raise ConfigError(f"-o - writes {' or '.join(TEXT_FORMATS)} to stdout; give --format {args.format} a file name")
     if args.format == HF:
         return _run_hf(args)
     if args.push_to_hub:
@@ -92,41 +104,54 @@ def run(args: argparse.Namespace) -> int:
 
         raise ConfigError("--push-to-hub goes with --format hf (a dataset folder)")
 
-    with open_store(args.store) as db:
+    with open_store(args.store) as db, tempfile.TemporaryDirectory(prefix="vhd-export-") as spool:
         result = export(
             db,
             args.format,
-            Path(args.out),
+            Path(spool) / f"stdout.{args.format}" if to_stdout else Path(args.out),
             config_hash=db.resolve_config_hash(args.config_hash),
             include_unparsed=args.include_unparsed,
             kind=args.kind,
             relative_to=args.relative_to,
             absolute_paths=args.absolute_paths,
         )
-    split = len(result.files) > 1 and Path(args.out) not in result.files
+        if to_stdout:
+            _copy_to_stdout(result.files)
+    split = len(result.files) > 1 and Path(args.out) not in result.files and not to_stdout
+    report = sys.stderr if to_stdout else sys.stdout
     if args.json:
-        print_json(
-            {
-                "written": result.written,
-                "files": result.files,
-                "split_by_kind": split,
-                "left_out": result.left_out_counts,
-                "paths_relative_to": result.root,
-            }
-        )
+        summary = {"written": result.written, "split_by_kind": split, "left_out": result.left_out_counts}
+        files_out: Any = ["-"] if to_stdout else result.files
+        print_json({**summary, "files": files_out, "paths_relative_to": result.root}, file=report)
         return 0
-    files = ", ".join(str(f) for f in result.files) or "no file"
-    print(f"wrote {result.written} annotation(s) to {files}")
+    files = "stdout" if to_stdout else ", ".join(str(f) for f in result.files) or "no file"
+    print(f"wrote {result.written} annotation(s) to {files}", file=report)
     if result.root is not None and result.written:
-        print(f"sample paths are relative to {result.root} (--absolute-paths writes them as stored)")
+        print(f"sample paths are relative to {result.root} (--absolute-paths writes them as stored)", file=report)
     if split:
         print(
             f"images and videos went to separate files, as VHD11K ships them (not {args.out}); "
-            "--kind image or --kind video writes one file with exactly that name"
+            "--kind image or --kind video writes one file with exactly that name",
+            file=report,
         )
     for why, count in sorted(result.left_out_counts.items()):
-        print(f"left out {count}: {why}")
+        print(f"left out {count}: {why}", file=report)
     return 0
+
+
+def _copy_to_stdout(files: list[Path]) -> None:
+    """Copy the one file written to stdout (the VHD11K CSV of images and videos is two: refused)."""
+    if len(files) > 1:
+        from vhd.errors import ConfigError
+
+        raise ConfigError(
+            "the store holds images and videos, which the VHD11K CSV keeps in two files: "
+            "add --kind image or --kind video to write one to stdout, or give -o a file name"
+        )
+    sys.stdout.flush()
+    with open(files[0], "rb") as f:
+        shutil.copyfileobj(f, sys.stdout.buffer)
+    sys.stdout.buffer.flush()
 
 
 def _run_hf(args: argparse.Namespace) -> int:

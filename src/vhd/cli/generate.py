@@ -18,6 +18,8 @@ EXAMPLES = examples(
     "vhd generate prompts.csv --generator animatediff-i2v --first-frames synth/ --out synth/ --store run.db",
     "vhd generate prompts.csv --generator sdxl --out synth/ --executor ray --workers 8 --gpus-per-worker 1",
     "vhd generate prompts.csv --generator sd:/tmp/tiny-sd --size 64x64 --steps 4 --device cpu --out synth/",
+    "vhd generate prompts.csv --generator sdxl --preset lightning-4step --vae fp16-fix --dtype float16 --out fast/",
+    "vhd generate prompts.csv --generator sdxl --image-format webp --no-c2pa --out synth/",
 )
 
 
@@ -35,8 +37,10 @@ def add_parser(sub: Any, name: str) -> None:
         description=(
             "Generate one image or video per prompt of a CSV (a 'prompt' column; keyword, id, negative_prompt and "
             "seed optional) and register them as synthetic samples. Each prompt's seed is a hash of --seed and its "
-            "id; provenance goes into the file (PNG text chunk, MP4 comment) and the store. A rerun skips what is "
-            "done; Ctrl-C finishes the batch in flight. Prompts combining minors with sexual content are refused."
+            "id; provenance goes into the file (PNG text chunk, WebP XMP, MP4 comment) and the store, and a signed "
+            "C2PA manifest (Content Credentials: created by a trained algorithm) when vhd[c2pa] is installed. "
+            "Encoding and saving overlap the next pipeline call. A rerun skips what is done; Ctrl-C finishes the "
+            "batches in flight. Prompts combining minors with sexual content are refused."
         ),
         epilog=EXAMPLES,
     )
@@ -69,6 +73,22 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--attention-slicing", action="store_true", help="less memory, slower")
     p.add_argument("--vae-tiling", action="store_true", help="decode in tiles (large sizes, small GPUs)")
     p.add_argument("--cpu-offload", action="store_true", help="keep parts on the CPU until used (accelerate)")
+    p.add_argument("--image-format", choices=("png", "webp"), default="png", help="png (default) or lossless webp")
+    p.add_argument("--png-level", type=int, default=1, metavar="0-9",
+                   help="zlib level of PNGs (1: fast; 6: smaller); the same pixels either way")  # fmt: skip
+    c2pa = p.add_mutually_exclusive_group()
+    c2pa.add_argument("--c2pa", dest="c2pa", action="store_const", const="on", default="auto",
+                      help="sign Content Credentials into each output (default: with vhd[c2pa])")  # fmt: skip
+    c2pa.add_argument("--no-c2pa", dest="c2pa", action="store_const", const="off",
+                      help="no C2PA manifest (outputs byte-identical across runs)")  # fmt: skip
+    p.add_argument("--preset", metavar="NAME",
+                   help="fast sdxl preset: lightning-2step, -4step or -8step (SDXL-Lightning)")  # fmt: skip
+    p.add_argument("--channels-last", action="store_true", help="channels-last memory format for UNet and VAE")
+    p.add_argument("--attention", choices=("sdpa", "flash", "efficient", "math", "cudnn"),
+                   help="force a scaled-dot-product attention kernel (default: torch chooses)")  # fmt: skip
+    p.add_argument("--vae", metavar="ID_OR_PATH", help="VAE to use, e.g. fp16-fix (the fp16-safe SDXL VAE: no upcast)")
+    p.add_argument("--unet-weights", metavar="FILE_OR_HUB_FILE",
+                   help="UNet weights (.safetensors) over the model's, e.g. a distilled UNet")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_executor_flags(p, ship_media=False)
@@ -93,6 +113,20 @@ def parse_components(values: list[str]) -> dict[str, str]:
         if not sep or not key.strip() or not ident.strip():
             raise ConfigError(f"--component {value!r} must be NAME=ID_OR_PATH, e.g. motion_adapter=/models/adapter")
         found[key.strip()] = ident.strip()
+    return found
+
+
+def _user_signing() -> dict[str, str]:
+    """The ``[c2pa]`` table of the user config (the signing certificate, paths made absolute), empty without one."""
+    from pathlib import Path
+
+    from vhd.config import load_config
+
+    config = load_config(None)
+    found: dict[str, str] = {str(k): v for k, v in config.c2pa.items()}
+    for key in ("cert", "key"):
+        if key in found and config.base_dir and not Path(found[key]).expanduser().is_absolute():
+            found[key] = str(Path(config.base_dir) / found[key])
     return found
 
 
@@ -124,8 +158,23 @@ def run(args: argparse.Namespace) -> int:
         attention_slicing=args.attention_slicing,
         vae_tiling=args.vae_tiling,
         cpu_offload=args.cpu_offload,
+        image_format=args.image_format,
+        png_level=args.png_level,
+        content_credentials=args.c2pa,
+        signing=_user_signing() if args.c2pa != "off" else {},
+        channels_last=args.channels_last,
+        attention=args.attention,
+        vae=args.vae,
+        unet_weights=args.unet_weights,
     )
+    from vhd.synth.credentials import credentials_state
     from vhd.synth.generators import create_generator, resolve_device
+    from vhd.synth.outputs import encoding_name
+    from vhd.synth.speed import apply_preset
+
+    settings = apply_preset(settings, args.preset)
+    encoding_name(settings.image_format, settings.png_level)  # a bad --png-level fails before loading a model
+    credentials_state(settings)  # --c2pa without c2pa-python installed: exit 2 now
 
     generator = create_generator(args.generator, settings)
     options = executor_options(args)

@@ -105,9 +105,9 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def print_json(value: Any) -> None:
-    """Print ``value`` (see `jsonable`) as indented JSON on stdout: the ``--json`` of every command."""
-    print(json.dumps(jsonable(value), indent=2, ensure_ascii=False))
+def print_json(value: Any, file: Any = None) -> None:
+    """Print ``value`` (see `jsonable`) as indented JSON on stdout (or ``file``): the ``--json`` of every command."""
+    print(json.dumps(jsonable(value), indent=2, ensure_ascii=False), file=file)
 
 
 def add_json_flag(p: Any) -> None:

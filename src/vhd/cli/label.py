@@ -24,9 +24,9 @@ def add_parser(sub: Any, name: str) -> None:
         ),
         epilog=examples(
             "vhd label labels.csv --store run.db --set people",
-            "vhd label --store run.db --export-labelstudio tasks.json --media-root /data",
             "vhd label --store run.db --import-labelstudio export.json --set people",
             "vhd label --store run.db --push-labelstudio http://127.0.0.1:8080 --project vhd --media-root /data",
+            "vhd label --store run.db --pull-labelstudio http://127.0.0.1:8080 --project vhd --media-root /data",
         ),
     )
     p.add_argument("labels", nargs="?", metavar="LABELS", help="labels CSV or VHD11K annotation file to import")
@@ -38,8 +38,18 @@ def add_parser(sub: Any, name: str) -> None:
         "--import-labelstudio", metavar="EXPORT.json", help="read a Label Studio export (JSON or JSON-MIN)"
     )
     mode.add_argument("--push-labelstudio", metavar="URL", help="send tasks to this Label Studio server (--project)")
-    mode.add_argument("--pull-labelstudio", metavar="URL", help="import --project's decisions from this server")
+    mode.add_argument(
+        "--pull-labelstudio",
+        metavar="URL",
+        help="import the decisions of --project (and of its 'NAME (videos)' project) from this server",
+    )
     p.add_argument("--project", metavar="NAME", help="Label Studio project title for --push/--pull-labelstudio")
+    p.add_argument(
+        "--only-new",
+        action="store_true",
+        help="--push-labelstudio: add new samples only (default: also update the data and vhd's prediction of "
+        "tasks already pushed; people's annotations are always kept)",
+    )
     p.add_argument(
         "--export-type", choices=("JSON", "JSON_MIN"), default="JSON", help="--pull-labelstudio: export format"
     )
@@ -54,7 +64,7 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.align.labelstudio import LOCAL_FILES, export_labelstudio, import_labelstudio
+    from vhd.align.labelstudio import LOCAL_FILES, LabelStudioImport, export_labelstudio, import_labelstudio
     from vhd.errors import ConfigError
 
     if args.export_labelstudio:
@@ -76,10 +86,12 @@ def run(args: argparse.Namespace) -> int:
     if args.push_labelstudio:
         return _push(args)
     if args.import_labelstudio or args.pull_labelstudio:
+        got: LabelStudioImport
+        notes: list[str] = []
         if args.pull_labelstudio:
             from vhd.align.labelstudio_api import pull_labelstudio
 
-            got = pull_labelstudio(
+            got = pulled = pull_labelstudio(
                 args.pull_labelstudio,
                 _project(args),
                 store=args.store,
@@ -88,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
                 export_type=args.export_type,
                 save_to=args.save_export,
             )
+            notes = [f"pulled project {title!r}" for title in pulled.projects]
+            notes += [f"no project {title!r} on the server: nothing pulled from it" for title in pulled.missing]
         else:
             got = import_labelstudio(
                 args.import_labelstudio,
@@ -98,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(got)
             return 1 if got.skipped else 0
+        for note in notes:
+            print(printable(note))
         for task in got.skipped[:20]:
             print(printable(f"{task.name}: {task.reason}"))
         if len(got.skipped) > 20:
@@ -105,6 +121,11 @@ def run(args: argparse.Namespace) -> int:
         if got.decided > got.samples:
             print(
                 f"{got.decided - got.samples} task(s) named a sample another task named too: the newest decision counts"
+            )
+        if got.undecided:
+            print(
+                f"{len(got.undecided)} task(s) not decided in Label Studio (no submitted annotation, or skipped "
+                f"there): not labelled, e.g. {got.undecided[0].name}"
             )
         print(
             f"{got.tasks} task{'s' * (got.tasks != 1)} -> {got.samples} sample(s) ({got.harmful} harmful) "
@@ -153,6 +174,7 @@ def _push(args: argparse.Namespace) -> int:
         name=args.set_name,
         config_hash=args.config_hash,
         media_root=args.media_root,
+        only_new=args.only_new,
     )
     if args.json:
         print_json(res)
@@ -161,7 +183,8 @@ def _push(args: argparse.Namespace) -> int:
         state = "created" if title in res.created else "existing"
         print(printable(f"project {title!r} ({state}, id {pid}) at {args.push_labelstudio}/projects/{pid}"))
     print(
-        f"{res.tasks} task(s) imported, {res.with_predictions} with the annotator's verdict as a pre-annotation; "
-        f"local storage {res.storage}"
+        f"{res.tasks} new task(s) added ({res.with_predictions} with the annotator's verdict as a pre-annotation), "
+        f"{res.updated} already pushed updated, {res.unchanged} left as they were; "
+        f"local storage {', '.join(res.storages)}"
     )
     return 0

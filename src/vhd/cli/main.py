@@ -126,6 +126,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VhdError as exc:
         error(str(exc))
         return 2
+    except Exception as exc:
+        from vhd.boundary import disk_full
+
+        full = disk_full(exc)
+        if full is None:
+            raise
+        where = f" writing {printable(full.filename)}" if full.filename else ""
+        error(
+            f"{args.command} stopped: {full.strerror or 'the disk is full'}{where}; files are written whole or "
+            "not at all, so nothing partial was left; free space (or raise the file size limit) and run the "
+            "same command again"
+        )
+        return 1
     return code
 
 

@@ -18,12 +18,18 @@ def add_parser(sub: Any, name: str) -> None:
     p = sub.add_parser(
         name,
         help="show one sample's verdict and full debate",
-        epilog=examples("vhd show demo.db examples/coffee.jpg", "vhd show demo.db 3f2a9c --json"),
+        epilog=examples(
+            "vhd show demo.db examples/coffee.jpg", "vhd show demo.db coffee.jpg", "vhd show demo.db 3f2a9c --json"
+        ),
     )
     p.add_argument("store", help="the SQLite store")
-    p.add_argument("sample", metavar="SAMPLE", help="sample id (or a unique prefix of 6+ characters) or file path")
+    p.add_argument(
+        "sample",
+        metavar="SAMPLE",
+        help="sample id (or a unique prefix of 6+ characters), file path, or a file name only one sample has",
+    )
     p.add_argument("--config-hash", help="the configuration to show (default: the latest annotation)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--json", action="store_true", help="print the sample's export record (as in JSONL) as JSON")
     p.set_defaults(handler=run)
 
 
@@ -54,7 +60,17 @@ def run(args: argparse.Namespace) -> int:
                 "give 6 or more (see the ids with `vhd export` or `vhd show STORE PATH`)"
             )
         if not samples:
-            raise ConfigError(f"no sample matching {args.sample!r} in {args.store}")
+            samples = db.find_samples_named(args.sample.strip())
+            if len(samples) > 1:
+                shown = ", ".join(printable(s.path) for s in samples[:3]) + (", ..." if len(samples) > 3 else "")
+                raise ConfigError(
+                    f"{len(samples)} samples are called {args.sample!r} ({shown}): give the path or an id prefix"
+                )
+        if not samples:
+            raise ConfigError(
+                f"no sample matching {args.sample!r} in {args.store}: give its id (or 6+ characters of it), "
+                "its file path, or its file name when only one sample has that name"
+            )
         if len(samples) > 1:
             need = 1 + max(_shared(a.id, b.id) for a in samples for b in samples if a is not b)
             raise ConfigError(
@@ -65,18 +81,11 @@ def run(args: argparse.Namespace) -> int:
     if ann is None:
         raise ConfigError(f"sample {sample.id[:12]} ({sample.path}) has no annotation yet")
     v = ann.verdict
-    if args.json:
-        data = {
-            "sample": sample.to_dict(),
-            "verdict": {**v.__dict__, "status": v.status.value},
-            "turns": [t.to_dict() for t in ann.turns],
-            "usage": ann.usage.__dict__,
-            "config_hash": ann.config_hash,
-            "run_id": ann.run_id,
-            "error": ann.error,
-            "decided_by": ann.decided_by,
-        }
-        print(json.dumps(data, indent=2))
+    if args.json:  # the sample's export record: the columns and types of `vhd export --format jsonl`
+        from vhd.store.columns import json_default, record
+
+        data = record(sample, ann)
+        print(json.dumps(data, indent=2, ensure_ascii=False, default=json_default))
         return 0
     console = _Console(highlight=False)
     decision = {

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from vhd.aio import run_sync
+from vhd.boundary import item_boundary
 from vhd.collect.blocklist import BlockList
 from vhd.collect.fetch_settings import FetchFailure, FetchOutcome, FetchReport, FetchSettings
 from vhd.collect.fetchlog import (
@@ -180,24 +182,22 @@ class _Job:
     async def _fetch_one(self, client: Any, row: UrlRow) -> FetchOutcome:
         from vhd.collect.download import download
 
-        try:
-            got = await download(client, row, self.settings, self.partial, self.algorithms)
-        except FetchFailure as f:
-            return self._outcome(
-                row,
-                status=f.status,
-                error=f.error,
-                reason=f.reason,
-                retryable=f.retryable,
-                http_status=f.http_status,
-                attempts=f.attempts,
-                final_url=f.final_url,
-            )
-        except VhdError:
-            raise
-        except Exception as exc:  # one row's surprise never ends the run
-            text = " ".join(str(exc).split())
-            reason = f"{type(exc).__name__}{': ' + text if text else ''} (please report it)"
+        with item_boundary(row) as b:  # one row's surprise never ends the run
+            try:
+                got = await download(client, row, self.settings, self.partial, self.algorithms)
+            except FetchFailure as f:
+                return self._outcome(
+                    row,
+                    status=f.status,
+                    error=f.error,
+                    reason=f.reason,
+                    retryable=f.retryable,
+                    http_status=f.http_status,
+                    attempts=f.attempts,
+                    final_url=f.final_url,
+                )
+        if b.failure is not None:
+            reason = f"{b.failure.reason} (please report it)"
             return self._outcome(row, status="failed", error="unexpected", reason=reason, final_url=row.url)
         try:
             return await self._finish(row, got)
@@ -346,4 +346,4 @@ def fetch(urls: str | Path | UrlList | Sequence[UrlRow], out: str | Path, **opti
     Example:
         >>> report = fetch("urls.csv", "media/", settings=FetchSettings(per_host=8))  # doctest: +SKIP
     """
-    return asyncio.run(fetch_async(urls, out, **options))
+    return run_sync(fetch_async(urls, out, **options))

@@ -1,4 +1,8 @@
-"""Register fetched files as samples in a store, after validating them like the annotator does."""
+"""Register fetched files as samples in a store, after validating them like the annotator does.
+
+Content Credentials (C2PA) are read as `vhd ingest` reads them: a valid manifest declaring AI
+generation makes the sample synthetic, with the claimed generator (`vhd.media.credentials`).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from vhd.boundary import ItemFailure, guarded
 from vhd.collect.fetch_settings import FetchOutcome, FetchSettings
-from vhd.errors import MediaError
 from vhd.records import Kind, MediaItem, UrlRow
 
 _DECODERS = 2
@@ -34,6 +38,7 @@ class Registrar:
         return self.store.get_sample(sample_id) is not None
 
     def _register(self, path: Path, row: UrlRow, outcome: FetchOutcome) -> str | None:
+        from vhd.media.credentials import mark_from_credentials
         from vhd.media.load import load_sample
 
         meta: dict[str, Any] = dict(row.meta)
@@ -48,18 +53,16 @@ class Registrar:
             id=row.id,
             meta=meta,
         )
-        try:
-            loaded = load_sample(item, self.media)
-        except MediaError as exc:
-            return f"not a valid {item.kind.value}: {exc}"
-        self.store.upsert_sample(loaded.sample)
+        loaded = guarded(load_sample, item, self.media)  # damaged, a missing extra (named), or a surprise
+        if isinstance(loaded, ItemFailure):
+            return f"not a valid {item.kind.value}: {loaded.reason}"
+        self.store.upsert_sample(mark_from_credentials(loaded.sample, path))
         return None
 
     async def register(self, path: Path, row: UrlRow, outcome: FetchOutcome) -> str | None:
         """Validate ``path`` and upsert its sample; return why it is invalid, or None.
 
-        Raises:
-            MissingDependencyError: A video needs PyAV (``vhd[video]``) and it is missing.
+        A video that needs PyAV when it is missing is invalid here, its reason naming the extra.
         """
         async with self._slots:
             return await asyncio.to_thread(self._register, path, row, outcome)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vhd.boundary import is_run_fault, item_boundary
 from vhd.errors import MediaError, MissingDependencyError
 from vhd.execution import Executor, Work
 
@@ -212,17 +213,17 @@ def fingerprint(job: Job) -> Fingerprint:
     Returns:
         The fingerprint.
 
-    Raises:
-        MissingDependencyError: imagehash (or PyAV for a video) is not installed.
+    Every error of the file's own (unreadable, damaged, a missing extra such as PyAV for a video,
+    or anything unexpected) is its ``error``; run faults (a full disk, an interrupt) pass.
     """
-    try:
-        return _video(job) if job.kind == "video" else _image(job)
-    except MissingDependencyError:
-        raise
-    except MediaError as exc:
-        return Fingerprint(order=job.order, path=job.path, kind=job.kind, error=str(exc))
-    except OSError as exc:
-        return Fingerprint(order=job.order, path=job.path, kind=job.kind, error=f"cannot read file ({exc.strerror})")
+    with item_boundary(job) as b:
+        try:
+            return _video(job) if job.kind == "video" else _image(job)
+        except OSError as exc:
+            if is_run_fault(exc):
+                raise
+            error = f"cannot read file ({exc.strerror})"
+    return Fingerprint(order=job.order, path=job.path, kind=job.kind, error=b.failure.reason if b.failure else error)
 
 
 class FingerprintWork(Work[Job, Fingerprint]):

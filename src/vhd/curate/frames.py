@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vhd.boundary import ItemFailure, guarded, is_run_fault
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
@@ -285,6 +286,15 @@ def extract_frames(
             yield found.path, rel, owner
 
     def one(target: tuple[Path, Path, str]) -> VideoOutcome:
+        """`one_video` inside the item boundary: a surprise is the video's ``failed`` reason."""
+        outcome = guarded(one_video, target)
+        return (
+            VideoOutcome(display_path(target[0]), "failed", reason=outcome.reason)
+            if isinstance(outcome, ItemFailure)
+            else outcome
+        )
+
+    def one_video(target: tuple[Path, Path, str]) -> VideoOutcome:
         video, rel, owner = target
         label = display_path(video)
         folder = out_dir / rel
@@ -305,6 +315,8 @@ def extract_frames(
         except MediaError as exc:
             return VideoOutcome(label, "failed", reason=str(exc))
         except OSError as exc:
+            if is_run_fault(exc):
+                raise  # a full disk ends the run (the journal keeps what is written); not one video's fault
             return VideoOutcome(label, "failed", reason=f"cannot write frames under {folder} ({exc.strerror})")
         return VideoOutcome(label, "written", frames.indices, frames.total_frames, files)
 

@@ -27,12 +27,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vhd.boundary import ItemFailure, guarded, item_boundary
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
 from vhd.progress import ProgressFn
-from vhd.records import MediaItem, Source
-from vhd.store.sqlite import Store
+from vhd.records import Kind, MediaItem, Source
+from vhd.store.sqlite import Store, StoreLike, using_store
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ def _record(store: Store, checked: _Checked, result: IngestResult, folder: Path 
 
 def ingest(
     inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
-    store: Store,
+    store: StoreLike,
     *,
     defaults: IngestDefaults | None = None,
     block_list: Any = None,
@@ -263,7 +264,7 @@ def ingest(
 
     Args:
         inputs: Media files, folders (recursive) and manifests.
-        store: The store to write to.
+        store: The store to write to: an open `Store`, or its file (created when missing).
         defaults: Source, keyword, generator and prompt for fields the inputs leave empty.
         block_list: A `vhd.collect.blocklist.BlockList`, or the path of one.
         quarantine_dir: Move blocked files here as ``<sha256>.blocked`` (default: leave them
@@ -286,6 +287,13 @@ def ingest(
         ConfigError: An input does not exist, a manifest or the block list cannot be read.
         MissingDependencyError: A video needs PyAV and it is missing.
     """
+    if not isinstance(store, Store):
+        with using_store(store, create=True) as db:
+            return ingest(
+                inputs, db, defaults=defaults, block_list=block_list, quarantine_dir=quarantine_dir,
+                frame_folders=frame_folders, settings=settings, jobs=jobs, on_progress=on_progress,
+                allow_outside_paths=allow_outside_paths, rehash=rehash, listed=listed,
+            )  # fmt: skip
     from vhd.media.discover import Skipped, check_inputs, iter_discover
     from vhd.media.load import MediaSettings
 
@@ -325,7 +333,13 @@ def ingest(
             yield defaults.apply(found)
 
     def check(item: MediaItem) -> _Checked:
+        """`check_one` inside the item boundary: any surprise is the item's ``invalid`` reason."""
+        checked = guarded(check_one, item)
+        return _Checked(item, "", "invalid", checked.reason) if isinstance(checked, ItemFailure) else checked
+
+    def check_one(item: MediaItem) -> _Checked:
         """Hash, block-check and validate one item (runs in a worker thread)."""
+        from vhd.media.credentials import mark_from_credentials
         from vhd.media.load import load_sample
 
         try:
@@ -338,16 +352,74 @@ def ingest(
         if stored is not None and stored.path == display_path(item.path):
             return _Checked(item, ident, "unchanged")
         try:
-            return _Checked(item, ident, "ok", loaded=load_sample(item, settings))
+            loaded = load_sample(item, settings)
         except MediaError as exc:
             return _Checked(item, ident, "invalid", str(exc))
+        loaded.sample = mark_from_credentials(loaded.sample, item.path)
+        return _Checked(item, ident, "ok", loaded=loaded)
 
     try:
         for done, checked in enumerate(thread_map(check, items(), jobs), start=1):
-            _record(store, checked, result, folder)
+            with item_boundary(checked.item) as b:
+                _record(store, checked, result, folder)
+            if b.failure is not None:  # e.g. a quarantine move refused: the item is left out, the run goes on
+                path = display_path(checked.item.path)
+                store.record_skip(None, path, f"ingest: {b.failure.reason}")
+                result.note("invalid", (path, b.failure.reason))
             if on_progress is not None:
                 on_progress(done, max(done, discovered))  # the total grows while folders are walked
     finally:
         seen.close()
     result.elapsed_s = time.perf_counter() - start
+    return result
+
+
+def register_written(
+    path: str | os.PathLike[str],
+    data: bytes,
+    sha256: str,
+    store: Store,
+    *,
+    kind: Kind,
+    frame_count: int = 1,
+    defaults: IngestDefaults | None = None,
+    block_list: Any = None,
+    settings: Any = None,
+) -> IngestResult:
+    """Register one file the caller just wrote from ``data`` (`vhd generate`), without reading or decoding it.
+
+    The same outcomes as `ingest` (block list, removals on request, unchanged, added, updated) from
+    the bytes in hand: the sample id is ``sha256`` and a video's frames are the indices `ingest`
+    would sample from ``frame_count`` frames. The caller made the pixels, so they are not
+    validated again.
+
+    Raises:
+        ConfigError: The block list cannot be read.
+    """
+    from vhd.media.load import LoadedSample, MediaSettings
+    from vhd.media.videoframes import frame_indices
+    from vhd.records import Sample
+
+    settings = settings or MediaSettings()
+    if isinstance(block_list, str | os.PathLike):
+        from vhd.collect.blocklist import BlockList
+
+        block_list = BlockList.load(os.fspath(block_list))
+    item = (defaults or IngestDefaults()).apply(MediaItem(path=Path(path), kind=kind))
+    result = IngestResult()
+    hit = block_list.match(data) if block_list is not None else None
+    if hit is not None:
+        checked = _Checked(item, sha256, "blocked", hit.describe())
+    else:
+        stored = store.get_sample(sha256)
+        if stored is not None and stored.path == display_path(item.path):
+            checked = _Checked(item, sha256, "unchanged")
+        else:
+            frames = [] if kind is Kind.IMAGE else frame_indices(frame_count, settings.n_frames, settings.first_frames)
+            sample = Sample(
+                id=sha256, kind=kind, path=display_path(item.path), source=item.source, keyword=item.keyword,
+                generator=item.generator, frames=frames, meta=dict(item.meta),
+            )  # fmt: skip
+            checked = _Checked(item, sha256, "ok", loaded=LoadedSample(sample=sample, images=[]))
+    _record(store, checked, result, None)
     return result

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vhd.store.sqlite import Store
+from vhd.store.sqlite import Store, StoreLike, using_store
 
 
 @dataclass
@@ -79,7 +79,7 @@ def _delete(path: Path, done: Removed) -> None:
 
 
 def remove_samples(
-    store: Store,
+    store: StoreLike,
     refs: Sequence[str],
     *,
     reason: str = "",
@@ -89,7 +89,7 @@ def remove_samples(
     """Remove samples by id, id prefix (6+ hex characters) or path.
 
     Args:
-        store: The store.
+        store: The store: an open `Store` or its path.
         refs: Sample references.
         reason: Why (for example the takedown request); kept in the removal log.
         requested_by: Who asked (default: the current user name).
@@ -98,6 +98,9 @@ def remove_samples(
     Returns:
         The samples removed and the references that matched nothing (or several samples).
     """
+    if not isinstance(store, Store):
+        with using_store(store) as db:
+            return remove_samples(db, refs, reason=reason, requested_by=requested_by, delete_files=delete_files)
     from vhd.store.curation import add_deleted_files, record_removal, removed_at
 
     who = requested_by if requested_by is not None else _user()

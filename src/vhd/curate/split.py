@@ -31,7 +31,7 @@ from typing import IO
 
 from vhd.errors import ConfigError
 from vhd.store.label_rules import LabelOptions
-from vhd.store.sqlite import Store
+from vhd.store.sqlite import Store, StoreLike, using_store
 
 TRAIN = "train"
 TEST = "test"
@@ -106,7 +106,7 @@ def _units(store: Store, ids: list[str]) -> dict[str, list[str]]:
 
 
 def split_store(
-    store: Store,
+    store: StoreLike,
     *,
     test: float = 0.2,
     seed: int = 0,
@@ -117,7 +117,8 @@ def split_store(
     """Assign every sample (not removed) of a store to ``train`` or ``test``.
 
     Args:
-        store: The store; each sample's ``split`` is overwritten in one transaction.
+        store: The store (an open `Store` or its path); each sample's ``split`` is overwritten in one
+            transaction.
         test: Fraction of each stratum that goes to test (between 0 and 1).
         seed: Seed of the assignment.
         labels: A labels CSV (or VHD11K annotation file) taking precedence over annotations.
@@ -133,6 +134,9 @@ def split_store(
         ConfigError: A test fraction outside (0, 1), an unreadable labels file, or a store
             without samples.
     """
+    if not isinstance(store, Store):
+        with using_store(store) as db:
+            return split_store(db, test=test, seed=seed, labels=labels, dry_run=dry_run, label_options=label_options)
     from vhd.store.curation import active_samples, latest_decisions, set_splits
 
     if not 0.0 < test < 1.0:

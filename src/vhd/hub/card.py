@@ -21,7 +21,7 @@ def dataset_card(result: HfExport) -> str:
     n = result.written
     size = "n<1K" if n < 1_000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000 else "n>100K"
     splits = "\n".join(f"| {name} | {count} |" for name, count in sorted(result.splits.items()))
-    kinds = ", ".join(f"{count} {kind}s" for kind, count in sorted(result.kinds.items()))
+    kinds = ", ".join(f"{count} {kind}{'' if count == 1 else 's'}" for kind, count in sorted(result.kinds.items()))
     models = "\n".join(
         f"- {role}: {', '.join(f'`{public_spec(m)}`' for m in specs)}" for role, specs in sorted(result.models.items())
     )
@@ -84,9 +84,14 @@ compares their configurations.
 
 ## Columns
 
-Images and videos share one schema: `kind` is `image` or `video`; `image` holds the image (null for
-videos); `frames` the video's sampled frames (null for images) and `video_path` its file. `harmful`
-is the debate's verdict (refusals count as harmful, as in VHD11K), `score` the judge's P(harmful),
-`label` a human label when one was imported, `turns` every argument of the debate (role, round,
-model, text, tokens, latency), `meta` extra manifest fields as JSON text.
+Images and videos share one schema, and its annotation columns are those of vhd's JSON Lines and
+Parquet exports (same names, same types): `kind` is `image` or `video`, `path` the media file,
+`frames` a video's sampled frame indices; `harmful` is the debate's verdict as a class label
+(`0` not harmful, `1` harmful; null when undecided or when the judge refused, with `status`
+`refused`), `score` the judge's P(harmful), `label` a human label when one was imported,
+`started_at` / `finished_at` UTC timestamps, `decided_by` the cascade stage that decided, `turns`
+every argument of the debate (role, round, model, text, tokens, latency), `meta` extra manifest
+fields as JSON text, `prompt` and `seed` a synthetic sample's provenance. The media: `image` holds
+the image (null for videos) and `video_frames` the video's sampled frames as images (null for
+images).
 """

@@ -2,13 +2,16 @@
 
 ``vhd export --format hf -o DIR`` writes what ``datasets.load_from_disk(DIR)`` opens: one split
 per vhd split (``train`` when samples have none), images and videos under one schema
-(`features`): ``kind``; ``image`` an ``Image`` (null for videos); ``frames`` a list of images
-(the video's sampled frames, null for images); ``video_path``; every annotation column typed
-(bools as bools, lists as lists, nulls as nulls) and the debate's turns as a list of structs.
+(`features`): the export's own columns, with the names and types of the JSON Lines and Parquet
+exports (`vhd.store.columns.RECORD_COLUMNS`; ``frames`` are a video's frame indices there too),
+``harmful`` a ``ClassLabel`` so splits can be stratified on it, then the media: ``image`` (an
+``Image``, null for videos) and ``video_frames`` (the sampled frames the debate saw, as images,
+null for images). Videos are frames rather than a ``datasets.Video``: decoding that feature needs
+torchcodec, which vhd does not install, and the frames are what the models judged.
 Rows are produced by a generator over the store (`Dataset.from_generator`), so memory does not
 grow with the number of samples; a ``README.md`` dataset card (`card`) is written beside them.
 ``--push-to-hub REPO`` sends the same ``DatasetDict`` to the hub (private unless asked, the
-token from ``HF_TOKEN``). ``path`` and ``video_path`` are relative to the samples' common folder
+token from ``HF_TOKEN``). ``path`` is relative to the samples' common folder
 (or ``relative_to``); absolute local paths only on request, and never pushed.
 
 This module reads the store through its public readers only; the streaming export writer
@@ -17,7 +20,6 @@ planned for `vhd.store.export` can replace `rows` without changing the schema.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections import Counter
@@ -29,60 +31,34 @@ from vhd.errors import ConfigError, VhdError, require
 from vhd.hub.result import HfExport
 from vhd.records import Annotation, Kind, Sample, Status
 from vhd.store.export import path_root, relative_path
-from vhd.store.sqlite import Store, open_store
+from vhd.store.sqlite import Store, StoreLike, open_store, store_path
 
 TOKEN_ENV = "HF_TOKEN"
 """Where ``--push-to-hub`` takes the hub token from."""
 
 DEFAULT_SPLIT = "train"
 
+HARMFUL_NAMES = ["not_harmful", "harmful"]
+"""The ``harmful`` column's class names in the dataset (``ClassLabel``: 0 not harmful, 1 harmful)."""
+
 
 def features() -> Any:
-    """The schema every row has, images and videos alike (``datasets.Features``)."""
+    """The schema every row has, images and videos alike (``datasets.Features``).
+
+    The export's columns (`vhd.store.columns.hf_features`: the same names and types as the JSON
+    Lines and Parquet exports), except ``harmful``, a ``ClassLabel`` (`HARMFUL_NAMES`) so that
+    ``train_test_split(stratify_by_column="harmful")`` works; then the media: ``image`` (an
+    ``Image``, null for videos) and ``video_frames`` (the video's sampled frames as images, null
+    for images).
+    """
     ds: Any = require("datasets", "hf")
-    s, b, f, i = ds.Value("string"), ds.Value("bool"), ds.Value("float64"), ds.Value("int64")
-    turn = {
-        "role": s,
-        "round": ds.Value("int32"),
-        "model": s,
-        "text": s,
-        "refused": b,
-        "prompt_tokens": i,
-        "completion_tokens": i,
-        "latency_s": f,
-    }
-    return ds.Features(
-        {
-            "id": s,
-            "kind": s,
-            "path": s,
-            "image": ds.Image(),
-            "frames": ds.List(ds.Image()),
-            "video_path": s,
-            "frame_indices": ds.List(i),
-            "source": s,
-            "keyword": s,
-            "generator": s,
-            "split": s,
-            "label": b,
-            "harmful": b,
-            "status": s,
-            "refused": b,
-            "reason": s,
-            "score": f,
-            "categories": ds.List(s),
-            "turns": ds.List(turn),
-            "config_hash": s,
-            "run_id": s,
-            "calls": i,
-            "prompt_tokens": i,
-            "completion_tokens": i,
-            "cost": f,
-            "annotated_at": ds.Value("timestamp[us, tz=UTC]"),
-            "error": s,
-            "meta": s,
-        }
-    )
+    from vhd.store.columns import hf_features
+
+    feats = dict(hf_features())
+    feats["harmful"] = ds.ClassLabel(names=HARMFUL_NAMES)
+    feats["image"] = ds.Image()
+    feats["video_frames"] = ds.List(ds.Image())
+    return ds.Features(feats)
 
 
 def _media(sample: Sample, frames: int) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None, str | None]:
@@ -113,55 +89,18 @@ def row(
         sample: The sample (its media are read from ``sample.path``).
         ann: Its annotation.
         frames: Frames per video when the store recorded none.
-        root: Write ``path`` and ``video_path`` relative to this folder (None: as stored).
+        root: Write ``path`` relative to this folder (None: as stored).
     """
-    from datetime import UTC, datetime
+    from vhd.store.columns import record
 
     image, video_frames, problem = _media(sample, frames)
-    v, u = ann.verdict, ann.usage
-    shown = sample.path if root is None else relative_path(sample.path, root)
-    out = {
-        "id": sample.id,
-        "kind": sample.kind.value,
-        "path": shown,
-        "image": image,
-        "frames": video_frames,
-        "video_path": shown if sample.kind is Kind.VIDEO else None,
-        "frame_indices": list(sample.frames) if sample.kind is Kind.VIDEO else None,
-        "source": None if sample.source is None else sample.source.value,
-        "keyword": sample.keyword,
-        "generator": sample.generator,
-        "split": sample.split,
-        "label": sample.harmful,
-        "harmful": True if Status(v.status) is Status.REFUSED else v.harmful,
-        "status": Status(v.status).value,
-        "refused": bool(v.refused),
-        "reason": v.reason or None,
-        "score": v.score,
-        "categories": list(v.categories),
-        "turns": [
-            {
-                "role": t.role.value,
-                "round": t.round,
-                "model": t.model,
-                "text": t.text,
-                "refused": t.refused,
-                "prompt_tokens": t.prompt_tokens,
-                "completion_tokens": t.completion_tokens,
-                "latency_s": t.latency_s,
-            }
-            for t in ann.turns
-        ],
-        "config_hash": ann.config_hash,
-        "run_id": ann.run_id,
-        "calls": u.calls,
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "cost": u.cost,
-        "annotated_at": datetime.fromtimestamp(ann.finished_at, tz=UTC) if ann.finished_at else None,
-        "error": ann.error,
-        "meta": json.dumps(sample.meta, sort_keys=True, default=str) if sample.meta else None,
-    }
+    out = record(sample, ann)
+    if root is not None:
+        out["path"] = relative_path(sample.path, root)
+    if out["harmful"] is not None:
+        out["harmful"] = int(out["harmful"])  # the ClassLabel's index
+    out["image"] = image
+    out["video_frames"] = video_frames
     return out, problem
 
 
@@ -194,7 +133,7 @@ def _rows(
 
 
 def export_hf(
-    store: str | os.PathLike[str],
+    store: StoreLike,
     out: str | os.PathLike[str],
     *,
     config_hash: str | None = None,
@@ -209,13 +148,13 @@ def export_hf(
     """Write a store's annotations as a ``DatasetDict`` folder with a dataset card.
 
     Args:
-        store: The store.
+        store: The store: an open `Store` or its path.
         out: The folder to write (``datasets.load_from_disk(out)`` opens it); replaced if present.
         config_hash: Only annotations under this configuration (default: each sample's latest).
         kind: ``image`` or ``video`` only.
         include_unparsed: Also rows without a decision (``harmful`` null).
         frames: Frames per video when the store recorded none.
-        relative_to: Write ``path`` / ``video_path`` relative to this folder. By default they
+        relative_to: Write ``path`` relative to this folder. By default they
             are relative to the deepest folder holding every exported sample (`HfExport.root`).
         absolute_paths: Write them as stored (absolute local paths); refused with ``push_to_hub``.
         push_to_hub: Also push to this hub repository (``user/name``); token from ``HF_TOKEN``.
@@ -232,7 +171,7 @@ def export_hf(
             "relative to the samples' common folder, or to --relative-to DIR)"
         )
     ds: Any = require("datasets", "hf")
-    store = str(store)
+    store = str(store_path(store))  # the rows' generator opens it again
     out_path = Path(out)
     result = HfExport(out=out_path)
     with open_store(store) as db:
@@ -293,11 +232,12 @@ def _write(
             parts[split] = ds.Dataset.from_generator(_rows, features=feats, cache_dir=cache, gen_kwargs=gen_kwargs)
         result.media_problems = problems
         dd = ds.DatasetDict(parts)
-        dd.save_to_disk(str(out_path))
-        from vhd.fileio import atomic_write
+        from vhd.fileio import atomic_folder, atomic_write
         from vhd.hub.card import dataset_card
 
-        atomic_write(out_path / "README.md", dataset_card(result))
+        with atomic_folder(out_path) as building:  # a full disk leaves no partial dataset folder
+            dd.save_to_disk(str(building))
+            atomic_write(building / "README.md", dataset_card(result))
         if push_to_hub:
             push(dd, push_to_hub, private=not public)
             result.pushed_to = push_to_hub

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple, overload
 
+from vhd.boundary import ItemFailure, guarded
 from vhd.errors import ConfigError
 from vhd.fileio import display_path, not_regular_reason, regular_file_problem
 from vhd.media.manifest import KnownSample, RowProblem, read_manifest
@@ -332,7 +333,12 @@ class _Collector:
             if isinstance(row, RowProblem):
                 yield Skipped(manifest, f"{manifest.name} {row}")
                 continue
-            yield self._row(manifest, row)
+            found = guarded(self._row, manifest, row)
+            yield (
+                Skipped(manifest, f"{manifest.name} {row.where}: {found.reason}")
+                if isinstance(found, ItemFailure)
+                else found
+            )
 
     def _row(self, manifest: Path, row: ManifestRow) -> Found:
         where = f"{manifest.name} {row.where}"

@@ -164,6 +164,8 @@ def try_plan(container: Any, n: int, first: int) -> tuple[VideoFrames | None, An
         if not container.streams.video:
             return None, REWIND
         stream = container.streams.video[0]
+        if stream.codec_context is None:  # no decoder (a damaged codec description): forward decoding names it
+            return None, REWIND
         if stream.codec_context.codec.canonical_name not in SEEKABLE_CODECS:
             return None, REWIND
         stream.thread_type = "AUTO"

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vhd.boundary import ItemFailure, guarded
 from vhd.errors import ConfigError
-from vhd.fileio import path_within, unescape_cell
+from vhd.fileio import CsvTable, load_json, path_within, read_csv, unescape_cell
 from vhd.records import Kind, ManifestRow, Source, parse_yes_no
 
 KnownSample = Callable[[str | None, Path], bool]
@@ -74,6 +75,8 @@ def parse_row(where: str, record: Mapping[str | None, Any]) -> ManifestRow | Row
     path = next((_text(columns.get(c)) for c in PATH_COLUMNS if _text(columns.get(c))), None)
     if path is None:
         return RowProblem(where, "no path (columns path, imagePath or videoPath)")
+    if "\x00" in path:
+        return RowProblem(where, "path holds a NUL byte, which no file name can; fix the row")
     try:
         label = next((parse_yes_no(columns[c]) for c in LABEL_COLUMNS if _text(columns.get(c))), None)
     except ValueError as exc:
@@ -110,17 +113,27 @@ def parse_row(where: str, record: Mapping[str | None, Any]) -> ManifestRow | Row
 
 def _read_csv(path: Path) -> Iterator[ManifestRow | RowProblem]:
     with open(path, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip().lower() for h in reader.fieldnames or []]
-        if header and not any(c in header for c in PATH_COLUMNS):
-            raise ConfigError(
-                f"manifest {path.name} has no path column: add a column named path (or imagePath / videoPath)"
-            )
-        for record in reader:
-            if not any(_text(v) for k, v in record.items() if k is not None):
-                continue  # blank line
-            cells = {k: unescape_cell(v) if isinstance(v, str) else v for k, v in record.items()}
-            yield parse_row(f"line {reader.line_num}", cells)
+        table = read_csv(fh.read())
+    header = [h.lower() for h in table.header]
+    if header and not any(c in header for c in PATH_COLUMNS):
+        raise ConfigError(
+            f"manifest {path.name} has no path column: add a column named path (or imagePath / videoPath)"
+        )
+    for line, message in table.problems:  # the header's problems come first
+        if line == 1:
+            yield RowProblem(f"line {line}", message)
+    yield from _csv_rows(table)
+    for line, message in table.problems:  # a quote never closed swallowed the end of the file
+        if line > 1:
+            yield RowProblem(f"line {line}", message)
+
+
+def _csv_rows(table: CsvTable) -> Iterator[ManifestRow | RowProblem]:
+    for line, record in table.rows:
+        if not any(_text(v) for k, v in record.items() if k is not None):
+            continue  # blank line
+        cells = {k: unescape_cell(v) if isinstance(v, str) else v for k, v in record.items()}
+        yield _guarded_row(f"line {line}", cells)
 
 
 def _read_jsonl(path: Path) -> Iterator[ManifestRow | RowProblem]:
@@ -130,22 +143,33 @@ def _read_jsonl(path: Path) -> Iterator[ManifestRow | RowProblem]:
                 continue
             where = f"line {number}"
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield RowProblem(where, f"not valid JSON ({exc.msg})")
+                record = load_json(line)
+            except ValueError as exc:  # not JSON, or nested too deep to parse
+                yield RowProblem(where, _json_problem(exc))
                 continue
             if not isinstance(record, dict):
                 yield RowProblem(where, "not a JSON object")
                 continue
-            yield parse_row(where, record)
+            yield _guarded_row(where, record)
+
+
+def _json_problem(exc: ValueError) -> str:
+    return f"not valid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else str(exc)
+
+
+def _guarded_row(where: str, record: Mapping[str | None, Any]) -> ManifestRow | RowProblem:
+    """`parse_row` inside the item boundary: a surprise in one record is that record's problem."""
+    row = guarded(parse_row, where, record)
+    return RowProblem(where, row.reason) if isinstance(row, ItemFailure) else row
 
 
 def _read_json(path: Path) -> Iterator[ManifestRow | RowProblem]:
     with open(path, encoding="utf-8-sig") as fh:
-        try:
-            records = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"manifest {path.name} is not valid JSON ({exc})") from exc
+        text = fh.read()
+    try:
+        records = load_json(text)
+    except ValueError as exc:
+        raise ConfigError(f"manifest {path.name} is not usable: {_json_problem(exc)}") from None
     if isinstance(records, dict):
         # VHD11K style: an object keyed by path whose values hold the other fields.
         for number, (key, record) in enumerate(records.items(), start=1):
@@ -154,7 +178,7 @@ def _read_json(path: Path) -> Iterator[ManifestRow | RowProblem]:
                 yield RowProblem(where, "not a JSON object")
                 continue
             has_path = any(str(k).strip().lower() in PATH_COLUMNS for k in record)
-            yield parse_row(where, record if has_path else {"path": key, **record})
+            yield _guarded_row(where, record if has_path else {"path": key, **record})
         return
     if not isinstance(records, list):
         raise ConfigError(f"manifest {path.name} must hold a JSON list or object of objects")
@@ -163,7 +187,7 @@ def _read_json(path: Path) -> Iterator[ManifestRow | RowProblem]:
         if not isinstance(record, dict):
             yield RowProblem(where, "not a JSON object")
             continue
-        yield parse_row(where, record)
+        yield _guarded_row(where, record)
 
 
 def outside_problem(
@@ -215,6 +239,9 @@ def read_manifest(
         raise ConfigError(f"cannot read manifest {path.name} ({exc.strerror})") from exc
     out: list[ManifestRow | RowProblem] = []
     for row in rows:
-        problem = None if isinstance(row, RowProblem) else outside_problem(path, row, allow_outside_paths, known)
-        out.append(problem or row)
+        if isinstance(row, RowProblem):
+            out.append(row)
+            continue
+        problem = guarded(outside_problem, path, row, allow_outside_paths, known)
+        out.append(RowProblem(row.where, problem.reason) if isinstance(problem, ItemFailure) else problem or row)
     return out

@@ -27,7 +27,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Final
 
-from vhd.errors import MediaError
+from vhd.errors import MediaError, pip_install
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -229,7 +229,7 @@ def video_refusal(head: bytes) -> str:
 STRICT: Final[dict[str, str]] = {"err_detect": "explode"}
 """FFmpeg decoder options that turn concealed decoding errors into errors."""
 
-_OFF: Final = "JPEG damage check is off: PyAV is not installed (pip install 'vhd[video]' to turn it on)"
+_OFF: Final = f"JPEG damage check is off: PyAV is not installed ({pip_install(repr('vhd[video]'))} to turn it on)"
 
 
 def _pyav() -> Any | None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vhd.boundary import is_run_fault
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.keyframes import SEEKABLE_CODECS, try_plan
 from vhd.media.untrusted import HEAD_BYTES, video_demuxer, video_refusal
@@ -133,6 +134,11 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
     if not container.streams.video:
         raise MediaError("no video stream (audio-only or data file)")
     stream = container.streams.video[0]
+    if stream.codec_context is None:
+        raise MediaError(
+            "damaged: the video stream has no decoder (its codec description is unknown or damaged); "
+            "re-download or re-encode it"
+        )
     stream.thread_type = "AUTO"
     strict(stream)
     rate = stream.average_rate or stream.guessed_rate
@@ -328,5 +334,7 @@ def write_frames(frames: VideoFrames, out_dir: str | Path, stem: str) -> list[Pa
                 raise
             paths.append(target)
     except OSError as exc:
+        if is_run_fault(exc):
+            raise  # a full disk ends the run, not just this video
         raise MediaError(f"cannot write frames to {folder} ({_reason(exc)})") from exc
     return paths

@@ -18,7 +18,7 @@ from vhd.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from vhd.records import LabelRow
-    from vhd.store.export import FORMATS, ExportResult, export
+    from vhd.store.export import FORMATS, ExportResult, export, read_table
     from vhd.store.labels import (
         CATEGORIES,
         LabelError,
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         read_labels,
     )
     from vhd.store.rows import RunInfo, SkipInfo, VerdictRow
-    from vhd.store.sqlite import Store, open_store
+    from vhd.store.sqlite import Store, StoreLike, open_store, store_path
 
 # Loaded on first use: a command that only opens the store (a resumed `vhd annotate`) does not pay
 # for the export writers and label readers at start-up.
@@ -36,6 +36,7 @@ _EXPORTS = {
     "FORMATS": "vhd.store.export",
     "ExportResult": "vhd.store.export",
     "export": "vhd.store.export",
+    "read_table": "vhd.store.export",
     "CATEGORIES": "vhd.store.labels",
     "LabelError": "vhd.store.labels",
     "LabelSet": "vhd.store.labels",
@@ -45,7 +46,9 @@ _EXPORTS = {
     "SkipInfo": "vhd.store.rows",
     "VerdictRow": "vhd.store.rows",
     "Store": "vhd.store.sqlite",
+    "StoreLike": "vhd.store.sqlite",
     "open_store": "vhd.store.sqlite",
+    "store_path": "vhd.store.sqlite",
 }
 
 __all__ = [
@@ -58,11 +61,14 @@ __all__ = [
     "RunInfo",
     "SkipInfo",
     "Store",
+    "StoreLike",
     "VerdictRow",
     "export",
     "normalize_category",
     "open_store",
     "read_labels",
+    "read_table",
+    "store_path",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,20 +1,27 @@
-"""The columns of the JSON Lines and Parquet exports: one typed list, the one place to add a column.
+"""The export schema: one typed, flat column list, the one place to add a column.
 
-Each `Column` gives its name, its Parquet type and how to compute its value from a sample and
-its annotation; `record` builds a row from `RECORD_COLUMNS` and `parquet_schema` the Parquet
-schema, so the two formats always hold the same columns with the same values. Another part of vhd
-(or a plugin) adds a column with `add_column`, for example::
+Every export that holds vhd's own columns is derived from `RECORD_COLUMNS`: JSON Lines and
+Parquet write exactly these columns, the Hugging Face export writes them and adds its media
+columns (`vhd.hub.hf`), and `arrow_schema`, `hf_features` and `json_schema` describe them for
+pyarrow, ``datasets`` and JSON Schema readers, so a sample reads the same in every format. Each
+`Column` gives its name, its Arrow type and how to compute its value from a sample and its
+annotation; another part of vhd (or a plugin) adds a column with `add_column`, for example::
 
     add_column(Column("detector_score", lambda pa: pa.float64(), lambda s, a: s.meta.get("score")))
 
-Types agree across formats: ``sample.meta`` is a JSON string in both (its keys differ per
-sample, so no fixed struct fits); ``started_at`` / ``finished_at`` are UTC `datetime` values,
-written as ISO-8601 text in JSON Lines and as ``timestamp[us, UTC]`` in Parquet.
+The columns are flat (one per field; no column is named ``sample``, which would hide
+``DataFrame.sample``); only ``frames`` (ints), ``categories`` (strings) and ``turns`` (structs)
+are lists. Types agree across formats: ``meta`` is a JSON string everywhere (``'{}'`` when empty;
+its keys differ per sample, so no fixed struct fits); ``started_at`` / ``finished_at`` are UTC
+`datetime` values, ``timestamp[us, UTC]`` in Arrow and ISO-8601 text in JSON Lines; a column that
+is null in every row keeps its type, and so does an empty list, when the file is read with the
+schema (`vhd.store.export.read_table`, ``datasets.load_dataset("json", ...,
+features=hf_features())``).
 
 A built-in column also reads a whole raw page of the store (`Column.from_page`, and for the
 nested ``turns`` `Column.arrow_from_page`): the exports' fast path, which builds no record
 objects. A column without them (a plugin's) still works: `page_cells` builds the page's records
-for it. The module is long (about 540 lines) because each column's two readers stay side by side.
+for it. The module is long (about 510 lines) because each column's two readers stay side by side.
 """
 
 from __future__ import annotations
@@ -62,12 +69,13 @@ from vhd.store.rows import loads
 
 @dataclass(frozen=True)
 class Column:
-    """One column of the JSON Lines and Parquet exports.
+    """One column of the exports (JSON Lines, Parquet, the Hugging Face dataset).
 
     Attributes:
-        name: The key (JSON Lines) and column name (Parquet).
-        arrow_type: ``arrow_type(pyarrow)`` gives the Parquet type (pyarrow is passed in so
-            nothing imports it before an export needs it).
+        name: The key (JSON Lines) and column name (Parquet, ``datasets``).
+        arrow_type: ``arrow_type(pyarrow)`` gives the Arrow type, from which the Parquet,
+            ``datasets`` and JSON Schema types derive (pyarrow is passed in so nothing imports it
+            before an export needs it).
         value: ``value(sample, annotation)``: the cell, as a JSON value, or a `datetime` (written
             as ISO-8601 text in JSON Lines, a timestamp in Parquet).
         doc: What the column holds.
@@ -93,20 +101,8 @@ def _utc(seconds: float | None) -> datetime | None:
     return datetime.fromtimestamp(seconds, tz=UTC) if seconds else None
 
 
-def _sample_value(sample: Sample, ann: Annotation) -> dict[str, Any]:
-    # the keys and values of `Sample.to_dict`, without its deep copy (the export only reads them)
-    return {
-        "id": sample.id,
-        "kind": Kind(sample.kind).value,
-        "path": sample.path,
-        "source": None if sample.source is None else sample.source.value,
-        "keyword": sample.keyword,
-        "generator": sample.generator,
-        "split": sample.split,
-        "label": sample.harmful,
-        "frames": list(sample.frames),
-        "meta": json.dumps(sample.meta, ensure_ascii=False, default=str, sort_keys=True) if sample.meta else "{}",
-    }
+def _meta_value(sample: Sample, ann: Annotation) -> str:
+    return json.dumps(sample.meta, ensure_ascii=False, default=str, sort_keys=True) if sample.meta else "{}"
 
 
 def _turns_value(sample: Sample, ann: Annotation) -> list[dict[str, Any]]:
@@ -124,59 +120,6 @@ def _turns_value(sample: Sample, ann: Annotation) -> list[dict[str, Any]]:
         }
         for t in ann.turns
     ]
-
-
-def _sample_type(pa: Any) -> Any:
-    return pa.struct(
-        [
-            ("id", pa.string()),
-            ("kind", pa.string()),
-            ("path", pa.string()),
-            ("source", pa.string()),
-            ("keyword", pa.string()),
-            ("generator", pa.string()),
-            ("split", pa.string()),
-            ("label", pa.bool_()),
-            ("frames", pa.list_(pa.int64())),
-            ("meta", pa.string()),
-        ]
-    )
-
-
-def _verdict_value(sample: Sample, ann: Annotation) -> dict[str, Any]:
-    v = ann.verdict
-    return {
-        "harmful": v.harmful,
-        "reason": v.reason,
-        "categories": list(v.categories),
-        "score": v.score,
-        "status": Status(v.status).value,
-        "refused": v.refused,
-    }
-
-
-def _verdict_type(pa: Any) -> Any:
-    return pa.struct(
-        [
-            ("harmful", pa.bool_()),
-            ("reason", pa.string()),
-            ("categories", pa.list_(pa.string())),
-            ("score", pa.float64()),
-            ("status", pa.string()),
-            ("refused", pa.bool_()),
-        ]
-    )
-
-
-def _usage_type(pa: Any) -> Any:
-    return pa.struct(
-        [
-            ("calls", pa.int64()),
-            ("prompt_tokens", pa.int64()),
-            ("completion_tokens", pa.int64()),
-            ("cost", pa.float64()),
-        ]
-    )
 
 
 def _turns_type(pa: Any) -> Any:
@@ -206,6 +149,26 @@ def _seed(sample: Sample, ann: Annotation) -> int | None:
 
 def _string(pa: Any) -> Any:
     return pa.string()
+
+
+def _bool(pa: Any) -> Any:
+    return pa.bool_()
+
+
+def _int(pa: Any) -> Any:
+    return pa.int64()
+
+
+def _float(pa: Any) -> Any:
+    return pa.float64()
+
+
+def _ints(pa: Any) -> Any:
+    return pa.list_(pa.int64())
+
+
+def _strings(pa: Any) -> Any:
+    return pa.list_(pa.string())
 
 
 # -- the same cells from raw pages (`Column.from_page`): no Sample / Annotation / Turn objects ------
@@ -238,33 +201,23 @@ def _page_metas(page: AnnotationPage) -> list[Any]:
     return [_NO_META if r[ROW_META] == "{}" else loads(r[ROW_META]) for r in page.rows]
 
 
-def _page_sample(page: AnnotationPage) -> list[dict[str, Any]]:
-    kinds, sources = _KIND_VALUES, _SOURCE_VALUES
-    return [
-        {
-            "id": r[ROW_SAMPLE_ID],
-            "kind": r[ROW_KIND] if r[ROW_KIND] in kinds else Kind(r[ROW_KIND]).value,
-            "path": r[ROW_PATH],
-            "source": (
-                r[ROW_SOURCE] if r[ROW_SOURCE] is None or r[ROW_SOURCE] in sources else _source_text(r[ROW_SOURCE])
-            ),
-            "keyword": r[ROW_KEYWORD],
-            "generator": r[ROW_GENERATOR],
-            "split": r[ROW_SPLIT],
-            "label": None if r[ROW_LABEL] is None else bool(r[ROW_LABEL]),
-            "frames": [] if r[ROW_FRAMES] == "[]" else json.loads(r[ROW_FRAMES]),
-            "meta": _meta_text(r[ROW_META]),
-        }
-        for r in page.rows
-    ]
+def _page_kind(page: AnnotationPage) -> list[str]:
+    kinds = [r[ROW_KIND] for r in page.rows]
+    return kinds if _KIND_VALUES.issuperset(kinds) else [Kind(k).value for k in kinds]
 
 
 def _page_source(page: AnnotationPage) -> list[str | None]:
-    return [_source_text(r[ROW_SOURCE]) for r in page.rows]
+    sources = [r[ROW_SOURCE] for r in page.rows]
+    return sources if _SOURCE_VALUES.issuperset(sources) else [_source_text(x) for x in sources]
 
 
-def _page_generator(page: AnnotationPage) -> list[str | None]:
-    return [r[ROW_GENERATOR] for r in page.rows]
+def _page_status(page: AnnotationPage) -> list[str]:
+    statuses = [r[ROW_STATUS] for r in page.rows]
+    return statuses if _STATUS_VALUES.issuperset(statuses) else [Status(x).value for x in statuses]
+
+
+def _page_meta(page: AnnotationPage) -> list[str]:
+    return [_meta_text(r[ROW_META]) for r in page.rows]
 
 
 def _page_prompt(page: AnnotationPage) -> list[Any]:
@@ -278,36 +231,29 @@ def _page_seed(page: AnnotationPage) -> list[int | None]:
     ]
 
 
-def _page_verdict(page: AnnotationPage) -> list[dict[str, Any]]:
-    statuses = _STATUS_VALUES
-    return [
-        {
-            "harmful": None if r[ROW_HARMFUL] is None else bool(r[ROW_HARMFUL]),
-            "reason": r[ROW_REASON],
-            "categories": [] if r[ROW_CATEGORIES] == "[]" else json.loads(r[ROW_CATEGORIES]),
-            "score": r[ROW_SCORE],
-            "status": r[ROW_STATUS] if r[ROW_STATUS] in statuses else Status(r[ROW_STATUS]).value,
-            "refused": bool(r[ROW_REFUSED]),
-        }
-        for r in page.rows
-    ]
-
-
-def _page_usage(page: AnnotationPage) -> list[dict[str, Any]]:
-    return [
-        {
-            "calls": r[ROW_CALLS],
-            "prompt_tokens": r[ROW_PROMPT_TOKENS],
-            "completion_tokens": r[ROW_COMPLETION_TOKENS],
-            "cost": r[ROW_COST],
-        }
-        for r in page.rows
-    ]
-
-
 def _page_cell(at: int) -> Callable[[AnnotationPage], list[Any]]:
     def cells(page: AnnotationPage) -> list[Any]:
         return [r[at] for r in page.rows]
+
+    return cells
+
+
+def _page_flag(at: int, *, nullable: bool = True) -> Callable[[AnnotationPage], list[bool | None]]:
+    """A stored 0 / 1 (/ NULL) flag as a bool (None stays None when ``nullable``, else False)."""
+
+    def cells(page: AnnotationPage) -> list[bool | None]:
+        if nullable:
+            return [None if r[at] is None else bool(r[at]) for r in page.rows]
+        return [bool(r[at]) for r in page.rows]
+
+    return cells
+
+
+def _page_list(at: int) -> Callable[[AnnotationPage], list[list[Any]]]:
+    """A stored JSON list (``'[]'`` read without parsing)."""
+
+    def cells(page: AnnotationPage) -> list[list[Any]]:
+        return [[] if r[at] == "[]" else json.loads(r[at]) for r in page.rows]
 
     return cells
 
@@ -365,70 +311,10 @@ def _turns_arrow(pa: Any, page: AnnotationPage) -> Any:
     return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), items, type=_turns_type(pa))
 
 
-def _struct_arrow(pa: Any, struct_type: Any, children: list[Any]) -> Any:
-    """A struct array (no null structs) of ``struct_type`` from one list of cells per field.
-
-    A list given as ``("flag", cells)`` holds stored 0 / 1 / NULL integers for a boolean field.
-    """
-    fields = list(struct_type)
-    arrays = [
-        pa.array(cells[1], type=pa.int64()).cast(pa.bool_())
-        if isinstance(cells, tuple)
-        else pa.array(cells, type=f.type)
-        for cells, f in zip(children, fields, strict=True)
-    ]
-    return pa.StructArray.from_arrays(arrays, fields=fields)
-
-
-def _sample_arrow(pa: Any, page: AnnotationPage) -> Any:
-    rows = page.rows
-    kinds = [r[ROW_KIND] for r in rows]
-    if not _KIND_VALUES.issuperset(kinds):
-        kinds = [Kind(k).value for k in kinds]
-    sources = [r[ROW_SOURCE] for r in rows]
-    if not _SOURCE_VALUES.issuperset(sources):
-        sources = [_source_text(x) for x in sources]
-    children = [
-        [r[ROW_SAMPLE_ID] for r in rows],
-        kinds,
-        [r[ROW_PATH] for r in rows],
-        sources,
-        [r[ROW_KEYWORD] for r in rows],
-        [r[ROW_GENERATOR] for r in rows],
-        [r[ROW_SPLIT] for r in rows],
-        ("flag", [r[ROW_LABEL] for r in rows]),
-        [[] if r[ROW_FRAMES] == "[]" else json.loads(r[ROW_FRAMES]) for r in rows],
-        [_meta_text(r[ROW_META]) for r in rows],
-    ]
-    return _struct_arrow(pa, _sample_type(pa), children)
-
-
-def _verdict_arrow(pa: Any, page: AnnotationPage) -> Any:
-    rows = page.rows
-    statuses = [r[ROW_STATUS] for r in rows]
-    if not _STATUS_VALUES.issuperset(statuses):
-        statuses = [Status(x).value for x in statuses]
-    children = [
-        ("flag", [r[ROW_HARMFUL] for r in rows]),
-        [r[ROW_REASON] for r in rows],
-        [[] if r[ROW_CATEGORIES] == "[]" else json.loads(r[ROW_CATEGORIES]) for r in rows],
-        [r[ROW_SCORE] for r in rows],
-        statuses,
-        ("flag", [r[ROW_REFUSED] for r in rows]),
-    ]
-    return _struct_arrow(pa, _verdict_type(pa), children)
-
-
-def _usage_arrow(pa: Any, page: AnnotationPage) -> Any:
-    rows = page.rows
-    children = [[r[at] for r in rows] for at in (ROW_CALLS, ROW_PROMPT_TOKENS, ROW_COMPLETION_TOKENS, ROW_COST)]
-    return _struct_arrow(pa, _usage_type(pa), children)
-
-
 RECORD_COLUMNS: list[Column] = [
-    Column(
-        "sample", _sample_type, _sample_value, "the sample record; meta as a JSON string", _page_sample, _sample_arrow
-    ),
+    Column("id", _string, lambda s, a: s.id, "the sample's sha256", _page_cell(ROW_SAMPLE_ID)),
+    Column("kind", _string, lambda s, a: Kind(s.kind).value, "image or video", _page_kind),
+    Column("path", _string, lambda s, a: s.path, "the media file (or frame folder)", _page_cell(ROW_PATH)),
     Column(
         "source",
         _string,
@@ -436,36 +322,54 @@ RECORD_COLUMNS: list[Column] = [
         "real or synthetic",
         _page_source,
     ),
-    Column(
-        "generator",
-        _string,
-        lambda s, a: s.generator,
-        "what made a synthetic sample (vhd generate)",
-        _page_generator,
-    ),
+    Column("keyword", _string, lambda s, a: s.keyword, "the keyword it was found with", _page_cell(ROW_KEYWORD)),
+    Column("generator", _string, lambda s, a: s.generator, "what made a synthetic sample", _page_cell(ROW_GENERATOR)),
+    Column("split", _string, lambda s, a: s.split, "train, test, ... (vhd split)", _page_cell(ROW_SPLIT)),
+    Column("label", _bool, lambda s, a: s.harmful, "a human label given with the sample", _page_flag(ROW_LABEL)),
+    Column("frames", _ints, lambda s, a: list(s.frames), "a video's sampled frame indices", _page_list(ROW_FRAMES)),
+    Column("meta", _string, _meta_value, "other manifest fields, as JSON text ('{}' when none)", _page_meta),
     Column("prompt", _string, lambda s, a: s.meta.get("prompt"), "a synthetic sample's prompt text", _page_prompt),
-    Column("seed", lambda pa: pa.int64(), _seed, "a synthetic sample's derived seed", _page_seed),
+    Column("seed", _int, _seed, "a synthetic sample's derived seed", _page_seed),
     Column(
-        "verdict",
-        _verdict_type,
-        _verdict_value,
-        "harmful, reason, categories, score, status, refused",
-        _page_verdict,
-        _verdict_arrow,
+        "harmful",
+        _bool,
+        lambda s, a: a.verdict.harmful,
+        "the verdict (null when undecided, and when the judge refused: see status)",
+        _page_flag(ROW_HARMFUL),
+    ),
+    Column("reason", _string, lambda s, a: a.verdict.reason, "the judge's reason", _page_cell(ROW_REASON)),
+    Column(
+        "categories",
+        _strings,
+        lambda s, a: list(a.verdict.categories),
+        "harm categories",
+        _page_list(ROW_CATEGORIES),
+    ),
+    Column("score", _float, lambda s, a: a.verdict.score, "the judge's P(harmful)", _page_cell(ROW_SCORE)),
+    Column(
+        "status",
+        _string,
+        lambda s, a: Status(a.verdict.status).value,
+        "ok, refused, unparsed or error",
+        _page_status,
     ),
     Column(
-        "usage",
-        _usage_type,
-        lambda s, a: {
-            "calls": a.usage.calls,
-            "prompt_tokens": a.usage.prompt_tokens,
-            "completion_tokens": a.usage.completion_tokens,
-            "cost": a.usage.cost,
-        },
-        "calls, tokens and cost of the debate",
-        _page_usage,
-        _usage_arrow,
+        "refused",
+        _bool,
+        lambda s, a: bool(a.verdict.refused),
+        "a model refused",
+        _page_flag(ROW_REFUSED, nullable=False),
     ),
+    Column("calls", _int, lambda s, a: a.usage.calls, "model calls of the debate", _page_cell(ROW_CALLS)),
+    Column("prompt_tokens", _int, lambda s, a: a.usage.prompt_tokens, "prompt tokens", _page_cell(ROW_PROMPT_TOKENS)),
+    Column(
+        "completion_tokens",
+        _int,
+        lambda s, a: a.usage.completion_tokens,
+        "completion tokens",
+        _page_cell(ROW_COMPLETION_TOKENS),
+    ),
+    Column("cost", _float, lambda s, a: a.usage.cost, "dollars, when prices are configured", _page_cell(ROW_COST)),
     Column("config_hash", _string, lambda s, a: a.config_hash, "the configuration", _page_cell(ROW_CONFIG_HASH)),
     Column("run_id", _string, lambda s, a: a.run_id, "the run that wrote it", _page_cell(ROW_RUN_ID)),
     Column("error", _string, lambda s, a: a.error, "why the debate failed, if it did", _page_cell(ROW_ERROR)),
@@ -488,11 +392,11 @@ RECORD_COLUMNS: list[Column] = [
     ),
     Column("turns", _turns_type, _turns_value, "every turn, in order", _page_turns, _turns_arrow),
 ]
-"""The columns of the JSON Lines and Parquet exports, in order: the one place to add a column."""
+"""The export columns, in order: the one place to add a column."""
 
 
 def add_column(column: Column) -> None:
-    """Add a column to the JSON Lines and Parquet exports (after the built-in ones).
+    """Add a column to every export (JSON Lines, Parquet, the Hugging Face dataset), after the built-in ones.
 
     Raises:
         ConfigError: A column of that name exists.
@@ -503,16 +407,24 @@ def add_column(column: Column) -> None:
 
 
 def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
-    """Return the JSON Lines / Parquet record of one annotation: one key per `RECORD_COLUMNS` entry.
+    """Return the export record of one annotation: one key per `RECORD_COLUMNS` entry, in order.
 
-    Keys: ``sample`` (the full sample record, ``meta`` as a JSON string), ``source``,
-    ``generator``, ``prompt`` and ``seed`` (a synthetic sample's provenance; None for real ones),
-    ``verdict`` (harmful, reason, categories, score, status, refused), ``usage``, ``config_hash``,
+    The sample (``id``, ``kind``, ``path``, ``source``, ``keyword``, ``generator``, ``split``,
+    ``label``, ``frames``, ``meta`` as JSON text), a synthetic sample's ``prompt`` and ``seed``,
+    the verdict (``harmful``, ``reason``, ``categories``, ``score``, ``status``, ``refused``),
+    the usage (``calls``, ``prompt_tokens``, ``completion_tokens``, ``cost``), ``config_hash``,
     ``run_id``, ``error``, ``started_at`` and ``finished_at`` (UTC `datetime`, None when unknown),
     ``decided_by`` (the cascade stage that decided, ``debate``, or None outside a cascade) and
     ``turns`` (every turn in order), then any column added with `add_column`.
     """
     return {c.name: c.value(sample, ann) for c in RECORD_COLUMNS}
+
+
+def json_default(value: object) -> object:
+    """``json.dumps``'s ``default`` for a record: a `datetime` as ISO-8601 text (the JSON Lines form)."""
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="microseconds")
+    return str(value)
 
 
 def page_cells(page: AnnotationPage, columns: list[Column]) -> list[list[Any]]:
@@ -534,8 +446,74 @@ def page_cells(page: AnnotationPage, columns: list[Column]) -> list[list[Any]]:
     return out
 
 
-def parquet_schema() -> Any:
-    """Return the pyarrow schema of the Parquet export, built from `RECORD_COLUMNS`."""
+def arrow_schema() -> Any:
+    """Return the Arrow schema of the export (`RECORD_COLUMNS`): Parquet's, and the one JSON Lines is read with."""
     import pyarrow as pa
 
     return pa.schema([(c.name, c.arrow_type(pa)) for c in RECORD_COLUMNS])
+
+
+parquet_schema = arrow_schema
+"""The Parquet schema: `arrow_schema` (the name earlier versions used)."""
+
+
+def hf_features() -> Any:
+    """Return the ``datasets.Features`` of the export's columns (`arrow_schema`, converted by ``datasets``).
+
+    ``datasets.load_dataset("json", data_files="a.jsonl", features=hf_features())`` reads a
+    JSON Lines export with the Parquet export's types (timestamps as timestamps, all-null
+    columns and empty lists typed).
+    """
+    import datasets
+
+    return datasets.Features.from_arrow_schema(arrow_schema())
+
+
+def _json_type(pa: Any, t: Any) -> dict[str, Any]:
+    """The JSON Schema of a value of Arrow type ``t`` (every value may be null)."""
+    if pa.types.is_boolean(t):
+        return {"type": ["boolean", "null"]}
+    if pa.types.is_integer(t):
+        return {"type": ["integer", "null"]}
+    if pa.types.is_floating(t):
+        return {"type": ["number", "null"]}
+    if pa.types.is_timestamp(t):
+        return {"type": ["string", "null"], "format": "date-time"}
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return {"type": ["string", "null"]}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return {"type": ["array", "null"], "items": _json_type(pa, t.value_type)}
+    if pa.types.is_struct(t):
+        fields = list(t)
+        return {
+            "type": ["object", "null"],
+            "properties": {f.name: _json_type(pa, f.type) for f in fields},
+            "required": [f.name for f in fields],
+            "additionalProperties": False,
+        }
+    raise ConfigError(f"export columns of Arrow type {t} have no JSON Schema: use a string, number, list or struct")
+
+
+def json_schema() -> dict[str, Any]:
+    """Return the JSON Schema (draft 2020-12) of one line of the JSON Lines export, from `arrow_schema`.
+
+    Every column is present in every line; a cell may be null. Timestamps are ISO-8601 text
+    (``format: date-time``).
+    """
+    import pyarrow as pa
+
+    docs = {c.name: c.doc for c in RECORD_COLUMNS}
+    properties = {}
+    for f in arrow_schema():
+        prop = _json_type(pa, f.type)
+        if docs.get(f.name):
+            prop["description"] = docs[f.name]
+        properties[f.name] = prop
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "vhd annotation export (one JSON Lines record)",
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }

@@ -6,13 +6,13 @@ through pyarrow's ``ParquetWriter``, and the VHD11K CSV spools its rows to a tem
 the number of debate rounds (its header) is known. Memory holds a page and a row group, whatever
 the size of the store.
 
-The JSON Lines and Parquet records are built from one typed column list,
-`vhd.store.columns.RECORD_COLUMNS`: **add a column there** (`add_column`) and both formats get it
-with the same value and type. The two agree on types: ``sample.meta`` is a JSON string in both
-(its keys differ per sample, so no fixed struct fits; ``json.loads`` reads it back), and
-``started_at`` / ``finished_at`` are UTC timestamps: a Parquet ``timestamp[us, UTC]``, and in JSON
-Lines the same instant as ISO-8601 text ending in ``+00:00`` (which pandas' ``read_json`` turns
-into timestamps by itself).
+The JSON Lines and Parquet records are built from one typed, flat column list,
+`vhd.store.columns.RECORD_COLUMNS`: **add a column there** (`add_column`) and both formats (and
+the Hugging Face export) get it with the same value and type. ``meta`` is a JSON string in both,
+and ``started_at`` / ``finished_at`` are UTC timestamps: a Parquet ``timestamp[us, UTC]``, and in
+JSON Lines the same instant as ISO-8601 text ending in ``+00:00``. `read_table` reads either back
+under the one schema (`vhd.store.columns.arrow_schema`), so columns that are null in every row and
+empty lists keep their types; `vhd.store.columns.json_schema` describes a JSON Lines record.
 
 Every file is written to a temporary file in the target folder and moved into place, so an
 interrupted export never leaves a half-written file under the final name. Formats are
@@ -25,11 +25,10 @@ and gets ``(Sample, Annotation)`` records, built from each page. The built-in fo
 `write_pages` to go from the stored cells straight to CSV cells, JSON and Arrow arrays (JSON Lines
 and Parquet through `vhd.store.columns.page_cells`), several times cheaper on a large store, and
 keep `write` for callers with records; both paths write the same bytes (tested). The module is
-long (about 600 lines) for that reason: each writer's two paths stay side by side.
+long (about 650 lines) for that reason: each writer's two paths stay side by side.
 
 Example:
-    >>> with Store("run.db") as store:  # doctest: +SKIP
-    ...     result = export(store, "vhd11k-csv", "out/annotations.csv")
+    >>> result = export("run.db", "vhd11k-csv", "out/annotations.csv")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -53,7 +52,16 @@ from vhd.fileio import atomic_write, escape_cell
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.registry import Registry
 from vhd.store import columns as record_columns
-from vhd.store.columns import RECORD_COLUMNS, Column, add_column, page_cells, parquet_schema, record
+from vhd.store.columns import (
+    RECORD_COLUMNS,
+    Column,
+    add_column,
+    arrow_schema,
+    json_default,
+    page_cells,
+    parquet_schema,
+    record,
+)
 from vhd.store.reads import (
     ROW_CATEGORIES,
     ROW_HARMFUL,
@@ -66,7 +74,7 @@ from vhd.store.reads import (
     AnnotationPage,
 )
 from vhd.store.rows import loads
-from vhd.store.sqlite import Store
+from vhd.store.sqlite import Store, StoreLike, using_store
 
 
 class ExportFormat(abc.ABC):
@@ -117,9 +125,11 @@ __all__ = [
     "ParquetFormat",
     "Vhd11kCsvFormat",
     "add_column",
+    "arrow_schema",
     "export",
     "parquet_schema",
     "path_root",
+    "read_table",
     "record",
     "relative_path",
     "vhd11k_columns",
@@ -130,6 +140,7 @@ EXPORT_FORMATS: Registry[type[ExportFormat]] = Registry("export format", "vhd.ex
 """Every export format: built-ins below, plugins from the ``vhd.export_formats`` entry-point group."""
 
 EXPORT_FORMATS.add("vhd11k-csv", "vhd.store.export:Vhd11kCsvFormat", summary="the VHD11K release CSV")
+EXPORT_FORMATS.add("csv", "vhd.store.export:Vhd11kCsvFormat", summary="the VHD11K release CSV (same as vhd11k-csv)")
 EXPORT_FORMATS.add("jsonl", "vhd.store.export:JsonlFormat", summary="JSON Lines, one annotation a line")
 EXPORT_FORMATS.add(
     "parquet", "vhd.store.export:ParquetFormat", extra="parquet", needs=["pyarrow"], summary="Apache Parquet"
@@ -187,7 +198,7 @@ class ExportResult:
 
 
 def export(
-    store: Store,
+    store: StoreLike,
     fmt: str,
     out: str | os.PathLike[str],
     *,
@@ -201,8 +212,8 @@ def export(
     """Export annotations from a store.
 
     Args:
-        store: The store to read.
-        fmt: ``vhd11k-csv``, ``jsonl``, ``parquet`` or a plugin's format (`EXPORT_FORMATS`).
+        store: The store to read: an open `Store` or its path.
+        fmt: ``vhd11k-csv`` (or ``csv``), ``jsonl``, ``parquet`` or a plugin's format (`EXPORT_FORMATS`).
         out: Output file. For ``vhd11k-csv`` with both images and videos (and no ``kind``),
             two files are written beside it: ``<stem>_images.csv`` and ``<stem>_videos.csv``.
         config_hash: Only annotations under this configuration (default: each sample's latest).
@@ -220,7 +231,8 @@ def export(
         The files written, the number of rows, and every annotation left out with the reason.
 
     Raises:
-        ConfigError: Unknown format or kind, or both ``relative_to`` and ``absolute_paths``.
+        ConfigError: Unknown format or kind, both ``relative_to`` and ``absolute_paths``, or no store
+            at the path.
         MissingDependencyError: ``parquet`` without pyarrow installed (before anything is read).
     """
     writer = EXPORT_FORMATS.load(fmt)()
@@ -229,41 +241,42 @@ def export(
     except ValueError:
         raise ConfigError(f"unknown kind {kind!r}: choose image or video") from None
     out_path = Path(out)
-    base = path_root(store, relative_to, absolute_paths, config_hash=config_hash, run_id=run_id, kind=want_kind)
-    result = ExportResult(root=None if base is None else Path(base))
+    with using_store(store) as db:
+        base = path_root(db, relative_to, absolute_paths, config_hash=config_hash, run_id=run_id, kind=want_kind)
+        result = ExportResult(root=None if base is None else Path(base))
 
-    keep_undecided = include_unparsed and not writer.decided_only
-    want = None if want_kind is None else want_kind.value
+        keep_undecided = include_unparsed and not writer.decided_only
+        want = None if want_kind is None else want_kind.value
 
-    cells = turn_cells = None
-    raw = _reads_pages(type(writer))
-    if raw:  # perhaps only some cells
-        cells = None if writer.raw_cells is None else writer.raw_cells | _FILTER_CELLS
-        turn_cells = writer.raw_turn_cells
+        cells = turn_cells = None
+        raw = _reads_pages(type(writer))
+        if raw:  # perhaps only some cells
+            cells = None if writer.raw_cells is None else writer.raw_cells | _FILTER_CELLS
+            turn_cells = writer.raw_turn_cells
 
-    def pages() -> Iterator[AnnotationPage]:
-        for page in store.iter_annotation_pages(
-            config_hash=config_hash, run_id=run_id, cells=cells, turn_cells=turn_cells
-        ):
-            rows = []
-            for r in page.rows:
-                if want is not None and r[ROW_KIND] != want and Kind(r[ROW_KIND]) is not want_kind:
-                    continue
-                if not keep_undecided and _decision(r[ROW_STATUS], r[ROW_HARMFUL]) is None:
-                    status = Status(r[ROW_STATUS]).value
-                    why = f"status {status}" if status != Status.OK.value else "no decision"
-                    result.leave_out(r[ROW_SAMPLE_ID], why)
-                    continue
-                if base is not None:
-                    r = (*r[:ROW_PATH], relative_path(r[ROW_PATH], base), *r[ROW_PATH + 1 :])
-                rows.append(r)
-            if rows:
-                result.written += len(rows)
-                # the rows are new tuples whenever paths were rewritten, even when none was left out
-                yield page if base is None and len(rows) == len(page.rows) else page.with_rows(rows)
+        def pages(db: Store) -> Iterator[AnnotationPage]:
+            for page in db.iter_annotation_pages(
+                config_hash=config_hash, run_id=run_id, cells=cells, turn_cells=turn_cells
+            ):
+                rows = []
+                for r in page.rows:
+                    if want is not None and r[ROW_KIND] != want and Kind(r[ROW_KIND]) is not want_kind:
+                        continue
+                    if not keep_undecided and _decision(r[ROW_STATUS], r[ROW_HARMFUL]) is None:
+                        status = Status(r[ROW_STATUS]).value
+                        why = f"status {status}" if status != Status.OK.value else "no decision"
+                        result.leave_out(r[ROW_SAMPLE_ID], why)
+                        continue
+                    if base is not None:
+                        r = (*r[:ROW_PATH], relative_path(r[ROW_PATH], base), *r[ROW_PATH + 1 :])
+                    rows.append(r)
+                if rows:
+                    result.written += len(rows)
+                    # the rows are new tuples whenever paths were rewritten, even when none was left out
+                    yield page if base is None and len(rows) == len(page.rows) else page.with_rows(rows)
 
-    write_pages = writer.write_pages if raw else partial(ExportFormat.write_pages, writer)
-    result.files.extend(write_pages(out_path, pages(), want_kind))
+        write_pages = writer.write_pages if raw else partial(ExportFormat.write_pages, writer)
+        result.files.extend(write_pages(out_path, pages(db), want_kind))
     return result
 
 
@@ -548,28 +561,22 @@ def _write_vhd11k_csv(path: Path, spool: IO[str] | None, kind: Kind, rounds: int
     atomic_write(path, write)
 
 
-def _json_default(value: object) -> object:
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="microseconds")
-    return str(value)
-
-
 def _write_jsonl(f: IO[str], rows: Iterable[tuple[Sample, Annotation]]) -> None:
     for sample, ann in rows:
-        f.write(json.dumps(record(sample, ann), ensure_ascii=False, default=_json_default))
+        f.write(json.dumps(record(sample, ann), ensure_ascii=False, default=json_default))
         f.write("\n")
 
 
 def _write_jsonl_pages(f: IO[str], pages: Iterable[AnnotationPage]) -> None:
     columns = list(record_columns.RECORD_COLUMNS)  # read now: `add_column` may have added some
     names = [c.name for c in columns]
-    # what json.dumps(record, ensure_ascii=False, default=_json_default) does, without a new encoder a row
-    encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    # what json.dumps(record, ensure_ascii=False, default=json_default) does, without a new encoder a row
+    encode = json.JSONEncoder(ensure_ascii=False, default=json_default).encode
     for page in pages:
         cells = page_cells(page, columns)
         for i, values in enumerate(cells):
             if any(issubclass(t, datetime) for t in set(map(type, values))):  # as text now: no `default` call each
-                cells[i] = [_json_default(v) if isinstance(v, datetime) else v for v in values]
+                cells[i] = [json_default(v) if isinstance(v, datetime) else v for v in values]
         f.write("".join([encode(dict(zip(names, row, strict=True))) + "\n" for row in zip(*cells, strict=True)]))
 
 
@@ -652,3 +659,37 @@ def _write_parquet(
                 flush(writer, cells)
 
     atomic_write(path, write, binary=True)
+
+
+def read_table(path: str | os.PathLike[str]) -> Any:
+    """Read a JSON Lines or Parquet export back as a ``pyarrow.Table`` under the export schema.
+
+    Both formats give the same column types (`vhd.store.columns.arrow_schema`): timestamps as
+    timestamps, and columns that are null in every row or lists that are always empty keep their
+    types, which inferring readers (``pandas.read_json``) cannot know. ``.to_pandas()`` gives a
+    DataFrame.
+
+    Raises:
+        ConfigError: Not a ``.jsonl`` or ``.parquet`` file, or the file does not match the schema.
+        MissingDependencyError: pyarrow is not installed.
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pj
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependencyError("pyarrow", "parquet") from exc
+    p = Path(path)
+    schema = arrow_schema()
+    try:
+        if p.suffix == ".parquet":
+            return pq.read_table(p, schema=schema)
+        if p.suffix == ".jsonl":
+            if p.stat().st_size == 0:
+                return schema.empty_table()
+            options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+            return pj.read_json(p, parse_options=options).select(schema.names)
+    except (pa.ArrowInvalid, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{p} is not a vhd export of this version ({first}): export it again") from None
+    raise ConfigError(f"{p}: read_table reads .jsonl and .parquet exports; name the file with one of them")

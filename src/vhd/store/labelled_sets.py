@@ -79,7 +79,7 @@ class LabelledSets(abc.ABC):
         return [
             LabelledSample(
                 id=str(r[0]),
-                path=Path(r[1]),
+                path=r[1],
                 kind=Kind(r[5]),
                 harmful=bool(r[2]),
                 reason=r[3],

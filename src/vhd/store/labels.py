@@ -23,7 +23,6 @@ its row number; rows merged into another row of the same sample are listed in `L
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import re
@@ -32,8 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vhd.boundary import item_boundary
 from vhd.errors import ConfigError
-from vhd.fileio import unescape_cell
+from vhd.fileio import load_json, read_csv, unescape_cell
 from vhd.records import Kind, LabelRow, Source, parse_yes_no
 from vhd.store.label_rules import LabelOptions, PathResolver, settle_duplicates
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
@@ -143,20 +143,24 @@ def read_labels(
     opts = options or LabelOptions()
     paths = PathResolver(src, opts, None if root is None else Path(root), store)
     text = _read_text(src)
+    problems: list[LabelError] = []
     if src.suffix.lower() == ".json" or text.lstrip()[:1] in ("[", "{"):
         entries, fmt = _json_entries(src, text), "vhd11k-json"
     else:
-        entries, fmt = _csv_entries(src, text)
-    result = LabelSet(source=src, format=fmt)
+        entries, fmt, problems = _csv_entries(src, text)
+    result = LabelSet(source=src, format=fmt, errors=problems)
     columns = {str(k).strip().lower() for _, e in entries for k in e}
     if entries and not columns & set(_DECISIONS):
         raise ConfigError(_columns_message(src))
     rows: list[LabelRow] = []
     for line, entry in entries:
-        try:
-            rows.append(_row(entry, paths, line, taxonomy))
-        except ValueError as exc:
-            result.errors.append(LabelError(line, str(exc)))
+        with item_boundary(entry) as b:
+            try:
+                rows.append(_row(entry, paths, line, taxonomy))
+            except ValueError as exc:
+                result.errors.append(LabelError(line, str(exc)))
+        if b.failure is not None:
+            result.errors.append(LabelError(line, b.failure.reason))
     keys = [(r.line, _keys(r), r.harmful) for r in rows]
     settled = settle_duplicates(keys, opts.duplicates, "path or id")
     result.rows = [rows[i] for i in settled.keep]
@@ -188,13 +192,12 @@ def _read_text(src: Path) -> str:
         return data.decode("latin-1")  # some released VHD11K files are not UTF-8
 
 
-def _csv_entries(src: Path, text: str) -> tuple[list[tuple[int, dict[str, Any]]], str]:
-    reader = csv.reader(io.StringIO(text, newline=""))
+def _csv_entries(src: Path, text: str) -> tuple[list[tuple[int, dict[str, Any]]], str, list[LabelError]]:
     try:
-        header = [h.strip() for h in next(reader, [])]
-        records = list(reader)
+        table = read_csv(text)
     except csv.Error as exc:
         raise ConfigError(f"cannot parse {src} as CSV ({exc}): check the file") from exc
+    header = table.header
     lower = {h.lower() for h in header}
     if lower & _VHD11K_PATHS.keys():
         if not lower & {"decision", "response"}:
@@ -207,18 +210,21 @@ def _csv_entries(src: Path, text: str) -> tuple[list[tuple[int, dict[str, Any]]]
     else:
         fmt = "labels-csv"
     entries = []
-    for number, values in enumerate(records, start=2):
-        if not any(v.strip() for v in values):
-            continue
-        entries.append((number, dict(zip(header, (unescape_cell(v) for v in values), strict=False))))
-    return entries, fmt
+    for number, (_, cells) in enumerate(table.rows, start=2):  # rows are numbered as records, header = 1
+        values = {k: unescape_cell(v) for k, v in cells.items() if k is not None}  # cells past the header: dropped
+        if any(v.strip() for v in values.values()):
+            entries.append((number, values))
+    last = len(table.rows) + 2  # a quote never closed swallows the last record
+    return entries, fmt, [LabelError(1 if line == 1 else last, message) for line, message in table.problems]
 
 
 def _json_entries(src: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"cannot parse {src} as JSON (line {exc.lineno}: {exc.msg}): check the file") from exc
+    except ValueError as exc:  # nested too deep to parse
+        raise ConfigError(f"cannot parse {src} as JSON ({exc}): check the file") from None
     if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
         data = next(iter(data.values()))  # {"annotations": [...]}
     items: list[Any]

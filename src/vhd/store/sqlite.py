@@ -352,6 +352,20 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
             found.setdefault(r["id"], sample_from_row(r))
         return list(found.values())
 
+    def find_samples_named(self, name: str) -> list[Sample]:
+        """Find samples whose file is called ``name`` (the last part of the path), in any folder.
+
+        Reads every path (no index covers a path's end): for references that matched nothing
+        else (`find_samples`). At most `PREFIX_MATCHES` results, in the order they were added.
+        """
+        if not name or "/" in name or os.sep in name:
+            return []
+        rows = self._query(
+            f"SELECT {_SAMPLE_COLS} FROM samples s WHERE substr(s.path, -?) = ? ORDER BY s.rowid LIMIT ?",
+            (len(name) + 1, "/" + name, PREFIX_MATCHES),
+        )
+        return [sample_from_row(r) for r in rows]
+
     def _upsert(self, conn: sqlite3.Connection, sample: Sample) -> None:
         row = conn.execute(
             "SELECT source, keyword, generator, split, label, frames_json, meta_json FROM samples WHERE id = ?",
@@ -487,3 +501,29 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                     for i, t in enumerate(ann.turns)
                 ],
             )
+
+
+StoreLike = Store | str | os.PathLike[str]
+"""What every function taking a store accepts: an open `Store`, or the path of one."""
+
+
+@contextmanager
+def using_store(store: StoreLike, *, create: bool = False) -> Iterator[Store]:
+    """Yield ``store`` itself (left open: the caller owns it), or the store at a path, closed after.
+
+    A path must name an existing store (`open_store`): a function reading a store never creates
+    one; a function that writes one passes ``create=True``.
+
+    Raises:
+        ConfigError: A path where no store file is.
+    """
+    if isinstance(store, Store):
+        yield store
+        return
+    with Store(store) if create else open_store(store) as db:
+        yield db
+
+
+def store_path(store: StoreLike) -> Path:
+    """The file of a store given as an open `Store` or as its path (for calls that open it themselves)."""
+    return store.path if isinstance(store, Store) else Path(store)

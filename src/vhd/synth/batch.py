@@ -2,18 +2,21 @@
 
 `generate_batch` (and `generate_one`) are pure functions of (prompt rows, generator, seed): they
 touch no file and no store, so an executor can run them anywhere (`vhd.synth.work`); the driver
-writes and registers what they return (`vhd.synth.generate.commit`).
+writes and registers what they return (`vhd.synth.generate.commit`). It is two halves a local run
+overlaps: `plan_jobs` plus `Generator.run` (the pipeline call) and `finish_batch` (host work:
+watermark, provenance, encoding, Content Credentials, hashing).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vhd.records import Kind
-from vhd.synth.generators import Generator, Job, apply_template
+from vhd.synth.generators import Frames, Generator, Job, apply_template
 from vhd.synth.provenance import Provenance, derive_seed, folder_fingerprint, versions
 from vhd.synth.rows import PromptRow
 
@@ -25,10 +28,11 @@ class Generated:
     Attributes:
         row: The prompt row.
         provenance: What made it (embedded in ``data``).
-        data: PNG or MP4 bytes (None when ``reason`` says why there is none).
-        suffix: ``.png`` or ``.mp4``.
+        data: PNG, WebP or MP4 bytes (None when ``reason`` says why there is none).
+        suffix: ``.png``, ``.webp`` or ``.mp4``.
         frames: The uint8 frames (for ``--keep-frames``).
         reason: Why it is not a sample (blacked out by the safety checker), else None.
+        sha256: Hex digest of ``data`` (its file name and sample id), when computed.
     """
 
     row: PromptRow
@@ -37,11 +41,15 @@ class Generated:
     suffix: str
     frames: Any = None
     reason: str | None = None
+    sha256: str | None = None
 
 
 def identity(generator: Generator) -> dict[str, Any]:
     """What the generator contributes to every provenance record (computed once: loads the pipeline)."""
     import torch
+
+    from vhd.synth.credentials import credentials_state
+    from vhd.synth.outputs import encoding_name
 
     generator.load()
     model = generator.model
@@ -67,6 +75,11 @@ def identity(generator: Generator) -> dict[str, Any]:
         "safety_checker": generator.safety_state(),
         "components": components,
         "versions": versions(),
+        "encoding": "h264:crf18"
+        if generator.kind is Kind.VIDEO
+        else encoding_name(generator.settings.image_format, generator.settings.png_level),
+        "content_credentials": credentials_state(generator.settings),
+        "speed": generator.speed_options(),
     }
 
 
@@ -81,34 +94,45 @@ def row_seed(row: PromptRow, base_seed: int) -> int:
     return row.seed if row.seed is not None else derive_seed(base_seed, row.id)
 
 
-def generate_batch(
+def plan_jobs(
     generator: Generator,
     rows: Sequence[PromptRow],
     *,
     base_seed: int = 0,
     first_frames: Sequence[tuple[Any, str]] | None = None,
-    ident: dict[str, Any] | None = None,
+) -> list[Job]:
+    """The pipeline jobs of a batch of rows (template applied, seeds derived), in order."""
+    images = [f[0] for f in first_frames] if first_frames else [None] * len(rows)
+    return [make_job(generator, r, row_seed(r, base_seed), im) for r, im in zip(rows, images, strict=True)]
+
+
+def finish_batch(
+    generator: Generator,
+    rows: Sequence[PromptRow],
+    jobs: Sequence[Job],
+    results: Sequence[Frames],
+    *,
+    ident: dict[str, Any],
+    first_frames: Sequence[tuple[Any, str]] | None = None,
 ) -> list[Generated]:
-    """Generate a batch of prompts: a pure function of (rows, generator, seed); nothing is written.
+    """The host half of a batch: watermark, provenance, encoding, Content Credentials and hash of each output.
 
     Args:
-        generator: The generator (loaded on first use).
-        rows: The prompt rows (the safety floor is the caller's: see `generate`).
-        base_seed: ``--seed``; each row's seed is derived from it and the prompt id.
+        generator: The generator that ran the jobs.
+        rows: The prompt rows.
+        jobs: Their jobs (`plan_jobs`).
+        results: What `Generator.run` made of them.
+        ident: `identity` of the generator.
         first_frames: For image-to-video, ``(PIL image, sha256 of its file)`` per row.
-        ident: `identity` of the generator, when the caller has it already.
 
     Returns:
         One `Generated` per row, in order.
     """
-    from vhd.synth.outputs import Watermarker, encode_mp4, encode_png
+    from vhd.synth.credentials import sign_output
+    from vhd.synth.outputs import Watermarker, encode_image, encode_mp4, image_suffix
 
-    ident = ident or identity(generator)
-    seeds = [row_seed(r, base_seed) for r in rows]
-    images = [f[0] for f in first_frames] if first_frames else [None] * len(rows)
-    jobs = [make_job(generator, r, s, im) for r, s, im in zip(rows, seeds, images, strict=True)]
-    results = generator.run(jobs)
-    marker = Watermarker() if generator.settings.watermark else None
+    settings = generator.settings
+    marker = Watermarker() if settings.watermark else None
     out: list[Generated] = []
     for k, (row, job, made) in enumerate(zip(rows, jobs, results, strict=True)):
         frames = made.frames
@@ -138,9 +162,38 @@ def generate_batch(
         if generator.kind is Kind.VIDEO:
             data, suffix = encode_mp4(frames, generator.fps or 8, prov.to_json()), ".mp4"
         else:
-            data, suffix = encode_png(frames[0], prov.to_json()), ".png"
-        out.append(Generated(row, prov, data, suffix, frames))
+            fmt = settings.image_format
+            data = encode_image(frames[0], prov.to_json(), fmt, settings.png_level)
+            suffix = image_suffix(fmt)
+        data = sign_output(data, suffix, prov, settings)
+        out.append(Generated(row, prov, data, suffix, frames, sha256=hashlib.sha256(data).hexdigest()))
     return out
+
+
+def generate_batch(
+    generator: Generator,
+    rows: Sequence[PromptRow],
+    *,
+    base_seed: int = 0,
+    first_frames: Sequence[tuple[Any, str]] | None = None,
+    ident: dict[str, Any] | None = None,
+) -> list[Generated]:
+    """Generate a batch of prompts: a pure function of (rows, generator, seed); nothing is written.
+
+    Args:
+        generator: The generator (loaded on first use).
+        rows: The prompt rows (the safety floor is the caller's: see `generate`).
+        base_seed: ``--seed``; each row's seed is derived from it and the prompt id.
+        first_frames: For image-to-video, ``(PIL image, sha256 of its file)`` per row.
+        ident: `identity` of the generator, when the caller has it already.
+
+    Returns:
+        One `Generated` per row, in order.
+    """
+    ident = ident or identity(generator)
+    jobs = plan_jobs(generator, rows, base_seed=base_seed, first_frames=first_frames)
+    results = generator.run(jobs)
+    return finish_batch(generator, rows, jobs, results, ident=ident, first_frames=first_frames)
 
 
 def generate_one(generator: Generator, row: PromptRow, *, base_seed: int = 0, first_frame: Any = None) -> Generated:

@@ -9,6 +9,11 @@ block lists and removals apply) and records the provenance. `generate` runs both
 resumably: (prompt id, generator, seed) already done is skipped, and Ctrl-C finishes the
 batches in flight before stopping. Whatever the executor, only this process writes.
 
+A local run overlaps the host work of batch k (watermark, provenance, encoding, Content
+Credentials, hashing, writing, the store commit) with the pipeline call of batch k+1, which runs
+in one pipeline thread: at most two batches are in flight, outputs are committed in prompt order,
+and the files and store rows are the same as a serial run's.
+
 Example:
     >>> settings = GenerateSettings(device="cpu", size=(64, 64), steps=4)  # doctest: +SKIP
     >>> with Store("run.db") as store:  # doctest: +SKIP
@@ -42,6 +47,7 @@ from vhd.synth.batch import identity as identity
 from vhd.synth.batch import row_seed as row_seed
 from vhd.synth.floor import floor_reason
 from vhd.synth.generators import GenerateSettings, Generator, create_generator
+from vhd.synth.overlap import overlapped
 from vhd.synth.rows import FirstFrames, generated_files, read_prompt_csv
 from vhd.synth.work import Batch, GenerateWork, check_worker_device
 
@@ -60,9 +66,11 @@ class GenerateResult:
         refused: ``(prompt id, reason)`` refused by the safety floor.
         blacked_out: ``(prompt id, reason)`` flagged by the safety checker (not stored).
         failed: ``(prompt id or line, reason)`` that could not be generated or registered.
-        interrupted: Ctrl-C stopped the run after the batch in flight.
+        interrupted: Ctrl-C stopped the run after the batches in flight.
         elapsed_s: Wall time.
         generate_s: Time inside the pipeline calls.
+        host_s: Time in host work after the pipeline (encoding, signing, writing, committing),
+            overlapped with the next pipeline call in a local run.
         run_id: The store's run id, if a store was given.
     """
 
@@ -75,6 +83,7 @@ class GenerateResult:
     interrupted: bool = False
     elapsed_s: float = 0.0
     generate_s: float = 0.0
+    host_s: float = 0.0
     run_id: str | None = None
 
     @property
@@ -93,6 +102,8 @@ class GenerateResult:
             "failed": [{"id": i, "reason": r} for i, r in self.failed],
             "interrupted": self.interrupted,
             "elapsed_s": round(self.elapsed_s, 3),
+            "generate_s": round(self.generate_s, 3),
+            "host_s": round(self.host_s, 3),
             "per_second": round(self.per_second, 3),
             "run_id": self.run_id,
         }
@@ -115,14 +126,14 @@ def commit(
         ``(file, sample id, reason)``: the sample id when registered, else the reason (blocked,
         removed earlier, invalid).
     """
-    from vhd.curate.ingest import IngestDefaults, ingest
+    from vhd.curate.ingest import IngestDefaults, ingest, register_written
     from vhd.synth.outputs import write_frames, write_output
 
     if existing is not None:
         path = existing
     else:
         assert item.data is not None
-        path = write_output(out_dir, item.data, item.suffix)
+        path = write_output(out_dir, item.data, item.suffix, sha256=item.sha256)
         if keep_frames is not None and item.frames is not None and item.provenance.frames is not None:
             write_frames(keep_frames, path.stem, item.frames)
     if store is None:
@@ -131,7 +142,14 @@ def commit(
     defaults = IngestDefaults(  # the sample's generator is exported: a local model folder is named local:NAME
         source=Source.SYNTHETIC, keyword=prov.keyword, generator=hide_local_spec(generator_spec), prompt=prov.prompt
     )
-    result = ingest([path], store, defaults=defaults, block_list=block_list, jobs=1)
+    if item.data is not None and item.sha256 is not None:  # the bytes are in hand: no second read or decode
+        kind = Kind.VIDEO if prov.frames is not None else Kind.IMAGE
+        result = register_written(
+            path, item.data, item.sha256, store, kind=kind, frame_count=prov.frames or 1, defaults=defaults,
+            block_list=block_list,
+        )  # fmt: skip
+    else:  # a file an interrupted run wrote: read it like any other
+        result = ingest([path], store, defaults=defaults, block_list=block_list, jobs=1)
     problems = result.invalid + result.blocked + result.refused
     if problems:
         if result.refused and existing is None:
@@ -246,7 +264,8 @@ def generate(
     finder = FirstFrames(store, first_frames) if gen.needs_first_frame else None
     run_id = None
     if store is not None and todo:
-        config = {"generator": gen.spec, "seed": seed, "settings": {k: str(v) for k, v in vars(gen.settings).items()}}
+        settings_record = {k: str(v) for k, v in vars(gen.settings).items() if k != "signing"}  # no key paths
+        config = {"generator": gen.spec, "seed": seed, "settings": settings_record}
         digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
         run_id = store.start_run(
             config,
@@ -274,7 +293,11 @@ def generate(
             on_progress(handled, len(todo), info=f"{result.per_second:.2f} {unit}/s")
 
     def batches() -> Iterator[Batch]:
-        """The batches to generate, planned lazily on the driver; stops pulling once ``stop`` is set."""
+        """The batches to generate, planned lazily on the driver; stops pulling once ``stop`` is set.
+
+        Files an interrupted run wrote but did not register travel with their batch
+        (``Batch.found``) and are committed with it, in order.
+        """
         for begin in range(0, len(todo), batch):
             if stop.is_set():
                 result.interrupted = True
@@ -285,7 +308,7 @@ def generate(
             for row in chunk:
                 found = on_disk.get((row.id, row_seed(row, seed)))
                 if found is not None:  # written by a run that stopped before registering it
-                    save(Generated(row, found[1], None, found[0].suffix), found[0])
+                    planned.found.append((Generated(row, found[1], None, found[0].suffix), found[0]))
                     continue
                 if finder is not None:
                     got = finder.load(row.id, row_seed(row, seed))
@@ -299,18 +322,7 @@ def generate(
 
     with finish_batch_on_interrupt(stop):
         if runner is None:
-            ident: dict[str, Any] | None = None
-            for planned in batches():
-                if planned.rows:
-                    ident = ident or identity(gen)
-                    began = time.perf_counter()
-                    made = generate_batch(
-                        gen, planned.rows, base_seed=seed, first_frames=planned.first_frames, ident=ident
-                    )
-                    result.generate_s += time.perf_counter() - began
-                    for item in made:
-                        save(item)
-                advance(planned.size)
+            overlapped(gen, seed, batches(), save, advance, result)
         elif todo:
             _on_executor(runner, GenerateWork.of(gen, seed, keep_frames is not None), batches(), save, advance, result)
     result.elapsed_s = time.perf_counter() - start
@@ -323,7 +335,7 @@ def _on_executor(
     runner: Executor,
     work: GenerateWork,
     planned: Iterator[Batch],
-    save: Callable[[Generated], None],
+    save: Callable[..., None],
     advance: Callable[[int], None],
     result: GenerateResult,
 ) -> None:
@@ -334,6 +346,8 @@ def _on_executor(
 
     def to_send() -> Iterator[Batch]:
         for item in planned:
+            for found, path in item.found:
+                save(found, path)
             if item.rows:
                 yield item
             else:  # every row of it was done on the driver

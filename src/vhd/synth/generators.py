@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from vhd.errors import ConfigError, MissingDependencyError
 from vhd.records import Kind
 from vhd.registry import Registry
+from vhd.synth.speed import VAES, attention_context, cache_signatures, prepare, speed_record
 
 PAPER_PHOTO_TEMPLATE = (
     "A professional photograph of {prompt}, photorealistic, vivid, high resolution, 8k, highly detailed, "
@@ -113,6 +114,15 @@ class GenerateSettings:
         vae_tiling: Decode in tiles (large sizes on small GPUs).
         cpu_offload: Keep parts on the CPU until used (needs accelerate).
         local_files_only: Never reach the hub.
+        image_format: ``png`` or ``webp`` (lossless) for images.
+        png_level: zlib level of PNGs (0-9; 1 by default: fast, the pixels do not depend on it).
+        content_credentials: Sign a C2PA manifest into every output: ``auto`` (when ``vhd[c2pa]``
+            is installed), ``on`` (an error without it) or ``off``.
+        signing: The C2PA signing certificate: `vhd.synth.credentials.SigningConfig` fields
+            (``cert``, ``key``, ``alg``, ``tsa_url``); empty: the self-signed test certificate.
+        channels_last, attention, vae, unet_weights, scheduler, preset: Speed options, each
+            described in `vhd.synth.speed` (``vae="fp16-fix"``: the fp16-safe SDXL VAE, no upcast;
+            ``preset``: the name `vhd.synth.speed.apply_preset` recorded).
     """
 
     steps: int | None = None
@@ -133,6 +143,16 @@ class GenerateSettings:
     vae_tiling: bool = False
     cpu_offload: bool = False
     local_files_only: bool = False
+    image_format: str = "png"
+    png_level: int = 1
+    content_credentials: str = "auto"
+    signing: Mapping[str, str] = field(default_factory=dict)
+    channels_last: bool = False
+    attention: str | None = None
+    vae: str | None = None
+    unet_weights: str | None = None
+    scheduler: Mapping[str, Any] = field(default_factory=dict)
+    preset: str | None = None
 
 
 @dataclass
@@ -275,10 +295,19 @@ class Generator:
             part = getattr(library, entry[1])
             kwargs[name] = self._fail_to(lambda p=part, i=ident: p.from_pretrained(i, **self._where(i)), ident)
             self.loaded_components[name] = ident
+        if self.settings.vae is not None:
+            vae = VAES.get(self.settings.vae, self.settings.vae)  # the fp16-safe VAE is loaded in half precision
+            kwargs["vae"] = self._fail_to(
+                lambda: diffusers.AutoencoderKL.from_pretrained(vae, dtype=torch_dtype, **self._where(vae)),  # type: ignore[no-untyped-call]
+                vae,
+            )
+            self.loaded_components["vae"] = vae
         if self.has_safety_checker and not self.settings.safety_checker:
             kwargs.update(safety_checker=None, requires_safety_checker=False)
         pipe = self._fail_to(lambda: cls.from_pretrained(model, **kwargs), model)
         pipe.set_progress_bar_config(disable=True)
+        cache_signatures(pipe)
+        self.loaded_components.update(prepare(pipe, self.settings, self.device, self._fail_to))
         if self.settings.attention_slicing:
             pipe.enable_attention_slicing()
         if self.settings.vae_tiling:
@@ -287,6 +316,10 @@ class Generator:
             pipe.enable_model_cpu_offload(device=self.device)
         else:
             pipe.to(self.device)
+        if self.settings.channels_last:
+            for part in ("unet", "transformer", "vae"):
+                if getattr(pipe, part, None) is not None:
+                    getattr(pipe, part).to(memory_format=torch.channels_last)
         if self.settings.compile:
             denoiser = "unet" if hasattr(pipe, "unet") else "transformer"
             setattr(pipe, denoiser, torch.compile(getattr(pipe, denoiser)))
@@ -319,6 +352,10 @@ class Generator:
                 alternatives=f"pass a local folder ({self.name}:/path/to/pipeline)",
             )
             raise ConfigError(message or f"cannot load {self.name} model {ident!r}: {brief(exc)}") from exc
+
+    def speed_options(self) -> dict[str, Any]:
+        """The speed options in effect (recorded in provenance; several change outputs slightly)."""
+        return speed_record(self.settings, self.load() if self.settings.vae is not None else None)
 
     def scheduler_name(self) -> str:
         """The loaded pipeline's scheduler class."""
@@ -366,7 +403,7 @@ class Generator:
         if not self.batchable and len(jobs) > 1:
             return [f for j in jobs for f in self.run([j])]
         torch.manual_seed(jobs[0].seed)  # pipelines that draw noise without the generator (I2VGen-XL)
-        with torch.inference_mode():
+        with torch.inference_mode(), attention_context(self.settings.attention):
             out = pipe(**self.call_kwargs(jobs))
         if self.kind is Kind.VIDEO:
             raw = out.frames

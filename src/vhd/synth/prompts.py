@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vhd.aio import run_sync
 from vhd.backends.base import Backend, GenerateConfig, Message
 from vhd.errors import BackendError, ConfigError
 from vhd.fileio import atomic_write, escape_cell, unescape_cell
@@ -405,4 +406,4 @@ def prompts(
         finally:
             await backend.aclose()
 
-    return asyncio.run(run())
+    return run_sync(run())

@@ -1,10 +1,11 @@
 """Provenance of generated media: prompt ids, derived seeds, and the record embedded in each file.
 
 Every generated file carries a JSON provenance record (a PNG ``tEXt`` chunk named
-``vhd:provenance``; the MP4 container's ``comment`` tag) so a file found later can be traced to
-its prompt, generator, model, seed and settings. The embedded record holds no time, run id,
-output path or store path (those live in the store), so equal inputs give equal bytes; a model
-or component loaded from a local folder is named ``local:NAME`` there
+``vhd:provenance``; a WebP's XMP packet; the MP4 container's ``comment`` tag) so a file found
+later can be traced to its prompt, generator, model, seed and settings. The embedded record
+holds no time, run id, output path or store path (those live in the store), so equal inputs give
+equal bytes (a C2PA manifest, `vhd.synth.credentials`, adds random salts: equal pixels then, not
+equal bytes); a model or component loaded from a local folder is named ``local:NAME`` there
 (`vhd.redaction.hide_local_path`: no folder, no user name), its ``sha256:`` revision still
 identifying it. The store keeps the path as given.
 
@@ -76,6 +77,12 @@ class Provenance:
         first_frame_sha256: For image-to-video, the sha256 of the first frame's file.
         components: Parts loaded beside the model (``motion_adapter`` -> id), with revisions.
         versions: vhd, torch, diffusers and transformers versions.
+        encoding: How the file is encoded (``png:1``, ``webp-lossless:0``, ``h264:crf18``); the
+            level changes the bytes, not the pixels. Empty in records older than the field.
+        content_credentials: ``off``, or who signed the C2PA manifest: ``test-certificate`` (vhd's
+            self-signed, untrusted one) or ``config`` (the user's certificate).
+        speed: The speed options that were on (``channels_last``, ``compile``, ``attention``,
+            ``vae``, ``preset``...); those that change outputs are listed here.
     """
 
     generator: str
@@ -105,6 +112,9 @@ class Provenance:
     components: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     source: str = "synthetic"
+    encoding: str = ""
+    content_credentials: str = "off"
+    speed: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (keys sorted when dumped by `to_json`)."""
@@ -143,20 +153,38 @@ def versions() -> dict[str, str]:
     return found
 
 
-def folder_fingerprint(path: str | os.PathLike[str]) -> str:
-    """``sha256:<hex>`` over a local model folder: every file's relative path, size and content.
+_FINGERPRINTS: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], str] = {}
+"""Folder fingerprints already computed in this process, keyed by the folder and its files' stats."""
 
-    Files over 256 MiB contribute their path, size and first and last MiB (hashing many GB of
-    weights in full at every start would cost minutes).
-    """
-    root = Path(path)
-    digest = hashlib.sha256()
-    big = 256 << 20
+
+def _folder_files(root: Path) -> list[tuple[str, Path, os.stat_result]]:
+    found = []
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = file.relative_to(root).as_posix()
         if rel.startswith(".") or "/." in rel:
             continue
-        size = file.stat().st_size
+        found.append((rel, file, file.stat()))
+    return found
+
+
+def folder_fingerprint(path: str | os.PathLike[str]) -> str:
+    """``sha256:<hex>`` over a local model folder: every file's relative path, size and content.
+
+    Files over 256 MiB contribute their path, size and first and last MiB (hashing many GB of
+    weights in full at every start would cost minutes). The result is remembered by the files'
+    stats (path, size, mtime, inode), as the store's stat index remembers file hashes: a folder
+    whose files are unchanged is not read again in this process.
+    """
+    root = Path(path)
+    files = _folder_files(root)
+    key = (str(root.resolve()), tuple((rel, st.st_size, st.st_mtime_ns, st.st_ino) for rel, _, st in files))
+    known = _FINGERPRINTS.get(key)
+    if known is not None:
+        return known
+    digest = hashlib.sha256()
+    big = 256 << 20
+    for rel, file, st in files:
+        size = st.st_size
         digest.update(f"{rel}\0{size}\0".encode())
         with file.open("rb") as fh:
             if size <= big:
@@ -166,12 +194,40 @@ def folder_fingerprint(path: str | os.PathLike[str]) -> str:
                 digest.update(fh.read(1 << 20))
                 fh.seek(size - (1 << 20))
                 digest.update(fh.read(1 << 20))
-    return f"sha256:{digest.hexdigest()}"
+    found = f"sha256:{digest.hexdigest()}"
+    _FINGERPRINTS[key] = found
+    return found
+
+
+XMP_TAG = "vhd:provenance"
+"""The XMP property of a WebP's packet that holds the provenance JSON (XML-escaped)."""
+
+
+def xmp_packet(provenance_json: str) -> bytes:
+    """A minimal XMP packet carrying the provenance JSON (for formats without text chunks: WebP)."""
+    from xml.sax.saxutils import escape
+
+    body = escape(provenance_json, {'"': "&quot;"})
+    return (
+        '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+        f'<rdf:Description xmlns:vhd="https://vhd.invalid/ns/1.0/"><{XMP_TAG}>{body}</{XMP_TAG}>'
+        "</rdf:Description></rdf:RDF></x:xmpmeta>"
+    ).encode()
+
+
+def _xmp_provenance(xmp: bytes | str) -> str | None:
+    import re
+    from xml.sax.saxutils import unescape
+
+    text = xmp.decode("utf-8", "replace") if isinstance(xmp, bytes) else xmp
+    match = re.search(f"<{XMP_TAG}>(.*?)</{XMP_TAG}>", text, re.DOTALL)
+    return unescape(match.group(1), {"&quot;": '"'}) if match else None
 
 
 def read_embedded(path: str | os.PathLike[str]) -> Provenance | None:
-    """The provenance a vhd-generated PNG or MP4 carries, or None (not ours, or unreadable)."""
-    text = _png_text(path) if str(path).lower().endswith(".png") else _mp4_comment(path)
+    """The provenance a vhd-generated PNG, WebP or MP4 carries, or None (not ours, or unreadable)."""
+    name = str(path).lower()
+    text = _png_text(path) if name.endswith((".png", ".webp")) else _mp4_comment(path)
     if not text:
         return None
     try:
@@ -188,6 +244,8 @@ def _png_text(path: str | os.PathLike[str]) -> str | None:
     try:
         with open_untrusted(path) as im:
             value = getattr(im, "text", {}).get(PNG_KEY)
+            if value is None and im.info.get("xmp"):
+                value = _xmp_provenance(im.info["xmp"])
     except (MediaError, OSError, ValueError):
         return None
     return value if isinstance(value, str) else None

@@ -89,12 +89,12 @@ def read_prompt_csv(path: str | os.PathLike[str]) -> tuple[list[PromptRow], list
 
 
 def generated_files(folder: str | os.PathLike[str]) -> Iterator[tuple[Path, Provenance]]:
-    """vhd-generated PNG and MP4 files under a folder (recursively), with their embedded provenance."""
+    """vhd-generated PNG, WebP and MP4 files under a folder (recursively), with their embedded provenance."""
     root = Path(folder)
     if not root.is_dir():
         return
     for path in sorted(root.rglob("*")):
-        if path.suffix.lower() in (".png", ".mp4") and path.is_file() and not path.name.startswith("."):
+        if path.suffix.lower() in (".png", ".webp", ".mp4") and path.is_file() and not path.name.startswith("."):
             found = read_embedded(path)
             if found is not None:
                 yield path, found
@@ -126,7 +126,7 @@ class FirstFrames:
             self._index = {}
             if self.folder is not None:
                 for path, prov in generated_files(self.folder):
-                    if path.suffix.lower() == ".png":
+                    if path.suffix.lower() in (".png", ".webp"):
                         self._index.setdefault((prov.prompt_id, int(prov.seed)), path)
         return self._index
 

@@ -23,6 +23,8 @@ from vhd.errors import ConfigError
 from vhd.execution import Work
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from vhd.execution import ExecutorOptions
     from vhd.synth.batch import Generated
     from vhd.synth.generators import GenerateSettings, Generator
@@ -49,11 +51,18 @@ class Batch:
         first_frames: For image-to-video, ``(PIL image, sha256 of its file)`` per row.
         size: Rows of the prompt list this batch stands for (rows done on the driver included),
             for the progress.
+        found: Outputs of its rows an interrupted run wrote but did not register, with their
+            files (committed on the driver with the batch; never sent to a worker).
     """
 
     rows: list[PromptRow]
     first_frames: list[tuple[Any, str]] | None = None
     size: int = 0
+    found: list[tuple[Generated, Path]] = field(default_factory=list)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The rows and first frames travel to a worker; ``found`` stays on the driver."""
+        return {**self.__dict__, "found": []}
 
 
 @dataclass
