@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         "losses": result.losses,
         "val_losses": result.val_losses,
         "samples_per_s": result.samples_per_s,
-        "decode_s": result.decode_s,
+        "prepare_s": result.prepare_s,
         "data_wait_s": result.data_wait_s,
         "skipped": result.skipped,
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -73,6 +74,12 @@ class TuneConfig:
     hf: dict[str, Any] = field(default_factory=dict)
     data_rules: dict[str, Any] = field(default_factory=dict)
 
+    def loader_workers(self) -> int:
+        """The DataLoader processes used: ``workers``, else up to 4 with one CPU left for the training loop."""
+        if self.workers is not None:
+            return self.workers
+        return max(0, min(4, (os.cpu_count() or 1) - 1))
+
     def check(self) -> None:
         """Reject settings that cannot work, in one line each.
 
@@ -112,7 +119,8 @@ class TuneResult:
         skipped: Samples whose media could not be read (id -> reason); training went on without them.
         data_wait_s: Seconds the training loop waited for its batches in this call (the host-bound
             share of the time: near 0 when the workers keep up).
-        decode_s: Seconds spent decoding the samples once at the start.
+        prepare_s: Seconds spent outside the steps: decoding every sample once at the start and
+            starting the batch workers.
     """
 
     out: Path
@@ -125,4 +133,4 @@ class TuneResult:
     samples_per_s: float
     skipped: dict[str, str] = field(default_factory=dict)
     data_wait_s: float = 0.0
-    decode_s: float = 0.0
+    prepare_s: float = 0.0

@@ -64,12 +64,6 @@ def _identity(config: TuneConfig) -> dict[str, Any]:
     return {k: v for k, v in json.loads(json.dumps(asdict(config))).items() if k not in RUNTIME_ONLY}
 
 
-def _workers(config: TuneConfig) -> int:
-    if config.workers is not None:
-        return config.workers
-    return max(0, min(4, (os.cpu_count() or 1) - 1))
-
-
 def _prompts(soft: SoftPrompt, config: TuneConfig, *sets: DecodedSet) -> dict[tuple[str, int], str]:
     """The rendered question per (kind, number of images) the decoded samples need."""
     out: dict[tuple[str, int], str] = {}
@@ -101,10 +95,10 @@ def evaluate(
     cuda = str(soft.loaded.device).startswith("cuda")
     own = source is None
     if source is None:
-        data = DecodedSet.decode(items, config.frames, side, max(1, _workers(config)))
+        data = DecodedSet.decode(items, config.frames, side, max(1, config.loader_workers()))
         prompts = _prompts(soft, config, data)
         dataset = BatchSet(soft.loaded.processor, {"val": data}, prompts, {"val": [1.0] * len(items)})
-        source = Batches(dataset, _workers(config), cuda)
+        source = Batches(dataset, config.loader_workers(), cuda)
     data = source.dataset.sets["val"]
     rng = random.Random(config.seed)  # center crops draw nothing from it
     size = config.batch_size
@@ -222,11 +216,11 @@ def train(
         sched.load_state_dict(state["scheduler"])
         epoch, step, losses, val_losses = state["epoch"], state["step"], state["losses"], state["val_losses"]
         best = state["best"]
-    workers = _workers(config)
+    workers = config.loader_workers()
     started = time.perf_counter()
     decoded = DecodedSet.decode(items, config.frames, side, max(1, workers))
     sets = {"train": decoded, "val": DecodedSet.decode(val, config.frames, side, max(1, workers))}
-    decode_s = time.perf_counter() - started
+    prepare_s = time.perf_counter() - started
     skipped = {items[k].id: f"{items[k].path}: {reason}" for k, reason in decoded.errors.items()}
     loss_weights = {"train": weights, "val": [1.0] * len(val)}
     dataset = BatchSet(soft.loaded.processor, sets, _prompts(soft, config, *sets.values()), loss_weights)
@@ -253,7 +247,9 @@ def train(
             ]
             # each batch's loss weight over all processes: known here, so no device round trip
             window_weights = [sum(weights[k] for k in decoded.readable(g)) for g in shared]
-            built = source.run([("train", plan) for plan in plans])
+            starting = time.perf_counter()
+            built = source.run([("train", plan) for plan in plans])  # starts the workers the first time
+            prepare_s += time.perf_counter() - starting
             epoch_losses: list[Any] = []  # each batch's weighted loss sum, on the device
             epoch_weights: list[float] = []  # and its samples' total weight
             window = 0.0  # total loss weight (all processes) of the batches since the last optimizer step
@@ -351,5 +347,5 @@ def train(
         samples_per_s=seen / elapsed if elapsed > 0 else 0.0,
         skipped=skipped,
         data_wait_s=data_wait,
-        decode_s=decode_s,
+        prepare_s=prepare_s,
     )
