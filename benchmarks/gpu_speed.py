@@ -570,7 +570,7 @@ def main() -> None:
             for workers in (None, 0) if args.tiny else (None,):  # vhd's default, and batches built in-process
                 row = bench_tune(
                     soft, model, items, steps=args.tune_steps, device=device, work=work, compile_mode=args.compile,
-                    workers=workers,
+                    workers=workers, rounds=3 if args.tiny else 1,
                 )  # fmt: skip
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -599,7 +599,7 @@ def main() -> None:
                 (path, pipe), sizes = build_real_animatediff(work / "ad", device), (512, 1024)
             for size in sizes:
                 big = size == sizes[1]
-                clips = 1 if big and not args.tiny else 2
+                clips = 1 if big else 2
                 ad_steps = max(1, steps // 2) if big and not args.tiny else steps
                 rows.append(
                     bench_generate(f"AnimateDiff 16x{size}", "animatediff", path, pipe, device=device, size=size,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from vhd.backends.soft_prompt import DEFAULT_TOKEN, PAPER_PROMPTS
 from vhd.errors import ConfigError
 
 Compile = Literal["off", "default", "reduce-overhead", "max-autotune"]
-COMPILE_MODES: tuple[str, ...] = ("off", "default", "reduce-overhead", "max-autotune")
+COMPILE_MODES: tuple[str, ...] = get_args(Compile)
 RUNTIME_ONLY = ("workers", "log_every")
 """Settings that do not change what is trained (a resumed run may change them)."""
 

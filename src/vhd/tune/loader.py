@@ -10,7 +10,7 @@ read is recorded once and left out of every batch.
 `DecodedSet.plan` draws one batch's crops in the main process with the epoch's seeded random
 generator, in the same order as before (x then y, sample by sample, frame by frame), so the
 crops do not depend on the number of workers. `BatchSet` turns a plan into the processor's CPU
-tensors; `batches` runs it in ``workers`` DataLoader processes with prefetching and pinned
+tensors; `Batches` runs it in ``workers`` persistent DataLoader processes with prefetching and pinned
 memory (for a CUDA device), or in this process with ``workers=0``.
 """
 

@@ -8,8 +8,11 @@ on their short side, random crops for training, center crops for testing. With v
 stops after ``patience`` epochs without improvement; the test set is never used.
 
 Each epoch writes the checkpoint folder (`vhd.backends.soft_prompt_ckpt`) and, under
-``state/``, the optimizer, scheduler and vector needed to resume: a killed run started again
-with the same arguments continues after its last finished epoch. The vision tower's features
+``state/``, the optimizer, scheduler and vector needed to resume, on a background thread
+(`vhd.tune.writer`): a killed run started again with the same arguments continues after its
+last written epoch. Samples are decoded once a run and batches built in DataLoader workers
+(`vhd.tune.loader`); the step itself reads nothing back from the device except the loss every
+``log_every`` steps and once an epoch. The vision tower's features
 may be cached per sample with ``cache_vision`` (only with center crops: a random crop changes
 them every epoch); the cache lives in memory and grows with the training set. Under a launcher
 (``torchrun``, ``accelerate launch``) each process trains on its share of every global batch
