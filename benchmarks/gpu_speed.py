@@ -22,6 +22,9 @@ pipeline's own time and wall / pipeline time (1.0 = the host work fully overlapp
 seconds per step the loop spends waiting for data, vhd against the bare loop (target: vhd <= bare),
 and the share of the step spent outside data preparation (the CPU's "device-busy").
 
+The script is long (about 630 lines) because it is one self-contained GPU call: the real-size
+builders, both sides of each workload and the table live together.
+
     python benchmarks/gpu_speed.py                      # a CUDA GPU (under 5 minutes on an H100/H200)
     python benchmarks/gpu_speed.py --tiny               # the CPU
     python benchmarks/gpu_speed.py --only tune --tune-steps 40 --out gpu.json
