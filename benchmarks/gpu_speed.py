@@ -485,9 +485,9 @@ def bench_tune(
             best_bare = bare
         mv = Meter(cuda)
         result = mv.run(lambda: train(timed, items, work / f"tune-{workers}-{r}", soft=soft))  # noqa: B023
-        loop_s = mv.wall - result.prepare_s
+        loop_s = result.steps_s  # the steps only, as the bare loop is timed (no decoding, no checkpoint write)
         if mv.busy is not None:
-            mv.busy = mv.busy * mv.wall / loop_s  # the kernels ran during the loop, not the decoding pass
+            mv.busy = mv.busy * mv.wall / loop_s  # the kernels ran during the steps
         else:
             mv.busy = 1 - result.data_wait_s / loop_s
         if best_vhd is None or result.steps / loop_s > best_vhd[0]:

@@ -108,7 +108,7 @@ def test_each_image_is_decoded_once_a_run_and_never_re_encoded(
     assert result.epochs == 3 and len(result.val_losses) == 3
     assert len(opened) == len(train_set) + len(val_set)  # once a run, not once an epoch (3 x 12 before)
     assert saved == []  # no PNG round trip
-    assert result.prepare_s > 0 and result.data_wait_s > 0
+    assert result.prepare_s > 0 and result.steps_s > result.data_wait_s > 0
 
 
 def test_workers_build_the_same_batches_as_the_training_process(

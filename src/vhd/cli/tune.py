@@ -151,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         "samples_per_s": result.samples_per_s,
         "prepare_s": result.prepare_s,
         "data_wait_s": result.data_wait_s,
+        "steps_s": result.steps_s,
         "skipped": result.skipped,
     }
     for reason in result.skipped.values():

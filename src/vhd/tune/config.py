@@ -121,6 +121,8 @@ class TuneResult:
             share of the time: near 0 when the workers keep up).
         prepare_s: Seconds spent outside the steps: decoding every sample once at the start and
             starting the batch workers.
+        steps_s: Seconds spent in the steps themselves (waiting for batches included; decoding,
+            validation and the epochs' checkpoint writes not): ``steps / steps_s`` is the step rate.
     """
 
     out: Path
@@ -134,3 +136,4 @@ class TuneResult:
     skipped: dict[str, str] = field(default_factory=dict)
     data_wait_s: float = 0.0
     prepare_s: float = 0.0
+    steps_s: float = 0.0

@@ -227,7 +227,7 @@ def train(
     skipped = {items[k].id: f"{items[k].path}: {reason}" for k, reason in decoded.errors.items()}
     loss_weights = {"train": weights, "val": [1.0] * len(val)}
     dataset = BatchSet(soft.loaded.processor, sets, _prompts(soft, config, *sets.values()), loss_weights)
-    resumed_from, steps_before, seen, data_wait = epoch, step, 0, 0.0
+    resumed_from, steps_before, seen, data_wait, steps_s = epoch, step, 0, 0.0, 0.0
     cache = VisionCache(soft) if config.cache_vision else None
     device_type = str(soft.loaded.device).split(":")[0]
     cuda = device_type == "cuda"
@@ -253,6 +253,7 @@ def train(
             starting = time.perf_counter()
             built = source.run([("train", plan) for plan in plans])  # starts the workers the first time
             prepare_s += time.perf_counter() - starting
+            stepping = time.perf_counter()
             epoch_losses: list[Any] = []  # each batch's weighted loss sum, on the device
             epoch_weights: list[float] = []  # and its samples' total weight
             window = 0.0  # total loss weight (all processes) of the batches since the last optimizer step
@@ -298,6 +299,7 @@ def train(
                     if step >= total:
                         break
             del built
+            steps_s += time.perf_counter() - stepping
             epoch += 1
             sums = torch.stack(epoch_losses).tolist() if epoch_losses else []  # one host sync an epoch
             epoch_values = [v / wsum for v, wsum in zip(sums, epoch_weights, strict=True)]
@@ -351,4 +353,5 @@ def train(
         skipped=skipped,
         data_wait_s=data_wait,
         prepare_s=prepare_s,
+        steps_s=steps_s,
     )
