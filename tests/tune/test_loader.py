@@ -32,7 +32,8 @@ def old_path(item: LabelledSample, side: int, crop: str, rng: random.Random) -> 
     from vhd.records import MediaItem
 
     settings = MediaSettings(max_side=max(64, 2 * side), fmt="png", n_frames=3)
-    loaded = load_sample(MediaItem(path=item.path, kind=item.kind, is_frame_folder=item.path.is_dir()), settings)
+    path = Path(item.path)
+    loaded = load_sample(MediaItem(path=path, kind=item.kind, is_frame_folder=path.is_dir()), settings)
     return [prepare_image(im.to_pil(), side, crop, rng) for im in loaded.images]  # type: ignore[arg-type]
 
 
