@@ -22,7 +22,7 @@ SORTS = ("ingest", "path", "queue")
 """Orders of the gallery: ingest order, media path, the review queue's rank."""
 
 DECISIONS = ("harmful", "not_harmful", "none")
-STATUSES = ("ok", "refused", "unparsed", "error", "missing")
+STATUSES = ("ok", "refused", "unparsed", "truncated", "error", "missing")
 DISAGREEMENTS = ("configs", "human", "detector", "reviewers")
 REVIEW_STATES = ("unreviewed", "mine", "not_mine", "labelled", "unlabelled", "disputed", "needs_more")
 
