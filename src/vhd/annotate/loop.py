@@ -218,6 +218,7 @@ async def run(
                     job.on_progress = on_progress
                     await job.run(streamed, config.concurrency)
             summary.endpoints = merge_stats([b.endpoint_stats() for b in unique])
+            summary.local = {b.spec: stats for b in unique if (stats := b.local_stats())}
             if ledger.error is not None:  # the last write of the counters failed
                 job.fail_store(ledger.error)
             job.finish()

@@ -48,6 +48,9 @@ class RunSummary:
         endpoints: Per endpoint the run's backends sent requests to (display URL, no
             credentials): requests, errors, cool-downs, mean and max latency, tokens, rate-limit
             waits. Empty for backends without endpoints (``hf``, ``scripted``).
+        local: Per backend that runs a model in this process (``hf``), keyed by its spec: seconds
+            preprocessing and generating, the image processor used, image passes
+            (`vhd.backends.base.Backend.local_stats`).
         stage_wise: The debate ran stage by stage over cohorts of samples (`vhd.debate.stagewise`).
         decided_by: In a cascade run, verdicts of this run by the stage that decided them
             (``debate`` for those that went through); one entry per stage.
@@ -88,6 +91,7 @@ class RunSummary:
     stage_calls: int = 0
     batches: int = 0
     endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    local: dict[str, dict[str, Any]] = field(default_factory=dict)
     stage_wise: bool = False
 
     def exit_code(self, strict: bool = False) -> int:

@@ -196,6 +196,10 @@ class Backend(abc.ABC):
         """
         return {}
 
+    def local_stats(self) -> dict[str, Any]:
+        """Figures of a model run in this process (time preprocessing vs generating...); empty otherwise."""
+        return {}
+
     def identity(self) -> dict[str, Any]:
         """What identifies this backend's behaviour for the configuration hash.
 

@@ -141,6 +141,16 @@ def _fmt_summary(s: Any) -> list[str]:
         lines.append(f"{s.truncated} sample(s) truncated: {s.budget_fix}")
     if s.errors:
         lines.append("samples with errors are retried when you run the same command again")
+    for spec, e in s.local.items():
+        busy = e["preprocess_s"] + e["generate_s"]
+        share = f" ({e['preprocess_s'] / busy:.0%})" if busy else ""
+        kind = "torchvision" if e["torchvision"] else "Pillow"
+        lines.append(
+            f"{spec}: {e['preprocess_s']:.1f} s preprocessing{share}, {e['generate_s']:.1f} s generating; "
+            f"{e['image_processor'] or 'no'} image processor ({kind}), {e['image_passes']} image pass(es), "
+            f"{e['images_reused']} reused; {e['calls']} call(s) in {e['batches']} batch(es) "
+            f"of up to {e['max_batch_size']}"
+        )
     for url, e in s.endpoints.items():
         lines.append(
             f"endpoint {url}: {e['requests']} request(s), {e['errors']} error(s), {e['cooldowns']} cool-down(s), "
