@@ -65,6 +65,8 @@ def test_each_sample_image_goes_through_the_image_processor_once(
     image_passes.clear()
     s = _annotate(tmp_path, tiny_idefics3_dir, 0, capsys)  # no cache: every call preprocesses again
     assert sum(image_passes) == 20 and s["usage"]["calls"] == 20
+    (stats,) = s["local"].values()
+    assert stats["image_passes"] is None and stats["preprocess_s"] > 0 and stats["calls"] == 20
 
 
 def test_the_cache_changes_no_answer_in_mixed_batches(tiny_idefics3_dir: Path) -> None:
@@ -103,3 +105,24 @@ def test_the_cache_is_bounded_in_bytes() -> None:
     assert cache.get(("k2",)) is not None and cache.get(("k3",)) is None
     cache.put(("big",), {"pixel_values": torch.zeros(1000)})  # larger than the bound: not kept
     assert cache.get(("big",)) is None and cache.held_bytes == 3000
+
+
+def test_the_summary_line_splits_preprocessing_and_generation() -> None:
+    from vhd.annotate.summary import RunSummary
+    from vhd.cli.annotate import _fmt_summary
+
+    local = {
+        "preprocess_s": 1.0,
+        "generate_s": 3.0,
+        "image_processor": "Idefics3ImageProcessorPil",
+        "torchvision": False,
+    }
+    counts = {"calls": 20, "batches": 6, "max_batch_size": 8}
+    s = RunSummary("r", "s.db", local={"hf:m": {**local, **counts, "image_passes": 4, "images_reused": 16}})
+    (line,) = [x for x in _fmt_summary(s) if x.startswith("hf:m")]
+    assert line == (
+        "hf:m: 1.0 s preprocessing (25%), 3.0 s generating; Idefics3ImageProcessorPil image processor (Pillow), "
+        "4 image pass(es), 16 reused; 20 call(s) in 6 batch(es) of up to 8"
+    )
+    s.local["hf:m"].update(image_passes=None, images_reused=None)
+    assert "pass" not in next(x for x in _fmt_summary(s) if x.startswith("hf:m"))

@@ -286,7 +286,7 @@ class HFBackend(Backend):
         if self.opts.preprocess_cache_mb and image_processor is not None:
             from vhd.backends.hf_preprocess import PreprocessCache, install
 
-            loaded.cache = PreprocessCache(self.opts.preprocess_cache_mb << 20)
+            loaded.cache = PreprocessCache(self.opts.preprocess_cache_mb << 20, stats=loaded.stats)
             install(loaded.processor, loaded.cache, loaded.device)
         return loaded
 
@@ -327,24 +327,24 @@ class HFBackend(Backend):
     def local_stats(self) -> dict[str, Any]:
         """Seconds preprocessing and generating, image passes, which image processor, batch sizes.
 
-        Kept after `aclose` (the figures of the model's last load). Without the image cache
-        (``preprocess_cache_mb = 0``) the times and passes are not counted (zeros).
+        Kept after `aclose` (the figures of the model's last load). Image passes are counted only
+        with the image cache (None when ``preprocess_cache_mb = 0``).
         """
-        from vhd.backends.hf_preprocess import PreprocessStats, is_fast
+        from vhd.backends.hf_preprocess import is_fast
 
         worker = self._worker
         loaded = worker.loaded if worker is not None else None
         if loaded is None:
             return dict(self._last_stats)
-        st = loaded.cache.stats if loaded.cache is not None else PreprocessStats()
+        st, cached = loaded.stats, loaded.cache is not None
 
         self._last_stats = {
             "preprocess_s": round(st.preprocess_s, 3),
             "generate_s": round(st.generate_s, 3),
             "image_processor": loaded.image_processor,
             "torchvision": is_fast(getattr(loaded.processor, "image_processor", None)),
-            "image_passes": st.passes,
-            "images_reused": st.reused,
+            "image_passes": st.passes if cached else None,
+            "images_reused": st.reused if cached else None,
             "calls": st.calls,
             "batches": st.batches,
             "max_batch_size": self.batch_size,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vhd.backends.base import GenerateConfig, Message, Output
-from vhd.backends.hf_preprocess import PreprocessCache
+from vhd.backends.hf_preprocess import PreprocessCache, PreprocessStats
 from vhd.errors import BackendError
 from vhd.media.encoded import EncodedImage
 
@@ -31,9 +31,10 @@ class LoadedModel:
         device: The torch device the model sits on.
         dtype: The torch dtype of the weights.
         generate_kwargs: Extra keyword arguments for every ``model.generate`` call.
-        cache: Each sample's images decoded and preprocessed once (`vhd.backends.hf_preprocess`),
-            with the preprocessing / generation times; None: every call on its own.
+        cache: Each sample's images decoded and preprocessed once (`vhd.backends.hf_preprocess`);
+            None: every call on its own.
         image_processor: The class name of the image processor in use ("" for none).
+        stats: Seconds preprocessing and generating, calls and batches (image passes with a cache).
     """
 
     model: Any
@@ -43,6 +44,7 @@ class LoadedModel:
     generate_kwargs: dict[str, Any] = field(default_factory=dict)
     cache: PreprocessCache | None = None
     image_processor: str = ""
+    stats: PreprocessStats = field(default_factory=PreprocessStats)
 
 
 def to_chat(messages: Sequence[Message], *, fold_system: bool = False) -> list[dict[str, Any]]:
@@ -211,12 +213,11 @@ def generate_group(loaded: LoadedModel, items: Sequence[Prepared], config: Gener
         torch.manual_seed(config.seed)
     with torch.inference_mode():
         out = model.generate(**inputs, **gen)
-    if loaded.cache is not None:
-        stats = loaded.cache.stats
-        stats.preprocess_s += prepared - began
-        stats.generate_s += time.perf_counter() - prepared
-        stats.calls += len(items)
-        stats.batches += 1
+    stats = loaded.stats
+    stats.preprocess_s += prepared - began
+    stats.generate_s += time.perf_counter() - prepared
+    stats.calls += len(items)
+    stats.batches += 1
 
     encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
     start = 1 if encoder_decoder else inputs["input_ids"].shape[1]

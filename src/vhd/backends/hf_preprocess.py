@@ -75,12 +75,13 @@ class PreprocessCache:
     Args:
         max_bytes: Most bytes of processed tensors kept (least recently used dropped first).
         max_images: Most decoded PIL images kept.
+        stats: Where to count passes, reuses and decodes (a new one when None).
     """
 
-    def __init__(self, max_bytes: int, max_images: int = 256) -> None:
+    def __init__(self, max_bytes: int, max_images: int = 256, stats: PreprocessStats | None = None) -> None:
         self.max_bytes = max_bytes
         self.max_images = max_images
-        self.stats = PreprocessStats()
+        self.stats = stats if stats is not None else PreprocessStats()
         self._pil: OrderedDict[str, Any] = OrderedDict()
         self._processed: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], int]] = OrderedDict()
         self._bytes = 0

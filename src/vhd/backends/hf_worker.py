@@ -129,8 +129,7 @@ class BatchWorker:
                 ready.append((request, prepare(loaded.processor, request.messages, loaded.cache)))
             except BackendError as exc:
                 request.future.set_exception(exc)
-        if loaded.cache is not None:  # rendering the prompts and decoding the images count as preprocessing
-            loaded.cache.stats.preprocess_s += time.perf_counter() - began
+        loaded.stats.preprocess_s += time.perf_counter() - began  # rendering prompts, decoding images
         if ready:
             self._generate(loaded, ready)
 

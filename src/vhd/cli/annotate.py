@@ -147,8 +147,13 @@ def _fmt_summary(s: Any) -> list[str]:
         kind = "torchvision" if e["torchvision"] else "Pillow"
         lines.append(
             f"{spec}: {e['preprocess_s']:.1f} s preprocessing{share}, {e['generate_s']:.1f} s generating; "
-            f"{e['image_processor'] or 'no'} image processor ({kind}), {e['image_passes']} image pass(es), "
-            f"{e['images_reused']} reused; {e['calls']} call(s) in {e['batches']} batch(es) "
+            f"{e['image_processor'] or 'no'} image processor ({kind}), "
+            + (
+                f"{e['image_passes']} image pass(es), {e['images_reused']} reused; "
+                if e["image_passes"] is not None
+                else ""
+            )
+            + f"{e['calls']} call(s) in {e['batches']} batch(es) "
             f"of up to {e['max_batch_size']}"
         )
     for url, e in s.endpoints.items():
