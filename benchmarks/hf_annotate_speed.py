@@ -22,7 +22,7 @@ prefix caching could at most save) against ``generate`` with a dynamic and a sta
 Usage:
     python benchmarks/hf_annotate_speed.py --tiny --samples 8 --cache-mb 0 1024 --prefill
     python benchmarks/hf_annotate_speed.py --real-size --samples 16 --new-tokens 32 \\
-        --cache-mb 0 1024 --concurrency 64 --batch-size 64 --prefill      # on a GPU
+        --cache-mb 0 4096 --concurrency 64 --batch-size 64 --prefill      # on a GPU
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=0, help="[backends.hf] max_batch_size (0: by device)")
     parser.add_argument(
-        "--cache-mb", nargs="+", default=["0", "1024"], help="preprocess_cache_mb values ('none': unset)"
+        "--cache-mb", nargs="+", default=["0", "2048"], help="preprocess_cache_mb values ('none': unset)"
     )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--prefill", action="store_true")

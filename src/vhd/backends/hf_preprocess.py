@@ -174,12 +174,15 @@ class CachingImageProcessor:
         cache: Where processed images are kept.
         device: Where a torchvision-based image processor runs (the model's device); None leaves
             it on the CPU.
+        dtype: The model's floating-point dtype: kept pixel values are cast to it (the model would
+            cast them on every call anyway; bfloat16 halves what the cache holds).
     """
 
-    def __init__(self, inner: Any, cache: PreprocessCache, device: Any = None) -> None:
+    def __init__(self, inner: Any, cache: PreprocessCache, device: Any = None, dtype: Any = None) -> None:
         self.inner = inner
         self.cache = cache
         self.device = device if is_fast(inner) else None
+        self.dtype = dtype
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -188,6 +191,11 @@ class CachingImageProcessor:
         if self.device is not None and str(self.device) != "cpu":
             kwargs = {"device": str(self.device), **kwargs}
         return self.inner(images, *args, **kwargs)
+
+    def _cast(self, value: Any) -> Any:
+        if self.dtype is not None and getattr(value, "is_floating_point", None) and value.is_floating_point():
+            return value.to(self.dtype)
+        return value
 
     def __call__(self, images: Any, *args: Any, **kwargs: Any) -> Any:
         """Processed images of a batch: from the cache where seen, else from the real processor."""
@@ -204,7 +212,7 @@ class CachingImageProcessor:
                 continue
             out = self._run([groups[i]], (), {**kwargs, "return_tensors": "pt"})
             self.cache.stats.passes += len(groups[i])
-            part = dict(out.items())
+            part = {k: self._cast(v) for k, v in out.items()}
             self.cache.put((keys[i], settings), part)
             parts[i] = part
         from transformers import BatchFeature
@@ -218,7 +226,7 @@ def _flat(images: Any) -> list[Any]:
     return [im for g in images for im in (g if isinstance(g, list | tuple) else [g])]
 
 
-def install(processor: Any, cache: PreprocessCache, device: Any = None) -> str:
+def install(processor: Any, cache: PreprocessCache, device: Any = None, dtype: Any = None) -> str:
     """Put a `CachingImageProcessor` in front of a processor's image processor.
 
     Returns:
@@ -229,5 +237,5 @@ def install(processor: Any, cache: PreprocessCache, device: Any = None) -> str:
         return ""
     if isinstance(inner, CachingImageProcessor):
         inner = inner.inner
-    processor.image_processor = CachingImageProcessor(inner, cache, device)
+    processor.image_processor = CachingImageProcessor(inner, cache, device, dtype)
     return type(inner).__name__
