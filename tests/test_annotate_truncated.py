@@ -71,7 +71,7 @@ def test_empty_length_replies_are_truncated_not_harmful(
     out_path = tmp_path / "all.jsonl"
     assert main(["export", str(db), "--format", "jsonl", "--out", str(out_path), "--include-unparsed"]) == 0
     rows = [json.loads(line) for line in out_path.read_text().splitlines()]
-    assert {r["verdict"]["status"] for r in rows} == {"truncated"}
+    assert {r["status"] for r in rows} == {"truncated"}
     assert rows[0]["turns"][0]["finish_reason"] == "length" and rows[0]["turns"][0]["reasoning_tokens"] == 500
 
 

@@ -14,6 +14,9 @@ Memory stays flat however many inputs there are: the queue is bounded by the cla
 paths and sample ids already met live in on-disk sets (`vhd.store.statindex.ScratchSet`), skipped
 files go to the store (the summary keeps counts and the first `SKIP_REASONS_KEPT` reasons), and
 the store's write-ahead log is checkpointed every `CHECKPOINT_EVERY` samples.
+
+The module is long (about 450 lines) because the worker, its stop rules and the commit share
+one run state; split, the parts would import each other.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ EXAMPLES = """examples:
   vhd tune --from-annotations --store run.db --split train --model hf:Salesforce/instructblip-vicuna-7b --out ckpt/
   vhd tune --train labels.csv --model hf:llava-hf/llava-v1.6-mistral-7b-hf --epochs 10 --out ckpt/
   vhd tune --train vhd11k_train_images.csv --val-fraction 0.1 --model hf:/models/instructblip --out ckpt-i/
-  vhd tune --train smid_train --store run.db --model hf:/models/instructblip --balance none --out ckpt-smid/
   vhd tune --train labels.csv --model hf:/models/instructblip --precision bf16 --compile reduce-overhead --out ck/
 """
 
