@@ -133,3 +133,15 @@ if __name__ == "__main__":  # the names file, from the numpy installed
     print(f"# Public names of numpy {numpy.__version__} (numpy.X, numpy.random.X, numpy.linalg.X).")
     print("# Regenerate: python -m tests.test_dependency_floors > tests/data/numpy_1_24_names.txt (with numpy 1.24).")
     print("\n".join(sorted(names)))
+
+
+def test_local_transformers_floor_is_the_first_pillow_only_idefics3_release() -> None:
+    """5.17 cannot build SmolVLM's processor without torchvision, 5.18 can (tools/transformers_floor.py)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    for reqs in (extras["local"], extras["tune"], extras["test"]):
+        assert _floors(reqs)["transformers"] == "5.18"
+    import transformers
+
+    assert _version(transformers.__version__.split(".dev")[0]) >= (5, 18, 0)
+    assert hasattr(transformers.models.idefics3, "Idefics3ImageProcessorPil")

@@ -84,13 +84,16 @@ class Source(enum.StrEnum):
 class Status(enum.StrEnum):
     """Outcome of one annotation.
 
-    ``ok``, ``refused`` and ``unparsed`` are final (a resumed run does not ask again unless told
-    to); ``error`` is retried on the next run.
+    ``ok``, ``refused``, ``unparsed`` and ``truncated`` are final (a resumed run does not ask again
+    unless told to: ``--retry-unparsed`` asks again for the last two); ``error`` is retried on the
+    next run. ``truncated``: a reply was cut off by the token limit before it said anything usable
+    (the judge's, or an empty debater's); it is neither a verdict nor a refusal.
     """
 
     OK = "ok"
     REFUSED = "refused"
     UNPARSED = "unparsed"
+    TRUNCATED = "truncated"
     ERROR = "error"
 
     @property
@@ -318,6 +321,10 @@ class Turn:
         latency_s: Wall time of the call.
         refused: The model declined, or the provider rejected the request on content policy.
         model: ``backend:model`` that produced the turn.
+        finish_reason: Why generation stopped, as the backend reported it (``stop``, ``length``:
+            cut off by the token limit, ``content_filter``...); None when not reported.
+        reasoning_tokens: Hidden reasoning tokens the provider reported, part of
+            ``completion_tokens``; None when not reported.
     """
 
     role: Role
@@ -328,6 +335,13 @@ class Turn:
     latency_s: float = 0.0
     refused: bool = False
     model: str = ""
+    finish_reason: str | None = None
+    reasoning_tokens: int | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the reply was cut off by the token limit (``finish_reason`` ``length``)."""
+        return self.finish_reason == "length"
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
@@ -353,7 +367,7 @@ class Verdict:
             a reason that says it was a refusal.
         categories: Harm categories assigned later (zero or more names).
         score: P(yes) / (P(yes) + P(no)) from first-token log-probabilities, when available.
-        status: ok, refused, unparsed or error.
+        status: ok, refused, unparsed, truncated or error.
         refused: Whether a refusal (debater, judge or provider) decided the verdict.
     """
 

@@ -148,6 +148,17 @@ def test_payload_sampling_fields() -> None:
     assert newer["max_completion_tokens"] == 9 and "max_tokens" not in newer
 
 
+def test_reasoning_model_settings_pass_through() -> None:
+    cfg = GenerateConfig(max_tokens=2000)
+    opts = OpenAIOptions(max_tokens_field="max_completion_tokens", reasoning_effort="low")
+    p = build_payload("o4-mini", [Message("user", "q")], cfg, opts)
+    assert (p["max_completion_tokens"], p["reasoning_effort"]) == (2000, "low") and "max_tokens" not in p
+    assert "reasoning_effort" not in build_payload("m", [Message("user", "q")], cfg, OPTS)
+    assert json.loads(encode_payload("o4-mini", [Message("user", "q")], cfg, opts))["reasoning_effort"] == "low"
+    with pytest.raises(ConfigError, match="reasoning_effort"):
+        parse_options({"reasoning_effort": "extreme"})
+
+
 def test_payload_logprobs_clamped() -> None:
     p = build_payload("m", [Message("user", "q")], GenerateConfig(logprobs=True, top_logprobs=5), OPTS)
     assert (p["logprobs"], p["top_logprobs"]) == (True, 5)
@@ -228,6 +239,21 @@ def test_content_filter_finish_is_a_refusal() -> None:
 def test_refusal_field_is_a_refusal() -> None:
     out = parse_response(completion(message={"role": "assistant", "content": None, "refusal": "I can't help."}))
     assert out.refused and out.extra["refusal"] == "I can't help."
+
+
+def test_reasoning_tokens_are_read_where_reported() -> None:
+    data = completion(message={"role": "assistant", "content": ""}, finish_reason="length")
+    data["usage"] = {
+        "prompt_tokens": 9,
+        "completion_tokens": 100,
+        "completion_tokens_details": {"reasoning_tokens": 100},
+    }
+    out = parse_response(data)
+    assert (out.text, out.finish_reason, out.completion_tokens, out.reasoning_tokens) == ("", "length", 100, 100)
+    assert not out.refused  # cut off is not refused
+    data["usage"] = {"prompt_tokens": 9, "completion_tokens": 100, "reasoning_tokens": 60}  # top-level form
+    assert parse_response(data).reasoning_tokens == 60
+    assert parse_response(completion()).reasoning_tokens is None
 
 
 def test_missing_usage_is_zero() -> None:

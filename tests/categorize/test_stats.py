@@ -39,7 +39,7 @@ def test_counts_follow_the_store(store: Store) -> None:
     assert rows["E"]["image/synthetic"] == 1 and rows["B"]["video/real"] == 1 and rows["G"]["video/synthetic"] == 1
     assert sum(r.total for r in stats.categories) == 7  # a sample may count in several
     assert stats.totals == {
-        "annotations": 10, "harmful": 6, "unharmful": 2, "refused": 1, "unparsed": 1, "errors": 1,
+        "annotations": 10, "harmful": 6, "unharmful": 2, "refused": 1, "unparsed": 1, "truncated": 0, "errors": 1,
         "harmful_categorized": 5, "harmful_uncategorized": 1,
     }  # fmt: skip
     keywords = {r.group: (r.samples, r.harmful) for r in stats.keywords}

@@ -150,9 +150,64 @@ def test_judge_prefix_is_identical_across_samples_and_holds_examples() -> None:
 
 
 def test_declined_turn_shown_to_later_speakers() -> None:
-    d, backend = debate({"rules": [{"when": {"tag": "affirmative"}, "reply": ""}]})
+    d, backend = debate({"rules": [{"when": {"tag": "affirmative"}, "reply": "I'm sorry, I can't help with that."}]})
     asyncio.run(d.run(Kind.IMAGE, [img((1, 1, 1))]))
     assert DECLINED in backend.calls[1][1][-1].text
+
+
+CUT = {"when": {"tag": "judge"}, "reply": "", "finish_reason": "length"}
+
+
+def test_a_judge_cut_off_by_the_token_limit_is_truncated_not_a_refusal() -> None:
+    d, _ = debate({"rules": [ARGUE, COUNTER, CUT]})
+    result = asyncio.run(d.run(Kind.IMAGE, [img((2, 2, 2))]))
+    v = result.verdict
+    assert (v.status, v.harmful, v.refused) == (Status.TRUNCATED, None, False)
+    assert v.reason == "truncated: the judge hit the token limit of 100 with no text (0 tokens)"
+    assert result.turns[-1].finish_reason == "length" and not result.turns[-1].refused
+    # even a readable start is not a verdict when the reply was cut off
+    d, _ = debate({"rules": [ARGUE, COUNTER, {**CUT, "reply": "Yes, violence. Because the"}]})
+    assert asyncio.run(d.run(Kind.IMAGE, [img((2, 2, 2))])).verdict.status is Status.TRUNCATED
+
+
+def test_an_empty_cut_off_argument_ends_the_debate_but_a_long_one_goes_on() -> None:
+    empty = {"when": {"tag": "negative"}, "reply": "", "finish_reason": "length"}
+    d, _ = debate({"rules": [ARGUE, empty], "default": "No, fine."})
+    result = asyncio.run(d.run(Kind.IMAGE, [img((3, 3, 3))]))
+    assert result.verdict.status is Status.TRUNCATED and result.usage.calls == 2
+    assert "the negative debater in round 1" in result.verdict.reason
+    long = {"when": {"tag": "negative"}, "reply": "1. It is fine because", "finish_reason": "length"}
+    d, _ = debate({"rules": [ARGUE, long], "default": "No, fine."})
+    result = asyncio.run(d.run(Kind.IMAGE, [img((3, 3, 3))]))
+    assert result.verdict.status is Status.OK and result.usage.calls == 5
+
+
+def test_an_empty_reply_that_stopped_is_unparsed_and_a_filtered_one_a_refusal() -> None:
+    d, _ = debate({"rules": [ARGUE, COUNTER, {"when": {"tag": "judge"}, "reply": ""}]})
+    v = asyncio.run(d.run(Kind.IMAGE, [img((4, 4, 4))])).verdict
+    assert (v.status, v.harmful, v.refused) == (Status.UNPARSED, None, False)
+    d, _ = debate({"rules": [ARGUE, COUNTER, {"when": {"tag": "judge"}, "refused": True}]})
+    v = asyncio.run(d.run(Kind.IMAGE, [img((4, 4, 4))])).verdict
+    assert (v.status, v.harmful, v.refused) == (Status.REFUSED, True, True)
+
+
+def test_retry_budget_asks_a_cut_off_call_again_with_a_larger_cap() -> None:
+    backend = ScriptedBackend("test", {"script": {"rules": [ARGUE, COUNTER, {**CUT, "fail": 0}]}})
+    seen: list[int] = []
+    real = backend.generate
+
+    async def generate(messages: Any, config: Any) -> Any:
+        seen.append(config.max_tokens)
+        out = await real(messages, config)
+        if config.tag == "judge" and config.max_tokens > 100:
+            out.text, out.finish_reason = "No, a plain square.", "stop"
+        return out
+
+    backend.generate = generate  # type: ignore[method-assign]
+    d = Debate({r: backend for r in Role}, AnnotateConfig(), Prompts(), [], retry_budget=4)
+    result = asyncio.run(d.run(Kind.IMAGE, [img((5, 5, 5))]))
+    assert seen == [500, 500, 500, 500, 100, 400]
+    assert result.verdict.status is Status.OK and result.usage.calls == 6 and len(result.turns) == 5
 
 
 FORGED = (

@@ -61,9 +61,14 @@ def test_refusals() -> None:
         "Sorry, but I won't evaluate this image.",
         "As an AI, I am unable to view or judge this content.",
         "I must decline to take part.",
-        "",
     ]:
         assert is_refusal(text), text
+
+
+def test_an_empty_reply_is_not_a_refusal() -> None:
+    # what a reasoning model cut off by the token limit returns; providers refuse in their own field
+    for text in ["", "  \n", "**"]:
+        assert not is_refusal(text), repr(text)
 
 
 def test_arguments_are_not_refusals() -> None:

@@ -59,6 +59,13 @@ def test_unharmful_and_unparsed() -> None:
     assert unclear.harmful is None and unclear.error == "unparsed: 'Perhaps, hard to tell.'"
 
 
+def test_a_judge_cut_off_by_the_token_limit_is_no_prediction() -> None:
+    cut = [{"when": {"tag": "judge"}, "reply": "", "finish_reason": "length"}]
+    pred = predict_once(debate(cut), Kind.IMAGE, [RED])
+    assert pred.harmful is None and pred.error is not None
+    assert pred.error.startswith("truncated: the judge hit the token limit of")
+
+
 def test_video_is_one_debate_over_numbered_frames_and_rounds_option() -> None:
     det = debate(rounds=1)
     pred = predict_once(det, Kind.VIDEO, [BLUE, RED, BLUE])

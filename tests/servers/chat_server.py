@@ -38,6 +38,11 @@ API:
       whitespace token before the answer).
     - ``cached_tokens``: when set (an int, or a callable of the body), ``usage`` carries
       ``prompt_tokens_details.cached_tokens`` as OpenAI reports prompt-cache hits.
+    - ``finish_reason``: a string, or a callable of the body, for answers not turned into a
+      failure (default ``stop``); ``length`` is how a reply cut off by ``max_tokens`` ends.
+    - ``reasoning_tokens``: when set (an int, or a callable of the body), ``usage`` carries
+      ``completion_tokens_details.reasoning_tokens`` and ``completion_tokens`` includes them, as
+      OpenAI reports a reasoning model's hidden tokens.
     - ``capacity``: most chat requests answered at once; later ones wait their turn (with
       ``latency``, this makes the server a bottleneck of ``capacity / latency`` requests/s).
 
@@ -244,8 +249,12 @@ class ChatServer:
         logprobs: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         cached_tokens: int | Callable[[dict[str, Any]], int] | None = None,
         capacity: int | None = None,
+        finish_reason: str | Callable[[dict[str, Any]], str] = "stop",
+        reasoning_tokens: int | Callable[[dict[str, Any]], int] | None = None,
     ) -> None:
         self.reply = reply
+        self.finish_reason = finish_reason
+        self.reasoning_tokens = reasoning_tokens
         self.latency = latency
         self.model = model
         self.top_logprobs = dict(top_logprobs) if top_logprobs is not None else None
@@ -361,10 +370,13 @@ class ChatServer:
         text = self.reply(body) if callable(self.reply) else self.reply
         filtered = finish_reason == "content_filter"
         prompt_tokens, completion_tokens = self.usage or (_count_words(body), len(text.split()))
+        reasoning = self.reasoning_tokens(body) if callable(self.reasoning_tokens) else self.reasoning_tokens
+        completion_tokens += reasoning or 0
+        default_finish = self.finish_reason(body) if callable(self.finish_reason) else self.finish_reason
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": None if filtered else text, "refusal": None},
-            "finish_reason": finish_reason or "stop",
+            "finish_reason": finish_reason or default_finish,
             "logprobs": None,
         }
         if body.get("logprobs") and not filtered:
@@ -379,6 +391,8 @@ class ChatServer:
         if self.cached_tokens is not None:
             cached = self.cached_tokens(body) if callable(self.cached_tokens) else self.cached_tokens
             usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
+        if reasoning is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
         return {
             "id": f"chatcmpl-{time.monotonic_ns()}",
             "object": "chat.completion",

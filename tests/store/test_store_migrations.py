@@ -226,3 +226,44 @@ def test_backup_that_cannot_be_written_leaves_the_store_unchanged(
     with pytest.raises(ConfigError, match=rf"cannot back up .*vhd\.db\.bak-{version}.*the store is unchanged"):
         Store(db)
     assert "test_extra" not in _tables(db) and not (tmp_path / f"vhd.db.bak-{version}").exists()
+
+
+def test_truncated_migration_keeps_old_turns_and_admits_the_new_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vhd.records import Annotation, Kind, Role, Sample, Status, Turn, Verdict
+
+    db = tmp_path / "vhd.db"
+    with monkeypatch.context() as m:  # a store as the vhd before 0013 left it
+        m.setattr(mig, "MIGRATIONS", [x for x in mig.MIGRATIONS if x[0] != "0014_truncated"])
+        run_id = _old_store_with_a_run(db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("INSERT INTO samples (id, path, kind) VALUES ('a', '/a.png', 'image')")
+    conn.execute(
+        "INSERT INTO annotations (id, sample_id, run_id, config_hash, status) VALUES (1, 'a', ?, 'h', 'ok')", (run_id,)
+    )
+    conn.execute("INSERT INTO turns (annotation_id, idx, role, round, text) VALUES (1, 0, 'judge', 1, 'No.')")
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute(
+            "INSERT INTO annotations (sample_id, run_id, config_hash, status) VALUES ('a', ?, 'g', 'truncated')",
+            (run_id,),
+        )
+    other = sqlite3.connect(db, isolation_level=None)  # open before the upgrade: must see the new schema after it
+    other.execute("SELECT count(*) FROM annotations").fetchone()
+    with Store(db) as store:
+        (_, old), *_ = list(store.iter_annotations())
+        assert old.turns[0].finish_reason is None and old.turns[0].reasoning_tokens is None
+        turn = Turn(Role.JUDGE, 1, "", 0, 100, finish_reason="length", reasoning_tokens=100)
+        verdict = Verdict(None, "truncated: the judge hit the token limit", status=Status.TRUNCATED)
+        sample = Sample(id="b", path="/b.png", kind=Kind.IMAGE)
+        store.save_annotation(Annotation("b", run_id, "h", verdict, [turn]), sample)
+        got = store.get_annotation("b", "h")
+        assert got is not None and got.verdict.status is Status.TRUNCATED
+        assert (got.turns[0].finish_reason, got.turns[0].reasoning_tokens) == ("length", 100)
+        assert store.conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    insert = "INSERT INTO annotations (sample_id, run_id, config_hash, status) VALUES ('a', ?, ?, ?)"
+    other.execute(insert, (run_id, "g", "truncated"))
+    with pytest.raises(sqlite3.IntegrityError):  # still checked
+        other.execute(insert, (run_id, "f", "maybe"))
+    other.close()
+    conn.close()

@@ -124,17 +124,18 @@ def test_undecided_results_store_no_harmful(store: Store, build: Builder, run_id
 
 
 def test_final_ids_and_resume_semantics(store: Store, build: Builder, run_id: str) -> None:
-    statuses = [Status.OK, Status.REFUSED, Status.UNPARSED, Status.ERROR]
+    statuses = [Status.OK, Status.REFUSED, Status.UNPARSED, Status.TRUNCATED, Status.ERROR]
     samples = {st: build.sample(st.value) for st in statuses}
     for st, s in samples.items():
-        harmful = None if st in (Status.UNPARSED, Status.ERROR) else True
+        harmful = None if st in (Status.UNPARSED, Status.TRUNCATED, Status.ERROR) else True
         store.save_annotation(build.annotation(s, run_id, status=st, harmful=harmful), s)
     ids = {st: s.id for st, s in samples.items()}
-    assert store.final_ids("cfgA") == {ids[Status.OK], ids[Status.REFUSED], ids[Status.UNPARSED]}
+    final = {ids[Status.OK], ids[Status.REFUSED], ids[Status.UNPARSED], ids[Status.TRUNCATED]}
+    assert store.final_ids("cfgA") == final
     assert store.final_ids("cfgA", retry_unparsed=True) == {ids[Status.OK], ids[Status.REFUSED]}
     assert store.final_ids("cfgB") == set()
-    assert store.counts("cfgA") == {"ok": 1, "refused": 1, "unparsed": 1, "error": 1}
-    assert store.counts("cfgB") == {"ok": 0, "refused": 0, "unparsed": 0, "error": 0}
+    assert store.counts("cfgA") == {"ok": 1, "refused": 1, "unparsed": 1, "truncated": 1, "error": 1}
+    assert store.counts("cfgB") == {"ok": 0, "refused": 0, "unparsed": 0, "truncated": 0, "error": 0}
 
 
 def test_resave_replaces_old_result_and_its_turns(store: Store, build: Builder, run_id: str) -> None:

@@ -86,7 +86,7 @@ def test_register_from_bytes_in_hand_reads_and_decodes_nothing(
         assert len(result.samples) == 2 and not result.failed
         sample = store.get_sample(result.samples[0])
         assert sample is not None and sample.source is not None and sample.source.value == "synthetic"
-        assert sample.id == Path(result.written[0]).stem and sample.generator == gen.spec
+        assert sample.id == Path(result.written[0]).stem and sample.generator == "sd:local:sd"  # no local folder
 
 
 def test_model_identity_is_remembered_by_file_stat(tiny_pipes: dict[str, Path], tmp_path: Path) -> None:
@@ -134,10 +134,14 @@ def test_speed_options_are_applied_and_recorded(tiny_pipes: dict[str, Path], tmp
     assert pipe.scheduler.config.timestep_spacing == "trailing"
     prov = read_embedded(fast.written[0])
     assert prov is not None and prov.speed == {
-        "channels_last": True, "attention": "math", "vae": str(tiny_pipes["sd"] / "vae"), "vae_force_upcast": True,
-        "unet_weights": str(weights), "scheduler": {"timestep_spacing": "trailing"},
-    }  # fmt: skip
-    assert prov.components["unet_weights"].startswith(str(weights))
+        "channels_last": True,
+        "attention": "math",
+        "vae": "local:vae",
+        "vae_force_upcast": True,
+        "unet_weights": "local:unet.safetensors",
+        "scheduler": {"timestep_spacing": "trailing"},
+    }  # fmt: skip  (the file names no local folder: i22)
+    assert prov.components["unet_weights"].startswith("local:unet.safetensors")
     assert read_embedded(base.written[0]).speed == {}  # type: ignore[union-attr]
     assert pixels(fast.written[0]).shape == pixels(base.written[0]).shape
 
@@ -217,8 +221,13 @@ def test_cli_signs_content_credentials_into_images_and_videos(
         found, prov = read_credentials(made), read_embedded(made)
         assert prov is not None and prov.content_credentials == "test-certificate"
         assert found is not None and found.valid and found.ai_generated
-        assert found.claimed_generator == f"{name}:{tiny_pipes[name]}" and found.vhd_provenance == prov.to_dict()
+        assert (
+            found.claimed_generator == f"{name}:local:{tiny_pipes[name].name}"
+            and found.vhd_provenance == prov.shared_dict()
+        )
         with Store(tmp_path / f"{name}.db") as store:
             sample = store.get_sample(made.stem)
-        assert sample is not None and sample.generator == f"{name}:{tiny_pipes[name]}"  # its own, not "claimed:"
+        assert (
+            sample is not None and sample.generator == f"{name}:local:{tiny_pipes[name].name}"
+        )  # its own, not "claimed:"
     capsys.readouterr()

@@ -97,7 +97,7 @@ def test_sd_images_registered_with_provenance_deterministic_and_resumable(
     for rec in records:
         assert rec["source"] == "synthetic" and rec["generator"] == f"sd:local:{tiny_pipes['sd'].name}"
         assert str(tiny_pipes["sd"]) not in json.dumps(rec)
-        assert json.loads(rec["sample"]["meta"])["provenance"]["model"] == f"local:{tiny_pipes['sd'].name}"
+        assert json.loads(rec["meta"])["provenance"]["model"] == f"local:{tiny_pipes['sd'].name}"
         assert rec["prompt"] in prompts_csv.read_text() and rec["seed"] == derive_seed(
             7, prompt_id(rec["keyword"], rec["prompt"])
         )

@@ -60,7 +60,7 @@ def test_a_clip_is_one_video_input(tiny_video_dir: Path, clips: tuple[Path, list
     assert isinstance(processor, VideoBlipProcessor) and input_side(processor) == 32
     from PIL import Image
 
-    frames = [prepare_image(Image.open(p), 32, "center") for p in sorted(clips[1][0].path.iterdir())]
+    frames = [prepare_image(Image.open(p), 32, "center") for p in sorted(Path(clips[1][0].path).iterdir())]
     batch = encode(soft, ["Is this video harmful <S*>?"] * 2, [frames, frames[:3]])
     assert tuple(batch["pixel_values"].shape) == (2, 3, 3, 32, 32)
     video_id = soft.loaded.model.config.video_token_id

@@ -177,11 +177,16 @@ def test_resume_after_a_kill_continues_from_the_last_epoch(
     labels = write_labels("resume.csv", items)
     script = textwrap.dedent(
         f"""
-        import os, signal
+        import json, os, signal, time
+        from pathlib import Path
         from vhd.tune.data import load_items
         from vhd.tune.train import TuneConfig, train
+        meta = Path({str(tmp_path / "ckpt" / META_FILE)!r})
         def die(step, total, **kw):
-            if step == 3:  # epoch 1 (2 steps) is checkpointed; kill in the middle of epoch 2
+            if step == 3:  # epoch 1 (2 steps) is checkpointed (on the writer thread); kill in epoch 2
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not meta.is_file():
+                    time.sleep(0.05)
                 os.kill(os.getpid(), signal.SIGKILL)
         hf = {{"device": "cpu", "dtype": "float32"}}
         cfg = TuneConfig(model={str(tiny_instructblip_dir)!r}, epochs=3, lr=1e-2, hf=hf)

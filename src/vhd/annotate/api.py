@@ -100,7 +100,8 @@ def annotate(
         concurrency: Samples in flight at once (default 16).
         icl: In-context examples file or folder for the judge.
         rounds: Debate rounds (default 2).
-        retry_unparsed: Ask again for samples whose judge reply could not be read.
+        retry_unparsed: Ask again for samples whose judge reply could not be read or that ended
+            ``truncated`` (a call cut off by the token limit is then asked once more with 4x its cap).
         rehash: Read and hash every input file again instead of trusting the store's stat index
             (by default a file whose size, times and inode are unchanged since it was last hashed
             is not read again).

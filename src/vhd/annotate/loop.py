@@ -14,6 +14,9 @@ Memory stays flat however many inputs there are: the queue is bounded by the cla
 paths and sample ids already met live in on-disk sets (`vhd.store.statindex.ScratchSet`), skipped
 files go to the store (the summary keeps counts and the first `SKIP_REASONS_KEPT` reasons), and
 the store's write-ahead log is checkpointed every `CHECKPOINT_EVERY` samples.
+
+The module is long (about 450 lines) because the worker, its stop rules and the commit share
+one run state; split, the parts would import each other.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vhd.annotate.feeder import CLAIM_BATCH, SKIP_REASONS_KEPT, Feeder
-from vhd.annotate.summary import RunSummary, count_status
+from vhd.annotate.summary import RunSummary, budget_fix, count_status
 from vhd.backends.endpoints import merge_stats
 from vhd.backends.registry import build_backends
 from vhd.boundary import ItemFailure, guarded
@@ -52,6 +55,12 @@ if TYPE_CHECKING:
 
 NON_RETRYABLE_LIMIT = 8
 """Consecutive samples failing with non-retryable errors after which the run stops."""
+
+TRUNCATED_LIMIT = 8
+"""Consecutive samples ending ``truncated`` (cut off by the token limit) after which the run stops."""
+
+RETRY_BUDGET = 4
+"""With ``retry_unparsed``, a call cut off by the token limit is asked once more with this many times its cap."""
 
 CHECKPOINT_EVERY = 5000
 """Samples saved between two checkpoints of the store's write-ahead log."""
@@ -147,7 +156,10 @@ async def run(
 
     unique = list({id(b): b for b in backends.values()}.values())
     workers = AsyncExitStack()  # an executor's workers check their own backends as they start
-    pool = await workers.enter_async_context(remote_pool(executor, config, prompts, examples, settings))
+    retry_budget = RETRY_BUDGET if retry_unparsed else 1
+    pool = await workers.enter_async_context(
+        remote_pool(executor, config, prompts, examples, settings, retry_budget=retry_budget)
+    )
     for backend in unique if pool is None else ():
         await backend.check()
     try:
@@ -177,6 +189,7 @@ async def run(
         runners: list[BatchRunner] = []
         job = _Job(db, settings, summary, config_hash, run_id, max_cost, on_event)
         job.retry_unparsed = retry_unparsed
+        job.budget_fix = summary.budget_fix = budget_fix(config, RETRY_BUDGET, retried=retry_unparsed)
         job.lease_seconds = config.lease_seconds
         job.pool = pool
         job.ship_media = executor is not None and executor.options.ship_media
@@ -202,7 +215,7 @@ async def run(
                     debating, runners = batch_backends(
                         backends, db, config_hash, poll_s=batch_poll_s, quiet_s=batch_quiet_s, on_event=on_event
                     )
-                job.debate = Debate(debating, config, prompts, examples, on_call=job.on_call)
+                job.debate = Debate(debating, config, prompts, examples, on_call=job.on_call, retry_budget=retry_budget)
                 if stage_wise or batch_api:  # debates advance in lockstep, a cohort of `concurrency` at a time
                     from vhd.debate.stagewise import Cohorts
 
@@ -212,6 +225,7 @@ async def run(
                     job.on_progress = on_progress
                     await job.run(streamed, config.concurrency)
             summary.endpoints = merge_stats([b.endpoint_stats() for b in unique])
+            summary.local = {b.spec: stats for b in unique if (stats := b.local_stats())}
             if ledger.error is not None:  # the last write of the counters failed
                 job.fail_store(ledger.error)
             job.finish()
@@ -276,6 +290,8 @@ class _Job(Feeder):
         self.ledger: Ledger | None = None
         self.saved = 0
         self.fatal_streak = 0
+        self.truncated_streak = 0
+        self.budget_fix = ""
 
     def on_call(self, usage: Usage) -> None:
         """Every answered model call: counted at once, in the summary and the store's ledger."""
@@ -420,6 +436,12 @@ class _Job(Feeder):
                 self.stop(f"stopping: {self.fatal_streak} samples in a row failed with: {result.error}")
         else:
             self.fatal_streak = 0
+        if result.verdict.status is Status.TRUNCATED:
+            self.truncated_streak += 1
+            if self.truncated_streak >= TRUNCATED_LIMIT:
+                self.stop(f"stopping: {self.truncated_streak} samples in a row were truncated; {self.budget_fix}")
+        else:
+            self.truncated_streak = 0
 
     def save_decided(self, ann: Annotation, sample: Sample) -> None:
         """Store a finished annotation and count it (by the stage that decided, in a cascade)."""

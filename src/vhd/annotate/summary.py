@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vhd.config import AnnotateConfig
 from vhd.records import Status, Usage
 
 
@@ -22,6 +23,9 @@ class RunSummary:
         unharmful: Of those, unharmful.
         refused: Of those, decided by a refusal.
         unparsed: Of those, whose judge reply could not be read.
+        truncated: Of those, ended by a reply cut off by the token limit (neither a verdict nor a
+            refusal; ``--retry-unparsed`` asks again with a larger cap).
+        budget_fix: What to do about truncated replies, one clause naming the caps (set by the run).
         errors: Samples whose model calls failed (retried on the next run).
         skipped: Input files that could not be used, with reasons in the store.
         duplicates: Inputs whose content was already among the samples.
@@ -44,6 +48,9 @@ class RunSummary:
         endpoints: Per endpoint the run's backends sent requests to (display URL, no
             credentials): requests, errors, cool-downs, mean and max latency, tokens, rate-limit
             waits. Empty for backends without endpoints (``hf``, ``scripted``).
+        local: Per backend that runs a model in this process (``hf``), keyed by its spec: seconds
+            preprocessing and generating, the image processor used, image passes
+            (`vhd.backends.base.Backend.local_stats`).
         stage_wise: The debate ran stage by stage over cohorts of samples (`vhd.debate.stagewise`).
         decided_by: In a cascade run, verdicts of this run by the stage that decided them
             (``debate`` for those that went through); one entry per stage.
@@ -63,6 +70,8 @@ class RunSummary:
     unharmful: int = 0
     refused: int = 0
     unparsed: int = 0
+    truncated: int = 0
+    budget_fix: str = ""
     errors: int = 0
     skipped: int = 0
     duplicates: int = 0
@@ -82,17 +91,20 @@ class RunSummary:
     stage_calls: int = 0
     batches: int = 0
     endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    local: dict[str, dict[str, Any]] = field(default_factory=dict)
     stage_wise: bool = False
 
     def exit_code(self, strict: bool = False) -> int:
         """0 when every readable sample has a final verdict, 1 when work remains, 130 after Ctrl-C.
 
-        Work remains after errors, samples not attempted, samples another run had leased and not
-        finished by the end of this one, and a store that could not be written.
+        Work remains after errors, truncated samples (their budget needs raising), samples not
+        attempted, samples another run had leased and not finished by the end of this one, and a
+        store that could not be written.
         """
         if self.interrupted:
             return 130
-        if self.store_error or self.errors or self.remaining or self.leased_unfinished or (strict and self.skipped):
+        unfinished = self.errors or self.truncated or self.remaining or self.leased_unfinished
+        if self.store_error or unfinished or (strict and self.skipped):
             return 1
         return 0
 
@@ -113,9 +125,29 @@ def count_status(summary: RunSummary, status: Status, harmful: bool | None) -> N
     if status is Status.UNPARSED:
         summary.unparsed += 1
         return
+    if status is Status.TRUNCATED:
+        summary.truncated += 1
+        return
     if status is Status.REFUSED:
         summary.refused += 1
     if harmful is True:
         summary.harmful += 1
     elif harmful is False:
         summary.unharmful += 1
+
+
+def budget_fix(config: AnnotateConfig, factor: int, *, retried: bool) -> str:
+    """What to do about replies cut off by the token limit, in one clause that names the caps.
+
+    Args:
+        config: The run's configuration (its token caps).
+        factor: How many times its cap a cut-off call gets when asked again.
+        retried: The run already asked again (``--retry-unparsed``): the flag is not suggested.
+    """
+    judge, debater = config.debate.judge_max_tokens, config.debate.debater_max_tokens
+    again = "" if retried else f", or run again with --retry-unparsed to re-ask them with {factor}x the cap"
+    return (
+        f"replies hit the token limit (judge_max_tokens {judge}, debater_max_tokens {debater}): raise them in "
+        "[debate] (reasoning models spend hidden tokens from the same budget: also set max_tokens_field = "
+        f'"max_completion_tokens" and maybe reasoning_effort = "low" in the backend table){again}'
+    )

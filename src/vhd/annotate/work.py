@@ -74,6 +74,7 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         examples: The judge's in-context examples (already encoded).
         settings: How media are loaded and encoded.
         env: Names of the environment variables the backends read (keys, endpoints).
+        retry_budget: `vhd.debate.engine.Debate`'s ``retry_budget``.
     """
 
     def __init__(
@@ -83,6 +84,7 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         examples: Sequence[ICLExample],
         settings: MediaSettings,
         env: Sequence[str] = (),
+        retry_budget: int = 1,
     ) -> None:
         roles = {role.value: config.role_model(role.value) for role in Role}
         self.config = config.with_overrides(**roles)  # no $VHD_MODEL lookup on the workers
@@ -90,6 +92,7 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         self.examples = list(examples)
         self.settings = settings
         self.env = list(env)
+        self.retry_budget = retry_budget
         self.debate: Debate | None = None
 
     def env_vars(self) -> list[str]:
@@ -104,7 +107,7 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         backends = build_backends(self.config)
         for backend in {id(b): b for b in backends.values()}.values():
             await backend.check()
-        self.debate = Debate(backends, self.config, self.prompts, self.examples)
+        self.debate = Debate(backends, self.config, self.prompts, self.examples, retry_budget=self.retry_budget)
 
     async def run(self, item: DebateItem) -> DebateOutcome:
         """Load (unless shipped) and debate one sample; a media error comes back as its reason."""
@@ -137,6 +140,8 @@ async def remote_pool(
     prompts: Prompts,
     examples: Sequence[ICLExample],
     settings: MediaSettings,
+    *,
+    retry_budget: int = 1,
 ) -> AsyncIterator[Pool[DebateItem, DebateOutcome] | None]:
     """A pool of `DebateWork` on ``executor`` (None for in-process annotation: yields None).
 
@@ -149,7 +154,7 @@ async def remote_pool(
     if executor.options.in_flight is None:
         share = math.ceil(config.concurrency / max(1, executor.options.workers))
         executor.options = replace(executor.options, in_flight=share)
-    work = DebateWork(config, prompts, examples, settings, named_env(config.backends))
+    work = DebateWork(config, prompts, examples, settings, named_env(config.backends), retry_budget)
     async with executor.pool(work) as pool:
         yield pool
 

@@ -110,10 +110,16 @@ class Output:
             ``{token: logprob}``, when the backend returns them (``openai`` skips leading
             whitespace-only tokens, as Llama Guard answers with a blank line first).
         refused: The provider rejected the request or the answer on content policy.
-        finish_reason: Why generation stopped, as reported.
+        finish_reason: Why generation stopped, as reported: ``stop`` (the model ended its answer
+            or hit a stop sequence), ``length`` (cut off by ``max_tokens``; local backends report
+            it when generation reached the cap without an end-of-sequence token),
+            ``content_filter``...; None when the backend does not say.
         model: The model name the backend reports.
         cached_tokens: Prompt tokens the endpoint served from its prompt cache
             (``usage.prompt_tokens_details.cached_tokens``), part of ``prompt_tokens``.
+        reasoning_tokens: Hidden reasoning tokens the endpoint reported
+            (``usage.completion_tokens_details.reasoning_tokens``), part of ``completion_tokens``;
+            None when not reported.
     """
 
     text: str
@@ -126,6 +132,7 @@ class Output:
     model: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     cached_tokens: int = 0
+    reasoning_tokens: int | None = None
 
 
 class Backend(abc.ABC):
@@ -197,6 +204,10 @@ class Backend(abc.ABC):
 
         Keyed by a display name without credentials; empty for backends without endpoints.
         """
+        return {}
+
+    def local_stats(self) -> dict[str, Any]:
+        """Figures of a model run in this process (time preprocessing vs generating...); empty otherwise."""
         return {}
 
     def identity(self) -> dict[str, Any]:

@@ -7,13 +7,20 @@ batches (see `vhd.backends.hf_worker`). Options (``[backends.hf]`` in the config
 
     device = "auto"          # auto | cpu | cuda | cuda:N | mps (auto: cuda, then mps, then cpu)
     dtype = "auto"           # auto | float32 | float16 | bfloat16
-    max_batch_size = 8       # most calls in one forward batch
+    max_batch_size = 8       # most calls in one forward batch (default by device: see HFOptions)
     batch_wait_ms = 10       # how long the first call of a batch waits for company
     trust_remote_code = false
     revision = "main"        # hub revision (branch, tag or commit)
     local_files_only = true  # default: true when HF_HUB_OFFLINE=1
     attn_implementation = "sdpa"
     generate_kwargs = { repetition_penalty = 1.1 }   # passed to model.generate
+    preprocess_cache_mb = 2048  # each sample's images preprocessed once, kept up to this size
+
+Each sample's images are decoded and run through the image processor once, whatever the number
+of calls that show them (`vhd.backends.hf_preprocess`); a torchvision-based ("fast") image
+processor, which transformers picks when torchvision is installed, runs on the model's device.
+`HFBackend.local_stats` reports the time spent preprocessing and generating, and which image
+processor ran.
 
 A processor without a chat template is refused, except InstructBLIP-family processors (no
 template by design): their prompt is the conversation's text as it is, one image per prompt.
@@ -54,8 +61,8 @@ class HFOptions(BaseModel):
     """``auto`` (cuda, then mps, then cpu), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     """Weight dtype; ``auto`` is bfloat16 on CUDA (float16 where unsupported), else float32."""
-    max_batch_size: int = Field(default=8, ge=1)
-    """Most concurrent calls run as one batch."""
+    max_batch_size: int | None = Field(default=None, ge=1)
+    """Most concurrent calls run as one batch; default by device (`default_batch_size`)."""
     batch_wait_ms: float = Field(default=10.0, ge=0)
     """How long a batch waits for more calls after the first arrives."""
     trust_remote_code: bool = False
@@ -68,6 +75,10 @@ class HFOptions(BaseModel):
     """``eager``, ``sdpa``, ``flash_attention_2``...; the model's default when unset."""
     generate_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword arguments for ``model.generate`` (e.g. ``repetition_penalty``)."""
+    preprocess_cache_mb: int = Field(default=2048, ge=0)
+    """Megabytes of preprocessed images kept (in the model's dtype, in RAM) so a sample's calls share
+    them; 0 keeps none. Enough for every sample in flight: a 640x480 image is 13 tiles of 512 px for
+    SmolVLM, 39 MB in float32 (20 in bfloat16), so ``--concurrency 64`` needs about 1.3-2.5 GB."""
 
     @field_validator("device")
     @classmethod
@@ -110,6 +121,21 @@ def resolve_device(device: str) -> str:
     if device != "auto":
         return device
     return accelerator() or "cpu"
+
+
+def default_batch_size(device: str) -> int:
+    """The ``max_batch_size`` a device gets by default.
+
+    8 on CPU and MPS; on CUDA one per 2 GiB of the GPU's memory, from 8 to 64 (a batch that runs
+    out of memory is halved and tried again).
+    """
+    if not device.startswith("cuda"):
+        return 8
+    import torch
+
+    index = int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
+    gib = torch.cuda.get_device_properties(index).total_memory / 2**30
+    return max(8, min(64, int(gib // 2)))
 
 
 def resolve_dtype(dtype: str, device: str, *, mps_dtype: str = "float32") -> str:
@@ -212,6 +238,8 @@ class HFBackend(Backend):
         self.opts = parse_options(self.options)
         self._worker: BatchWorker | None = None
         self._lock = threading.Lock()
+        self.batch_size = self.opts.max_batch_size or 0
+        self._last_stats: dict[str, Any] = {}
 
     def precheck(self) -> None:
         """A missing local model directory (or, offline, an uncached hub id) fails here, before torch loads."""
@@ -286,12 +314,25 @@ class HFBackend(Backend):
         model.eval()
         return LoadedModel(model, processor, model.device, dtype, dict(self.opts.generate_kwargs))
 
+    def _load_served(self) -> LoadedModel:
+        """`_load`, with the image cache in front of the processor (only the batch worker's copy)."""
+        loaded = self._load()
+        image_processor = getattr(loaded.processor, "image_processor", None)
+        loaded.image_processor = "" if image_processor is None else type(image_processor).__name__
+        if self.opts.preprocess_cache_mb and image_processor is not None:
+            from vhd.backends.hf_preprocess import PreprocessCache, install
+
+            loaded.cache = PreprocessCache(self.opts.preprocess_cache_mb << 20, stats=loaded.stats)
+            install(loaded.processor, loaded.cache, loaded.device, loaded.dtype)
+        return loaded
+
     def _ensure_worker(self) -> BatchWorker:
         with self._lock:
             if self._worker is None:
+                self.batch_size = self.opts.max_batch_size or default_batch_size(resolve_device(self.opts.device))
                 self._worker = BatchWorker(
-                    self._load,
-                    max_batch_size=self.opts.max_batch_size,
+                    self._load_served,
+                    max_batch_size=self.batch_size,
                     wait_s=self.opts.batch_wait_ms / 1000,
                     name=f"vhd-hf-{self.model}",
                 )
@@ -320,8 +361,36 @@ class HFBackend(Backend):
         output.model = self.model
         return output
 
+    def local_stats(self) -> dict[str, Any]:
+        """Seconds preprocessing and generating, image passes, which image processor, batch sizes.
+
+        Kept after `aclose` (the figures of the model's last load). Image passes are counted only
+        with the image cache (None when ``preprocess_cache_mb = 0``).
+        """
+        from vhd.backends.hf_preprocess import is_fast
+
+        worker = self._worker
+        loaded = worker.loaded if worker is not None else None
+        if loaded is None:
+            return dict(self._last_stats)
+        st, cached = loaded.stats, loaded.cache is not None
+
+        self._last_stats = {
+            "preprocess_s": round(st.preprocess_s, 3),
+            "generate_s": round(st.generate_s, 3),
+            "image_processor": loaded.image_processor,
+            "torchvision": is_fast(getattr(loaded.processor, "image_processor", None)),
+            "image_passes": st.passes if cached else None,
+            "images_reused": st.reused if cached else None,
+            "calls": st.calls,
+            "batches": st.batches,
+            "max_batch_size": self.batch_size,
+        }
+        return dict(self._last_stats)
+
     async def aclose(self) -> None:
         """Stop the worker thread and free the model; a later call loads it again."""
+        self.local_stats()  # keep the figures of this load
         with self._lock:
             worker, self._worker = self._worker, None
         if worker is None:

@@ -8,11 +8,13 @@ The thread that calls them is `vhd.backends.hf_worker.BatchWorker`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from vhd.backends.base import GenerateConfig, Message, Output
+from vhd.backends.hf_preprocess import PreprocessCache, PreprocessStats
 from vhd.errors import BackendError
 from vhd.media.encoded import EncodedImage
 
@@ -29,6 +31,10 @@ class LoadedModel:
         device: The torch device the model sits on.
         dtype: The torch dtype of the weights.
         generate_kwargs: Extra keyword arguments for every ``model.generate`` call.
+        cache: Each sample's images decoded and preprocessed once (`vhd.backends.hf_preprocess`);
+            None: every call on its own.
+        image_processor: The class name of the image processor in use ("" for none).
+        stats: Seconds preprocessing and generating, calls and batches (image passes with a cache).
     """
 
     model: Any
@@ -36,6 +42,9 @@ class LoadedModel:
     device: Any
     dtype: Any
     generate_kwargs: dict[str, Any] = field(default_factory=dict)
+    cache: PreprocessCache | None = None
+    image_processor: str = ""
+    stats: PreprocessStats = field(default_factory=PreprocessStats)
 
 
 def to_chat(messages: Sequence[Message], *, fold_system: bool = False) -> list[dict[str, Any]]:
@@ -140,8 +149,10 @@ class Prepared:
     images: list[Any]
 
 
-def prepare(processor: Any, messages: Sequence[Message]) -> Prepared:
+def prepare(processor: Any, messages: Sequence[Message], cache: PreprocessCache | None = None) -> Prepared:
     """Render the prompt and decode the images of one conversation.
+
+    With a ``cache``, an image already decoded for an earlier call is the same object again.
 
     Raises:
         BackendError: The template cannot render it or an image cannot be decoded.
@@ -154,7 +165,7 @@ def prepare(processor: Any, messages: Sequence[Message]) -> Prepared:
             f"{count}; judge video frames one by one (or use a multi-image model)"
         )
     try:
-        images = [im.to_pil() for m in messages for im in m.images]
+        images = [im.to_pil() if cache is None else cache.pil(im) for m in messages for im in m.images]
     except Exception as exc:
         raise BackendError(f"hf: cannot decode an image of the conversation: {exc}") from exc
     return Prepared(prompt, images)
@@ -179,7 +190,9 @@ def generate_group(loaded: LoadedModel, items: Sequence[Prepared], config: Gener
     bos = tokenizer.bos_token
     if bos and all(p.startswith(bos) for p in prompts):
         kwargs["add_special_tokens"] = False  # the template wrote it already
+    began = time.perf_counter()
     inputs = _to_device(processor(**kwargs), loaded.device, loaded.dtype)
+    prepared = time.perf_counter()
 
     gen: dict[str, Any] = {
         **loaded.generate_kwargs,
@@ -200,6 +213,11 @@ def generate_group(loaded: LoadedModel, items: Sequence[Prepared], config: Gener
         torch.manual_seed(config.seed)
     with torch.inference_mode():
         out = model.generate(**inputs, **gen)
+    stats = loaded.stats
+    stats.preprocess_s += prepared - began
+    stats.generate_s += time.perf_counter() - prepared
+    stats.calls += len(items)
+    stats.batches += 1
 
     encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
     start = 1 if encoder_decoder else inputs["input_ids"].shape[1]

@@ -123,11 +123,13 @@ class BatchWorker:
 
     def _run_group(self, loaded: LoadedModel, group: list[_Request]) -> None:
         ready: list[tuple[_Request, Prepared]] = []
+        began = time.perf_counter()
         for request in group:
             try:
-                ready.append((request, prepare(loaded.processor, request.messages)))
+                ready.append((request, prepare(loaded.processor, request.messages, loaded.cache)))
             except BackendError as exc:
                 request.future.set_exception(exc)
+        loaded.stats.preprocess_s += time.perf_counter() - began  # rendering prompts, decoding images
         if ready:
             self._generate(loaded, ready)
 

@@ -254,9 +254,10 @@ class OpenAIBackend(Backend):
         await anext(self._guard)
 
     def identity(self) -> dict[str, Any]:
-        """Spec, endpoint host(s), image detail and extra body (never the key).
+        """Spec, endpoint host(s), image detail, extra body and reasoning effort (never the key).
 
         One endpoint gives ``host``; several give ``hosts``, sorted, so their order does not matter.
+        ``reasoning_effort`` is listed only when set, so configurations without it keep their hash.
         """
         hosts = []
         for target in self.targets:
@@ -264,11 +265,13 @@ class OpenAIBackend(Backend):
             host = parts.hostname or ""
             hosts.append(f"{host}:{parts.port}" if parts.port else host)
         where: dict[str, Any] = {"host": hosts[0]} if len(hosts) == 1 else {"hosts": sorted(hosts)}
+        effort = {} if self.opts.reasoning_effort is None else {"reasoning_effort": self.opts.reasoning_effort}
         return {
             "spec": self.spec,
             **where,
             "image_detail": self.opts.image_detail,
             "extra_body": dict(self.opts.extra_body),
+            **effort,
         }
 
     def endpoint_stats(self) -> dict[str, dict[str, Any]]:

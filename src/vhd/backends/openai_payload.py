@@ -58,7 +58,11 @@ class OpenAIOptions(BaseModel):
             they override the fields vhd sets.
         send_seed: Send ``GenerateConfig.seed`` when one is set.
         max_tokens_field: ``max_tokens`` (widest support) or ``max_completion_tokens``
-            (required by OpenAI's reasoning models).
+            (required by OpenAI's reasoning models, where it caps hidden reasoning and the
+            visible answer together).
+        reasoning_effort: ``minimal``, ``low``, ``medium`` or ``high``, sent as
+            ``reasoning_effort`` to the models that take it (OpenAI's o-series and gpt-5, vLLM
+            with a reasoning parser); None sends nothing.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -80,6 +84,7 @@ class OpenAIOptions(BaseModel):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     send_seed: bool = True
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
 
     @property
     def key_env(self) -> str:
@@ -220,6 +225,8 @@ def build_payload(
         payload["seed"] = config.seed
     if config.stop:
         payload["stop"] = list(config.stop)
+    if options.reasoning_effort is not None:
+        payload["reasoning_effort"] = options.reasoning_effort
     if config.logprobs:
         payload["logprobs"] = True
         payload["top_logprobs"] = max(0, min(config.top_logprobs, MAX_TOP_LOGPROBS))
@@ -296,6 +303,17 @@ def _cached_tokens(usage: dict[str, Any]) -> int:
         return 0
 
 
+def _reasoning_tokens(usage: dict[str, Any]) -> int | None:
+    details = usage.get("completion_tokens_details")
+    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if value is None:
+        value = usage.get("reasoning_tokens")  # some OpenAI-compatible servers put it at the top
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def parse_response(data: Any) -> Output:
     """Turn a Chat Completions response body into an `Output`.
 
@@ -344,6 +362,7 @@ def parse_response(data: Any) -> Output:
         finish_reason=None if finish_reason is None else str(finish_reason),
         model=str(data.get("model") or ""),
         cached_tokens=_cached_tokens(usage),
+        reasoning_tokens=_reasoning_tokens(usage),
     )
     if refusal:
         out.extra["refusal"] = str(refusal)

@@ -20,7 +20,8 @@ in the conversation), ``images`` (exact image count). Replies may use ``{n_image
 ``{round}`` (the count of assistant-visible arguments so far is not known to the backend;
 ``{round}`` is taken from a ``round N`` phrase in the last user text when present). Optional per
 rule: ``logprobs`` (first-token alternatives), ``refused: true`` (simulate a provider
-content-policy rejection), ``fail: N``, ``delay: seconds``.
+content-policy rejection), ``finish_reason`` (e.g. ``length``: a reply cut off by the token
+limit), ``fail: N``, ``delay: seconds``.
 
 The script may also be given inline as the backend option ``script`` (a mapping of the same
 shape), e.g. from Python or a config file's ``[backends.scripted]`` table.
@@ -77,6 +78,7 @@ class _Rule:
     reply: str
     logprobs: dict[str, float] | None = None
     refused: bool = False
+    finish_reason: str = "stop"
     fail: int = 0
     delay: float = 0.0
     calls: int = field(default=0, repr=False)
@@ -117,6 +119,7 @@ def _parse_rules(script: Mapping[str, Any]) -> list[_Rule]:
                 reply=str(raw.get("reply", "")),
                 logprobs={str(k): float(v) for k, v in (raw.get("logprobs") or {}).items()} or None,
                 refused=bool(raw.get("refused", False)),
+                finish_reason=str(raw.get("finish_reason", "stop")),
                 fail=int(raw.get("fail", 0)),
                 delay=float(raw.get("delay", 0.0)),
             )
@@ -194,6 +197,6 @@ class ScriptedBackend(Backend):
             latency_s=time.perf_counter() - start,
             first_token_logprobs=(rule.logprobs if rule and config.logprobs else None),
             refused=refused,
-            finish_reason="content_filter" if refused else "stop",
+            finish_reason="content_filter" if refused else rule.finish_reason if rule else "stop",
             model=self.model,
         )

@@ -67,19 +67,32 @@ def input_side(processor: Any) -> int:
 
 def prepare_image(image: Any, side: int, crop: Crop, rng: random.Random | None = None) -> Any:
     """Resize a PIL image so its short side is ``side``, then crop a ``side`` square (random or center)."""
+    im = resize_short(image, side)
+    return im.crop(crop_box(im.size, side, crop, rng))
+
+
+def resize_short(image: Any, side: int) -> Any:
+    """A PIL image in RGB, resized (bicubic) so its short side is ``side``: what `prepare_image` crops from."""
     from PIL import Image
 
     im = image.convert("RGB")
     w, h = im.size
     scale = side / min(w, h)
     nw, nh = max(side, round(w * scale)), max(side, round(h * scale))
-    im = im.resize((nw, nh), Image.Resampling.BICUBIC)
+    return im.resize((nw, nh), Image.Resampling.BICUBIC)
+
+
+def crop_box(
+    size: tuple[int, int], side: int, crop: Crop, rng: random.Random | None = None
+) -> tuple[int, int, int, int]:
+    """The ``side`` square `prepare_image` crops from an image of ``size`` (a random one draws x, then y)."""
+    nw, nh = size
     if crop == "random":
         r = rng or random.Random()
         left, top = r.randint(0, nw - side), r.randint(0, nh - side)
     else:
         left, top = (nw - side) // 2, (nh - side) // 2
-    return im.crop((left, top, left + side, top + side))
+    return (left, top, left + side, top + side)
 
 
 def answer_token_ids(tokenizer: Any, answer: str) -> list[int]:
@@ -240,13 +253,23 @@ def encode(
     """One left-padded batch: prompts with their images, and (training) the answers appended with labels.
 
     Returns:
-        The model inputs on its device; with answers also ``labels`` (-100 except the answer
-        tokens) and ``answer_start`` (the column the first answer token is predicted from + 1).
+        The model inputs on its device (`collate`, then `to_device`).
+    """
+    return to_device(soft, collate(soft.loaded.processor, prompts, images, answers))
+
+
+def collate(
+    processor: Any, prompts: Sequence[str], images: Sequence[Sequence[Any]], answers: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """`encode`'s batch on the CPU (the processor's work only; safe in a DataLoader worker).
+
+    Returns:
+        The processor's tensors; with answers also ``labels`` (-100 except the answer tokens);
+        always ``prompt_len`` (the padded prompt's length).
     """
     import torch
 
-    loaded = soft.loaded
-    processor, tokenizer = loaded.processor, loaded.processor.tokenizer
+    tokenizer = processor.tokenizer
     kwargs: dict[str, Any] = {"text": list(prompts), "padding": True, "return_tensors": "pt"}
     if single_image(processor):
         if any(len(ims) != 1 for ims in images):
@@ -273,14 +296,24 @@ def encode(
         batch["input_ids"] = torch.cat([batch["input_ids"], ans], dim=1)
         batch["attention_mask"] = torch.cat([batch["attention_mask"], mask], dim=1)
         batch["labels"] = labels
+    batch["prompt_len"] = prompt_len
+    return batch
+
+
+def to_device(soft: SoftPrompt, batch: Mapping[str, Any], *, non_blocking: bool = False) -> dict[str, Any]:
+    """A `collate` batch on the model's device, floating tensors in its dtype.
+
+    ``non_blocking`` lets copies from pinned memory overlap the GPU's work (no host wait).
+    """
+    import torch
+
+    loaded = soft.loaded
     moved: dict[str, Any] = {}
     for key, value in batch.items():
         if isinstance(value, torch.Tensor):
-            value = (
-                value.to(loaded.device, dtype=loaded.dtype) if value.is_floating_point() else value.to(loaded.device)
-            )
+            dtype = loaded.dtype if value.is_floating_point() else None
+            value = value.to(loaded.device, dtype=dtype, non_blocking=non_blocking)
         moved[key] = value
-    moved["prompt_len"] = prompt_len
     return moved
 
 

@@ -77,7 +77,7 @@ class Stats:
         taxonomy: ``name@version`` of the taxonomy the rows follow.
         columns: The ``kind/source`` columns that hold samples, in order.
         categories: One row per category (taxonomy order), then ``(other)`` when needed.
-        totals: annotations, harmful, unharmful, refused, unparsed, errors,
+        totals: annotations, harmful, unharmful, refused, unparsed, truncated, errors,
             harmful_categorized, harmful_uncategorized.
         keywords: Harmful share per keyword (most samples first).
         sources: Harmful share per kind and source.
@@ -137,7 +137,9 @@ def compute_stats(
 
 
 def _compute(db: Store, tax: Taxonomy, method: str | None, config_hash: str | None, top_reasons: int) -> Stats:
-    totals = Counter({k: 0 for k in ("annotations", "harmful", "unharmful", "refused", "unparsed", "errors")})
+    totals = Counter(
+        {k: 0 for k in ("annotations", "harmful", "unharmful", "refused", "unparsed", "truncated", "errors")}
+    )
     keywords: dict[str, ShareRow] = {}
     sources: dict[str, ShareRow] = {}
     reasons: Counter[str] = Counter()
@@ -154,8 +156,9 @@ def _compute(db: Store, tax: Taxonomy, method: str | None, config_hash: str | No
         totals["annotations"] += 1
         totals["refused"] += status is Status.REFUSED
         totals["unparsed"] += status is Status.UNPARSED
+        totals["truncated"] += status is Status.TRUNCATED
         totals["errors"] += status is Status.ERROR
-        if v.harmful is None or status in (Status.UNPARSED, Status.ERROR):
+        if v.harmful is None or status in (Status.UNPARSED, Status.TRUNCATED, Status.ERROR):
             continue
         harmful = bool(v.harmful)
         totals["harmful" if harmful else "unharmful"] += 1

@@ -48,7 +48,12 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--concurrency", type=int, metavar="N", help="samples in flight (default 16)")
     p.add_argument("--icl", metavar="PATH", help="in-context examples for the judge (file or folder)")
     p.add_argument("--rounds", type=int, metavar="R", help="debate rounds (default 2)")
-    p.add_argument("--retry-unparsed", action="store_true", help="ask again where the judge's reply was unreadable")
+    p.add_argument(
+        "--retry-unparsed",
+        action="store_true",
+        help="ask again where the judge's reply was unreadable or cut off by the token limit (a cut-off call "
+        "is then asked once more with a larger token cap)",
+    )
     p.add_argument(
         "--rehash",
         action="store_true",
@@ -107,7 +112,8 @@ def _fmt_summary(s: Any) -> list[str]:
     rate = s.annotated / s.elapsed_s if s.elapsed_s > 0 else 0.0
     lines = [
         f"annotated {s.annotated} sample(s) in {s.elapsed_s:.1f} s ({rate:.2f}/s): "
-        f"{s.harmful} harmful, {s.unharmful} unharmful, {s.refused} decided by refusal, {s.unparsed} unparsed",
+        f"{s.harmful} harmful, {s.unharmful} unharmful, {s.refused} decided by refusal, {s.unparsed} unparsed"
+        + (f", {s.truncated} truncated" if s.truncated else ""),
         f"{s.already_done} already done, {s.errors} error(s), {s.skipped} skipped file(s), "
         f"{s.duplicates} repeated input(s), {s.excluded} excluded (removed, quarantined or marked duplicate), "
         f"{s.remaining} not attempted",
@@ -131,8 +137,25 @@ def _fmt_summary(s: Any) -> list[str]:
         lines.append(f"skipped {path}: {reason}")
     if len(s.skip_reasons) > 10:
         lines.append(f"... {len(s.skip_reasons) - 10} more skipped (see the store's skips)")
+    if s.truncated:
+        lines.append(f"{s.truncated} sample(s) truncated: {s.budget_fix}")
     if s.errors:
         lines.append("samples with errors are retried when you run the same command again")
+    for spec, e in s.local.items():
+        busy = e["preprocess_s"] + e["generate_s"]
+        share = f" ({e['preprocess_s'] / busy:.0%})" if busy else ""
+        kind = "torchvision" if e["torchvision"] else "Pillow"
+        lines.append(
+            f"{spec}: {e['preprocess_s']:.1f} s preprocessing{share}, {e['generate_s']:.1f} s generating; "
+            f"{e['image_processor'] or 'no'} image processor ({kind}), "
+            + (
+                f"{e['image_passes']} image pass(es), {e['images_reused']} reused; "
+                if e["image_passes"] is not None
+                else ""
+            )
+            + f"{e['calls']} call(s) in {e['batches']} batch(es) "
+            f"of up to {e['max_batch_size']}"
+        )
     for url, e in s.endpoints.items():
         lines.append(
             f"endpoint {url}: {e['requests']} request(s), {e['errors']} error(s), {e['cooldowns']} cool-down(s), "

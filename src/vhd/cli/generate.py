@@ -17,9 +17,7 @@ EXAMPLES = examples(
     "vhd generate prompts.csv --generator sdxl --out synth/ --store run.db",
     "vhd generate prompts.csv --generator animatediff-i2v --first-frames synth/ --out synth/ --store run.db",
     "vhd generate prompts.csv --generator sdxl --out synth/ --executor ray --workers 8 --gpus-per-worker 1",
-    "vhd generate prompts.csv --generator sd:/tmp/tiny-sd --size 64x64 --steps 4 --device cpu --out synth/",
     "vhd generate prompts.csv --generator sdxl --preset lightning-4step --vae fp16-fix --dtype float16 --out fast/",
-    "vhd generate prompts.csv --generator sdxl --image-format webp --no-c2pa --out synth/",
 )
 
 

@@ -106,9 +106,13 @@ def run(args: argparse.Namespace) -> int:
     if ann.decided_by is not None:
         console.print(Text(f"decided by: {printable(ann.decided_by)} (cascade)"))
     for t in ann.turns:
+        reasoning = f" ({t.reasoning_tokens} reasoning)" if t.reasoning_tokens else ""
         title = (
-            f"{t.role.value} · round {t.round} · {printable(t.model)} · {t.completion_tokens} tok · {t.latency_s:.2f} s"
+            f"{t.role.value} · round {t.round} · {printable(t.model)} · {t.completion_tokens} tok{reasoning}"
+            f" · {t.latency_s:.2f} s"
         )
+        if t.finish_reason:
+            title += f" · finish {printable(t.finish_reason)}"
         if t.refused:
             title += " · refused"
         body = Text(printable(t.text, multiline=True) if t.text else "(no text)")

@@ -52,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     t = stats.totals
     print(
         f"{t['annotations']} annotation(s): {t['harmful']} harmful ({t['refused']} by refusal), {t['unharmful']} "
-        f"unharmful, {t['unparsed']} unparsed, {t['errors']} error(s); {t['harmful_uncategorized']} harmful without "
+        f"unharmful, {t['unparsed']} unparsed, "
+        + (f"{t['truncated']} truncated, " if t.get("truncated") else "")
+        + f"{t['errors']} error(s); {t['harmful_uncategorized']} harmful without "
         "a category"
     )
     if stats.decided_by:

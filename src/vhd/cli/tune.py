@@ -10,7 +10,7 @@ EXAMPLES = """examples:
   vhd tune --from-annotations --store run.db --split train --model hf:Salesforce/instructblip-vicuna-7b --out ckpt/
   vhd tune --train labels.csv --model hf:llava-hf/llava-v1.6-mistral-7b-hf --epochs 10 --out ckpt/
   vhd tune --train vhd11k_train_images.csv --val-fraction 0.1 --model hf:/models/instructblip --out ckpt-i/
-  vhd tune --train smid_train --store run.db --model hf:/models/instructblip --balance none --out ckpt-smid/
+  vhd tune --train labels.csv --model hf:/models/instructblip --precision bf16 --compile reduce-overhead --out ck/
 """
 
 
@@ -62,6 +62,14 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--cache-vision", action="store_true", help="cache vision features per sample (--train-crop center)")
     p.add_argument("--precision", choices=("no", "fp16", "bf16"), default="no", help="autocast on GPU (default no)")
     p.add_argument("--frames", type=int, default=5, help="frames per video (default 5)")
+    p.add_argument(
+        "--compile",
+        choices=("off", "default", "reduce-overhead", "max-autotune"),
+        default="off",
+        help="torch.compile the model; reduce-overhead adds CUDA graphs on a GPU (default off; recorded)",
+    )
+    p.add_argument("--workers", type=int, metavar="N", help="processes building batches (default: up to 4; 0: none)")
+    p.add_argument("--log-every", type=int, default=10, metavar="N", help="loss in the progress text every N steps")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)")
     p.add_argument("--dtype", default="auto", help="weights: auto, float32, float16, bfloat16 (default auto)")
     p.add_argument("--revision", help="hub revision of the base model")
@@ -107,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
         patience=args.patience,
         precision=args.precision,
         frames=args.frames,
+        compile=args.compile,
+        workers=args.workers,
+        log_every=args.log_every,
         hf=hf,
     )
     with bar("tuning", not args.no_progress, unit="steps") as on_progress:
@@ -137,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         "losses": result.losses,
         "val_losses": result.val_losses,
         "samples_per_s": result.samples_per_s,
+        "prepare_s": result.prepare_s,
+        "data_wait_s": result.data_wait_s,
+        "steps_s": result.steps_s,
         "skipped": result.skipped,
     }
     for reason in result.skipped.values():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vhd.backends.base import Backend, GenerateConfig, Message, Output, Part
 from vhd.config import AnnotateConfig
@@ -90,6 +90,8 @@ class DebateState:
         turns: Turns made so far.
         usage: Calls, tokens and cost so far.
         step: Calls answered so far (``2 * rounds`` means the judge is next).
+        boost: Multiplier of the next call's token cap: above 1 while a call cut off by the
+            token limit is asked again (`Debate` ``retry_budget``).
         result: Set when the debate is over (the judge answered, or a call failed).
     """
 
@@ -100,6 +102,7 @@ class DebateState:
     turns: list[Turn] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     step: int = 0
+    boost: int = 1
     result: DebateResult | None = None
 
 
@@ -122,6 +125,26 @@ class Call:
     backend: Backend
 
 
+def cut_off_unusable(role: Role, out: Output) -> bool:
+    """Whether a reply was cut off by the token limit before it said anything usable.
+
+    A judge's reply cut off (``finish_reason`` ``length``) is never read as a verdict; a debater's
+    counts only when it is empty (a long argument cut at ``debater_max_tokens`` is still an
+    argument). A provider's refusal is a refusal whatever the finish reason.
+    """
+    if out.refused or out.finish_reason != "length":
+        return False
+    return role is Role.JUDGE or not out.text.strip()
+
+
+def truncated_reason(turn: Turn, max_tokens: int) -> str:
+    """The one-line reason of a ``truncated`` outcome: who was cut off, at which cap."""
+    who = "the judge" if turn.role is Role.JUDGE else f"the {turn.role.value} debater in round {turn.round}"
+    hidden = f", {turn.reasoning_tokens} of them reasoning" if turn.reasoning_tokens else ""
+    empty = "" if turn.text.strip() else " with no text"
+    return f"truncated: {who} hit the token limit of {max_tokens}{empty} ({turn.completion_tokens} tokens{hidden})"
+
+
 class Debate:
     """Runs debates with fixed roles, prompts and in-context examples.
 
@@ -131,6 +154,9 @@ class Debate:
         prompts: The templates.
         examples: In-context examples for the judge (each used for samples of its kind).
         on_call: Called with the usage of every answered call as it comes (a run's ledger).
+        retry_budget: A call cut off by the token limit without a usable reply (the judge's, or an
+            empty argument) is asked once more with its cap multiplied by this (1: not asked
+            again; the debate ends ``truncated``).
     """
 
     def __init__(
@@ -140,8 +166,10 @@ class Debate:
         prompts: Prompts,
         examples: Sequence[ICLExample] = (),
         on_call: Callable[[Usage], None] | None = None,
+        retry_budget: int = 1,
     ) -> None:
         self.backends = dict(backends)
+        self.retry_budget = max(1, retry_budget)
         self.on_call = on_call
         self.config = config
         self.prompts = prompts
@@ -237,24 +265,30 @@ class Debate:
                 Message("system", self.system_prompt(role, kind, n)),
                 Message("user", (*state.shown, text)),
             )
-            return Call(role, round_, messages, self._gen[role], self.backends[role])
+            return Call(role, round_, messages, self._settings(role, state), self.backends[role])
         transcript = self.transcript(state.turns, state.nonce)
         final = self.prompts.render("judge_turn", medium=kind.value, transcript=transcript)
         messages = (*self.judge_prefix(kind, n), Message("user", (*state.shown, final)))
-        return Call(Role.JUDGE, self.rounds, messages, self._gen[Role.JUDGE], self.backends[Role.JUDGE])
+        return Call(Role.JUDGE, self.rounds, messages, self._settings(Role.JUDGE, state), self.backends[Role.JUDGE])
+
+    def _settings(self, role: Role, state: DebateState) -> GenerateConfig:
+        gen = self._gen[role]
+        return gen if state.boost == 1 else replace(gen, max_tokens=gen.max_tokens * state.boost)
 
     def accept(self, state: DebateState, call: Call, reply: Output | BackendError) -> None:
         """Record the answer (or the failure) of a debate's current call and move it on.
 
         A failure ends the debate with status error and the turns made so far; the judge's answer
-        ends it with the verdict. Either way ``state.result`` is then set.
+        ends it with the verdict; a reply cut off by the token limit without anything usable
+        (`cut_off_unusable`) ends it ``truncated``, after one more try with a larger cap when
+        ``retry_budget`` says so (the debate then stays at the same step). When the debate is
+        over, ``state.result`` is set.
         """
         if isinstance(reply, BackendError):
             verdict = Verdict(None, "", status=Status.ERROR)
             state.result = DebateResult(verdict, state.turns, state.usage, error=str(reply), retryable=reply.retryable)
             return
         role, out = call.role, reply
-        refused = out.refused or (role is not Role.JUDGE and is_refusal(out.text))
         usage = Usage(
             1,
             out.prompt_tokens,
@@ -265,6 +299,12 @@ class Debate:
         state.usage.add(usage)
         if self.on_call is not None:
             self.on_call(usage)
+        cut_off = cut_off_unusable(role, out)
+        if cut_off and state.boost == 1 and self.retry_budget > 1:
+            state.boost = self.retry_budget  # the same call again, with a larger budget
+            return
+        state.boost = 1
+        refused = out.refused or (role is not Role.JUDGE and is_refusal(out.text))
         turn = Turn(
             role,
             call.round,
@@ -274,10 +314,15 @@ class Debate:
             out.latency_s,
             refused,
             call.backend.spec,
+            finish_reason=out.finish_reason,
+            reasoning_tokens=out.reasoning_tokens,
         )
         state.turns.append(turn)
         state.step += 1
-        if role is Role.JUDGE:
+        if cut_off:  # neither a verdict nor a refusal: its own outcome, and no call is spent after it
+            verdict = Verdict(None, truncated_reason(turn, call.config.max_tokens), status=Status.TRUNCATED)
+            state.result = DebateResult(verdict, state.turns, state.usage)
+        elif role is Role.JUDGE:
             state.result = DebateResult(self.decide(state.turns, out), state.turns, state.usage)
 
     async def run(self, kind: Kind, images: Sequence[EncodedImage]) -> DebateResult:

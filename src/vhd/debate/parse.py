@@ -95,10 +95,11 @@ def parse_verdict(text: str) -> ParsedVerdict:
 def is_refusal(text: str) -> bool:
     """Whether a reply declines the task instead of doing it.
 
-    An empty reply counts as a refusal. Only the opening of the reply is examined, so an
+    An empty reply is not a refusal: it is what a reasoning model cut off by the token limit
+    returns (``finish_reason`` ``length``), or a reply that says nothing (read as unparsed); a
+    provider that refuses says so in its own field (``refusal``, ``content_filter``), which the
+    backends report as ``Output.refused``. Only the opening of the reply is examined, so an
     argument that quotes a refusal later on is not mistaken for one.
     """
     head = _clean(text)[:300]
-    if not head:
-        return True
-    return _REFUSAL.search(head) is not None
+    return bool(head) and _REFUSAL.search(head) is not None

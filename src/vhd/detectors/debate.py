@@ -112,7 +112,13 @@ class DebateDetector(Detector):
             return Prediction(None, raw=raw, error=result.error or "debate failed", latency_s=elapsed)
         if verdict.harmful is None:
             snippet = " ".join((raw or "").split())[:120]
-            error = "refused by the judge" if verdict.status is Status.REFUSED else f"unparsed: {snippet!r}"
+            error = (
+                "refused by the judge"
+                if verdict.status is Status.REFUSED
+                else verdict.reason  # "truncated: ... hit the token limit ..."
+                if verdict.status is Status.TRUNCATED
+                else f"unparsed: {snippet!r}"
+            )
             return Prediction(None, score=verdict.score, raw=raw, error=error, latency_s=elapsed)
         categories: list[str] = []
         if verdict.harmful and verdict.reason and not verdict.refused:

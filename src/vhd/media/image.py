@@ -30,8 +30,10 @@ __all__ = [
     "ACCEPTED",
     "FORMATS",
     "ImageLimits",
+    "decode_image_bytes",
     "encode_image",
     "encode_image_bytes",
+    "fit_image",
     "jpeg_damage",
     "load_image_encoded",
     "open_image",
@@ -281,6 +283,48 @@ def _check_format(fmt: str, quality: int, max_side: int) -> str:
     return key
 
 
+def fit_image(img: Image.Image, max_side: int) -> Image.Image:
+    """An image in RGB, downscaled so its longest side is at most ``max_side`` (never enlarged).
+
+    These are the pixels `encode_image` encodes; callers that want pixels, not bytes, use this
+    and skip the encode-decode round trip.
+
+    Raises:
+        MediaError: The image cannot be converted to RGB.
+    """
+    rgb = to_rgb(img)
+    width, height = rgb.size
+    longest = max(width, height)
+    if longest > max_side:
+        scale = max_side / longest
+        size = (max(1, round(width * scale)), max(1, round(height * scale)))
+        # Antialiased bilinear (a triangle filter widened by the scale factor) after an integer
+        # box reduction: for downscaling it stays close to Lanczos (mean difference under 6/255
+        # in the tests) and costs half as much, and resizing is most of the client's CPU per
+        # large image (BENCHMARKS.md).
+        rgb = rgb.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)
+    return rgb
+
+
+def decode_image_bytes(data: bytes, max_side: int = 1024, limits: ImageLimits | None = None) -> Image.Image:
+    """Validate encoded image bytes and decode them to the pixels `encode_image_bytes` would encode.
+
+    Upright, RGB, longest side at most ``max_side`` (large JPEGs decoded at a reduced scale
+    first), with every check of `encode_image_bytes`, and no re-encoding.
+
+    Raises:
+        MediaError: The bytes are not a usable image (see `open_image`).
+    """
+    limits = limits or ImageLimits()
+    if len(data) > limits.max_bytes:
+        raise MediaError(
+            f"image is {len(data) / 2**20:.1f} MiB, over the {limits.max_bytes / 2**20:.1f} MiB "
+            "limit (raise max_bytes to accept it)"
+        )
+    img, _ = _open_loaded(data, limits, draft_side=max_side)
+    return fit_image(to_rgb(_upright(img)), max_side)
+
+
 def encode_image(img: Image.Image, max_side: int = 1024, fmt: str = "jpeg", quality: int = 90) -> EncodedImage:
     """Downscale an image so its longest side is at most ``max_side`` and encode it.
 
@@ -298,17 +342,7 @@ def encode_image(img: Image.Image, max_side: int = 1024, fmt: str = "jpeg", qual
         MediaError: The image cannot be converted or encoded.
     """
     key = _check_format(fmt, quality, max_side)
-    rgb = to_rgb(img)
-    width, height = rgb.size
-    longest = max(width, height)
-    if longest > max_side:
-        scale = max_side / longest
-        size = (max(1, round(width * scale)), max(1, round(height * scale)))
-        # Antialiased bilinear (a triangle filter widened by the scale factor) after an integer
-        # box reduction: for downscaling it stays close to Lanczos (mean difference under 6/255
-        # in the tests) and costs half as much, and resizing is most of the client's CPU per
-        # large image (BENCHMARKS.md).
-        rgb = rgb.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)
+    rgb = fit_image(img, max_side)
     buf = io.BytesIO()
     try:
         if key == "jpeg":

@@ -117,6 +117,8 @@ def _turns_value(sample: Sample, ann: Annotation) -> list[dict[str, Any]]:
             "latency_s": t.latency_s,
             "refused": t.refused,
             "model": t.model,
+            "finish_reason": t.finish_reason,
+            "reasoning_tokens": t.reasoning_tokens,
         }
         for t in ann.turns
     ]
@@ -133,6 +135,8 @@ def _turns_type(pa: Any) -> Any:
             ("latency_s", pa.float64()),
             ("refused", pa.bool_()),
             ("model", pa.string()),
+            ("finish_reason", pa.string()),
+            ("reasoning_tokens", pa.int64()),
         ]
     )
     return pa.list_(turn)
@@ -279,6 +283,8 @@ def _page_turns(page: AnnotationPage) -> list[list[dict[str, Any]]]:
                 "latency_s": t[6],
                 "refused": bool(t[7]),
                 "model": t[8],
+                "finish_reason": t[9],
+                "reasoning_tokens": t[10],
             }
             for t in turns.get(r[ROW_ID], none)
         ]

@@ -158,7 +158,7 @@ ROW_GROUP = 2048
 _FILTER_CELLS = frozenset({ROW_SAMPLE_ID, ROW_KIND, ROW_STATUS, ROW_HARMFUL, ROW_PATH})
 """The cells `export` reads itself (kind, decision, path), whatever the format reads."""
 _PATH_COLUMN = {Kind.IMAGE: "imagePath", Kind.VIDEO: "videoPath"}
-_UNDECIDED = (Status.UNPARSED, Status.ERROR)
+_UNDECIDED = (Status.UNPARSED, Status.TRUNCATED, Status.ERROR)
 _KIND_BY_VALUE = {k.value: k for k in Kind}
 _ROLE_VALUES = frozenset(r.value for r in Role)
 _SPOOL_CHUNK = 1 << 18
@@ -457,7 +457,7 @@ def _vhd11k_page_rows(pages: Iterable[AnnotationPage]) -> Iterator[tuple[Kind, i
             n = 0
             aff_at: dict[int, str] = {}
             neg_at: dict[int, str] = {}
-            for _id, role, round_no, text, _pt, _ct, _lat, _refused, _model in turns.get(r[ROW_ID], ()):
+            for _id, role, round_no, text, *_rest in turns.get(r[ROW_ID], ()):
                 if round_no > n:
                     n = round_no
                 if role == "affirmative":

@@ -23,7 +23,7 @@ SORTS = ("ingest", "path", "queue", "score", "disagreement")
 samples on which configurations disagree first."""
 
 DECISIONS = ("harmful", "not_harmful", "none")
-STATUSES = ("ok", "refused", "unparsed", "error", "missing")
+STATUSES = ("ok", "refused", "unparsed", "truncated", "error", "missing")
 DISAGREEMENTS = ("configs", "human", "detector", "reviewers")
 REVIEW_STATES = ("unreviewed", "mine", "not_mine", "labelled", "unlabelled", "disputed", "needs_more")
 

@@ -500,6 +500,24 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX reveals_sample ON reveals (sample_id);
         """,
     ),
+    (
+        "0014_truncated",
+        # a turn keeps why generation stopped and the reasoning tokens spent; an annotation may be
+        # `truncated`. SQLite cannot alter a CHECK, so the table's definition is widened in place
+        # (https://sqlite.org/lang_altertable.html#otheralter: loosening a CHECK changes no stored
+        # row); `apply_migrations` bumps the schema cookie after it so open connections reload it.
+        """
+        ALTER TABLE turns ADD COLUMN finish_reason TEXT;
+        ALTER TABLE turns ADD COLUMN reasoning_tokens INTEGER;
+        PRAGMA writable_schema = ON;
+        UPDATE sqlite_master SET sql = replace(
+            sql,
+            'status IN (''ok'', ''refused'', ''unparsed'', ''error'')',
+            'status IN (''ok'', ''refused'', ''unparsed'', ''truncated'', ''error'')'
+        ) WHERE type = 'table' AND name = 'annotations';
+        PRAGMA writable_schema = RESET;
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 
@@ -585,6 +603,11 @@ def apply_migrations(
         for index, name, sql in pending:
             for statement in split_statements(sql):
                 conn.execute(statement)
+            if "writable_schema" in sql:  # a definition edited in place: make every connection reload it
+                cookie = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+                conn.execute("PRAGMA writable_schema = ON")
+                conn.execute(f"PRAGMA schema_version = {cookie + 1}")
+                conn.execute("PRAGMA writable_schema = RESET")
             conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
             conn.execute(f"PRAGMA user_version = {index + 1}")
             done.append(name)

@@ -19,7 +19,8 @@ from vhd.errors import ConfigError
 from vhd.records import Annotation, Kind, Role, Sample, Source, Status, Turn, Usage, Verdict
 from vhd.store.rows import VerdictRow, annotation_from_row, loads
 
-_FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value)
+_FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value, Status.TRUNCATED.value)
+_RETRIED = (Status.UNPARSED.value, Status.TRUNCATED.value)
 _CHUNK = 256
 _ROLES = {r.value: r for r in Role}
 _KINDS = {k.value: k for k in Kind}
@@ -35,7 +36,7 @@ _ANN_COLS = (
 
 RawTurn = tuple[Any, ...]
 """A turn as the store holds it: annotation id, role, round, text, prompt and completion tokens, latency,
-refused (0 or 1), model."""
+refused (0 or 1), model, finish reason, reasoning tokens."""
 
 ROW_ID, ROW_SAMPLE_ID, ROW_RUN_ID, ROW_CONFIG_HASH, ROW_STATUS, ROW_HARMFUL, ROW_REASON = range(7)
 ROW_CATEGORIES, ROW_SCORE, ROW_REFUSED, ROW_PROMPT_TOKENS, ROW_COMPLETION_TOKENS, ROW_CALLS = range(7, 13)
@@ -45,6 +46,7 @@ ROW_KIND, ROW_PATH, ROW_SOURCE, ROW_KEYWORD, ROW_GENERATOR, ROW_SPLIT, ROW_LABEL
 _ROW_NAMES = [*_ANN_COLS.split(", "), *SAMPLE_FIELDS.split(", ")]
 _TURN_NAMES = [
     "annotation_id", "role", "round", "text", "prompt_tokens", "completion_tokens", "latency_s", "refused", "model",
+    "finish_reason", "reasoning_tokens",
 ]  # fmt: skip
 _TURN_SELECT = ", ".join(_TURN_NAMES)
 
@@ -100,7 +102,9 @@ class AnnotationPage:
 def turn_objects(raw: Sequence[RawTurn]) -> list[Turn]:
     """The `Turn` records of raw turns."""
     roles = _ROLES
-    return [Turn(roles.get(t[1]) or Role(t[1]), t[2], t[3], t[4], t[5], t[6], bool(t[7]), t[8]) for t in raw]
+    return [
+        Turn(roles.get(t[1]) or Role(t[1]), t[2], t[3], t[4], t[5], t[6], bool(t[7]), t[8], t[9], t[10]) for t in raw
+    ]
 
 
 def pair_from_row(r: Sequence[Any], turns: list[Turn]) -> tuple[Sample, Annotation]:
@@ -145,8 +149,8 @@ def pair_from_row(r: Sequence[Any], turns: list[Turn]) -> tuple[Sample, Annotati
 
 
 def final_statuses(retry_unparsed: bool = False) -> list[str]:
-    """The statuses that need no new attempt: ok, refused and (unless retried) unparsed."""
-    return [s for s in _FINAL if not (retry_unparsed and s == Status.UNPARSED.value)]
+    """The statuses that need no new attempt: ok, refused and (unless retried) unparsed and truncated."""
+    return [s for s in _FINAL if not (retry_unparsed and s in _RETRIED)]
 
 
 class AnnotationReads(abc.ABC):
@@ -244,7 +248,7 @@ class AnnotationReads(abc.ABC):
         return matches[0]
 
     def final_verdicts(self) -> list[VerdictRow]:
-        """Every final (ok, refused or unparsed) annotation of every sample not removed.
+        """Every final (ok, refused, unparsed or truncated) annotation of every sample not removed.
 
         Returns:
             One row per annotation, ordered by sample path, then oldest annotation first.
@@ -252,7 +256,7 @@ class AnnotationReads(abc.ABC):
         rows = self._query(
             "SELECT a.sample_id, a.config_hash, a.status, a.harmful, a.score, a.reason, s.path, s.kind, a.decided_by "
             "FROM annotations a JOIN samples s ON s.id = a.sample_id "
-            "WHERE s.removed_at IS NULL AND a.status IN ('ok', 'refused', 'unparsed') ORDER BY s.path, a.id"
+            f"WHERE s.removed_at IS NULL AND a.status IN ({', '.join(repr(x) for x in _FINAL)}) ORDER BY s.path, a.id"
         )
         return [
             VerdictRow(
@@ -270,7 +274,7 @@ class AnnotationReads(abc.ABC):
         ]
 
     def counts(self, config_hash: str) -> dict[str, int]:
-        """Return how many annotations under this config have each status (all four keys)."""
+        """Return how many annotations under this config have each status (a key for every status)."""
         out = {s.value: 0 for s in Status}
         rows = self._query(
             "SELECT status, COUNT(*) FROM annotations WHERE config_hash = ? GROUP BY status",

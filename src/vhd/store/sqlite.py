@@ -483,8 +483,8 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
             self.settle(conn, ann.sample_id, ann.config_hash, status.value)  # the stat index's cached verdict
             conn.executemany(
                 "INSERT INTO turns (annotation_id, idx, role, round, text, prompt_tokens, "
-                "completion_tokens, latency_s, refused, model) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "completion_tokens, latency_s, refused, model, finish_reason, reasoning_tokens) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         cur.lastrowid,
@@ -497,6 +497,8 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                         t.latency_s,
                         int(t.refused),
                         t.model,
+                        t.finish_reason,
+                        t.reasoning_tokens,
                     )
                     for i, t in enumerate(ann.turns)
                 ],

@@ -192,7 +192,8 @@ def manifest(provenance: Provenance, suffix: str) -> dict[str, Any]:
     """The manifest definition vhd signs into one output."""
     from vhd.version import version
 
-    agent = f"{provenance.generator}:{provenance.model}"
+    shared = provenance.shared_dict()  # no local folder or user name leaves in the manifest
+    agent = f"{provenance.generator}:{shared['model']}"
     return {
         "claim_generator_info": [{"name": "vhd", "version": version()}],
         "title": f"vhd generate {provenance.prompt_id}{suffix}",
@@ -210,7 +211,7 @@ def manifest(provenance: Provenance, suffix: str) -> dict[str, Any]:
                     ]
                 },
             },
-            {"label": PROVENANCE_ASSERTION, "data": provenance.to_dict()},
+            {"label": PROVENANCE_ASSERTION, "data": shared},
         ],
     }
 

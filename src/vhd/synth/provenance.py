@@ -120,12 +120,17 @@ class Provenance:
         """A JSON-serialisable dict (keys sorted when dumped by `to_json`)."""
         return asdict(self)
 
-    def to_json(self) -> str:
-        """Canonical JSON (sorted keys, no spaces): the bytes embedded in the file, local paths hidden."""
+    def shared_dict(self) -> dict[str, Any]:
+        """`to_dict` as it may leave the machine (in the file, in a C2PA manifest): local paths hidden."""
         data = self.to_dict()
         data["model"] = hide_local_path(self.model)
         data["components"] = {name: hide_local_path(ident) for name, ident in self.components.items()}
-        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        data["speed"] = {k: hide_local_path(v) if isinstance(v, str) else v for k, v in self.speed.items()}
+        return data
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, no spaces) of `shared_dict`: the bytes embedded in the file."""
+        return json.dumps(self.shared_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
     def same_model(self, generator: str, model: str) -> bool:
         """Whether this record is of ``generator`` with ``model`` (as given, or as `to_json` wrote it)."""
