@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from vhd.boundary import ItemFailure, guarded, is_run_fault, item_boundary
-from vhd.errors import ConfigError, MediaError, MissingDependencyError, StoreWriteError
+from vhd.errors import ConfigError, MediaError, MissingDependencyError, StoreWriteError, pip_install
 
 
 def test_an_item_error_is_kept_as_its_failure_and_the_loop_goes_on() -> None:
@@ -27,7 +27,7 @@ def test_an_item_error_is_kept_as_its_failure_and_the_loop_goes_on() -> None:
         "done",
         "unexpected error (AttributeError: 'NoneType' object has no attribute 'codec' second line)",
         "damaged: bad data",  # an expected error keeps its precise reason
-        "av is not installed: run `pip install 'vhd[video]'` (or `pip install av`)",
+        "av is not installed: run `" + pip_install("'vhd[video]'") + "` (or `" + pip_install("av") + "`)",
     ]
 
 

@@ -61,7 +61,7 @@ def test_vhd11k_export_escapes_reasons_arguments_and_paths(tmp_path: Path) -> No
     assert_safe(text, [*FORMULAS, "-0 no", "@cat", *(f"{t}{i}.png" for i, t in enumerate(FORMULAS))])
     assert rows(text)[1][1] == "yes"
     # JSON Lines keeps the raw text
-    reasons = [json.loads(line)["verdict"]["reason"] for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    reasons = [json.loads(line)["reason"] for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert sorted(reasons) == sorted(FORMULAS)
 
 

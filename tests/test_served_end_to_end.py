@@ -53,7 +53,7 @@ def test_annotate_through_transformers_serve(tmp_path: Path, served: Served) -> 
     with Store(tmp_path / "s.db") as db:
         for _, ann in db.iter_annotations():
             # a random model's judge rarely says yes or no: whatever it says is stored, never guessed
-            assert ann.verdict.status in (Status.OK, Status.UNPARSED, Status.REFUSED)
+            assert ann.verdict.status in (Status.OK, Status.UNPARSED, Status.REFUSED, Status.TRUNCATED)
             assert len(ann.turns) == 5 and all(t.prompt_tokens > 16 for t in ann.turns)
     again = vhd.annotate([tmp_path / "m"], model=spec, store=tmp_path / "s.db", config=cfg)
     assert again.already_done == 2 and again.usage.calls == 0

@@ -242,7 +242,16 @@ class HFBackend(Backend):
         self._last_stats: dict[str, Any] = {}
 
     def precheck(self) -> None:
-        """A missing local model directory (or, offline, an uncached hub id) fails here, before torch loads."""
+        """Fail here, before torch loads, on what would stop the model from loading.
+
+        Missing torch/transformers first (nothing runs without the extra), then a missing local
+        model directory or, offline, an uncached hub id.
+        """
+        from importlib.util import find_spec
+
+        for module in ("torch", "transformers"):
+            if find_spec(module) is None:  # looked up, not imported
+                raise MissingDependencyError(module, "local")
         check_model_path(self.model, self.opts.revision)
 
     def identity(self) -> dict[str, Any]:
