@@ -12,7 +12,10 @@ seeded generator, then reads it the way every command does (`vhd.media.image.ope
   neither the decoder nor the check saw. ``worst`` is the largest mean difference, and ``>32``
   the largest share of pixels off by more than 32.
 
-Usage: python benchmarks/damage_detection.py [--trials 200] [--flips 4]
+``--err-detect FLAGS`` decodes videos with other FFmpeg ``err_detect`` flags than vhd's
+(``explode``), e.g. ``crccheck+bitstream+buffer+explode``, to measure what they would add.
+
+Usage: python benchmarks/damage_detection.py [--trials 200] [--flips 4] [--err-detect FLAGS]
 """
 
 from __future__ import annotations
@@ -92,7 +95,13 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--flips", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--err-detect", help="FFmpeg err_detect flags for the videos instead of vhd's")
     args = parser.parse_args()
+    if args.err_detect:
+        import vhd.media.videoframes
+
+        vhd.media.videoframes.STRICT = {"err_detect": args.err_detect}  # what `strict` sets on each stream
+        print(f"videos decoded with err_detect={args.err_detect}")
     print(f"{args.trials} trials of {args.flips} flipped bytes each")
     print(f"{'input':8} {'refused':>7} {'clean':>6} {'garbled':>8} {'worst':>6} {'>32':>5}")
     print(f"{'jpeg':8} " + trial_outcomes(astronaut_jpeg(), ".jpg", lambda p: [open_image(p)], args))

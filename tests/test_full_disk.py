@@ -8,6 +8,7 @@ tests/store/test_store_full.py and tests/test_annotate_store_full.py.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -101,3 +102,49 @@ def test_frames_onto_a_full_disk_stop_in_one_line_and_resume(
     assert main(args) == 0
     capsys.readouterr()
     assert len(list((tmp_path / "frames").rglob("*.png"))) == 9
+
+
+PREVIEW_CHILD = """
+import hashlib, resource, signal, sys
+from pathlib import Path
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+from vhd.records import Kind, Sample
+from vhd.serve.thumbs import Look, PreviewCache
+image = Path(sys.argv[1])
+sample = Sample(id=hashlib.sha256(image.read_bytes()).hexdigest(), kind=Kind.IMAGE, path=str(image))
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+cache = PreviewCache(sys.argv[2])
+sizes = [len(cache.get(sample, 0, look)) for look in (Look(clear=True), Look())]
+print(" ".join(map(str, sizes)))
+"""
+
+
+def test_the_review_apps_preview_cache_on_a_full_disk_serves_and_leaves_nothing_partial(tmp_path: Path) -> None:
+    """A preview that cannot be kept on disk is still served; no partial or temporary file is left."""
+    pytest.importorskip("starlette")
+    import numpy as np
+    from PIL import Image
+
+    from vhd.records import Kind, Sample
+    from vhd.serve.thumbs import Look, PreviewCache
+
+    image = tmp_path / "noise.png"  # noise: its clear preview is a JPEG well over the limit below
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (900, 900, 3), np.uint8)).save(image)
+    folder = tmp_path / "previews"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent / "src"), *sys.path])}
+    proc = subprocess.run(
+        [sys.executable, "-c", PREVIEW_CHILD.format(limit=8 * 1024), str(image), str(folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    sizes = [int(n) for n in proc.stdout.split()]
+    assert len(sizes) == 2 and sizes[0] > 8 * 1024  # the clear view, served whole though it could not be kept
+    kept = [p for p in folder.rglob("*") if p.is_file()]
+    assert [p.stat().st_size for p in kept] == [sizes[1]]  # only the small blurred look, whole; no temporary
+    sample = Sample(id=hashlib.sha256(image.read_bytes()).hexdigest(), kind=Kind.IMAGE, path=str(image))
+    cache = PreviewCache(folder)  # with room, the same previews are made and kept
+    assert [len(cache.get(sample, 0, look)) for look in (Look(clear=True), Look())] == sizes
+    assert len([p for p in folder.rglob("*.jpg")]) == 2

@@ -136,7 +136,10 @@ def test_every_per_item_command_finishes_over_the_hostile_corpus(
 def test_hostile_manifests_are_reported_row_by_row(
     name: str, corpus: Corpus, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """NUL paths, unterminated quotes, duplicated columns, deep JSON lines: one line each, no traceback."""
+    """NUL paths, unterminated quotes, duplicated columns, deep JSON lines: one line each, no traceback.
+
+    The run finishes, and its exit code (1, as `vhd label`'s) says that rows were left out.
+    """
     manifests = [
         corpus.texts[n] for n in ("nul_path.csv", "unterminated.csv", "duplicate_header.csv", "deep_line.jsonl")
     ]
@@ -144,8 +147,10 @@ def test_hostile_manifests_are_reported_row_by_row(
         args = COMMANDS[name].args(corpus, tmp_path)
         args[1] = str(manifest)
         args = [a for a in args if a != "--json"]
-        _, out, err = run(capsys, [*args, "--allow-outside-paths"])
+        code, out, err = run(capsys, [*args, "--allow-outside-paths"])
         text = out + err
+        assert code == 1, (manifest.name, text[-500:])
+        assert "manifest row(s) could not be read" in text
         if manifest.name == "nul_path.csv":
             assert "NUL byte" in text
         elif manifest.name == "unterminated.csv":

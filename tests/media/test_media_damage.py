@@ -1,8 +1,8 @@
-"""Damaged JPEGs and H.264 streams (a few corrupted bytes) are skipped, not annotated from garbled pixels.
+"""Damaged JPEGs, H.264 and FFV1 streams (a few corrupted bytes) are skipped, not annotated from garbled pixels.
 
 Pillow decodes such a JPEG without a word and FFmpeg conceals the errors of such a video, so the
 damage is only seen through FFmpeg's strict error detection (``err_detect=explode``), which needs
-PyAV; without PyAV the JPEG check is off, and that is said.
+PyAV; without PyAV the JPEG check is off, and that is said. FFV1's slice CRCs are checked by vhd.
 """
 
 from __future__ import annotations
@@ -32,13 +32,17 @@ def damage_jpeg(data: bytes, at: float = 0.5, length: int = 16) -> bytes:
     return data[:where] + b"\xff\x00" * length + data[where + 2 * length :]
 
 
-def damage_video(data: bytes, flips: int = 3, keyframes: bool = False) -> bytes:
-    """Invert a few bytes inside the two largest compressed frames of a video (or every keyframe)."""
+def damage_video(data: bytes, flips: int = 3, keyframes: bool = False, frame: int | None = None) -> bytes:
+    """Invert a few bytes inside the two largest compressed frames of a video (or every keyframe,
+    or only the one frame given)."""
     import av
 
     with av.open(io.BytesIO(data)) as container:
         packets = [(p.pos, p.size, p.is_keyframe) for p in container.demux(container.streams.video[0]) if p.size]
-    chosen = [p for p in packets if p[2]] if keyframes else sorted(packets, key=lambda p: -p[1])[:2]
+    if frame is not None:
+        chosen = packets[frame : frame + 1]
+    else:
+        chosen = [p for p in packets if p[2]] if keyframes else sorted(packets, key=lambda p: -p[1])[:2]
     out = bytearray(data)
     for pos, size, _key in chosen:
         for j in range(1, flips + 1):
@@ -87,6 +91,40 @@ def test_damaged_h264_is_refused_and_the_intact_one_read(strategy: str, tmp_path
     assert read_frames(good, strategy=strategy).indices == [0, 6, 12, 17, 23]
     with pytest.raises(MediaError, match=r"^damaged: h264 video has decoding errors"):
         read_frames(bad, strategy=strategy)
+
+
+@pytest.mark.parametrize("frame", [0, 12])
+def test_damaged_ffv1_is_refused_by_its_slice_crcs(frame: int, tmp_path: Path) -> None:
+    """FFmpeg only logs an FFV1 slice CRC mismatch (even with ``err_detect=crccheck+explode``) and
+    conceals the slice; vhd checks the CRCs itself. Damage in the very first frame is found too."""
+    from vhd.media.video import read_frames
+
+    base = photo((128, 96))
+    good = make_video(tmp_path / "good.mkv", 24, codec="ffv1", size=(128, 96), draw=lambda i: base.rotate(i * 5))
+    bad = tmp_path / "bad.mkv"
+    bad.write_bytes(damage_video(good.read_bytes(), frame=frame))
+    assert concealed_frames(bad.read_bytes()) == 24  # the premise: FFmpeg conceals it by default
+    assert read_frames(good).indices == [0, 6, 12, 17, 23]
+    with pytest.raises(MediaError, match=rf"^damaged: ffv1 video fails its slice checksum \(CRC\) in frame {frame};"):
+        read_frames(bad)
+
+
+def test_ffv1_without_slice_crcs_is_read(tmp_path: Path) -> None:
+    """An FFV1 stream encoded without slice CRCs (``slicecrc=0``) is read as before, unchecked."""
+    import av
+    import numpy as np
+
+    from vhd.media.video import read_frames
+
+    path = tmp_path / "nocrc.mkv"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("ffv1", rate=24, options={"slicecrc": "0"})
+        stream.width, stream.height, stream.pix_fmt = 128, 96, "yuv420p"
+        for i in range(24):
+            frame = av.VideoFrame.from_ndarray(np.asarray(photo((128, 96)).rotate(i * 5)), format="rgb24")
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    assert read_frames(path).indices == [0, 6, 12, 17, 23]
 
 
 def test_damage_in_a_seeked_group_of_pictures_is_found(tmp_path: Path) -> None:

@@ -128,7 +128,7 @@ class Feeder:
         chunk: list[MediaItem | PlainFile] = []
         for found in items:
             if isinstance(found, Skipped):
-                self.skip(found.path, found.reason)
+                self.skip(found.path, found.reason, row_left_out=found.row_left_out)
                 continue
             chunk.append(found)
             if len(chunk) >= batch:
@@ -277,9 +277,10 @@ class Feeder:
         if len(self.summary.skip_reasons) < SKIP_REASONS_KEPT:
             self.summary.skip_reasons.append((path, reason))
 
-    def skip(self, item_path: str | Path, reason: str) -> None:
+    def skip(self, item_path: str | Path, reason: str, *, row_left_out: bool = False) -> None:
         """An input that cannot be used: counted, its reason in the store."""
         self.summary.skipped += 1
+        self.summary.rows_left_out += row_left_out
         path, reason = display_path(item_path), display_path(reason)
         self.keep_reason(path, reason)
         self.db.record_skip(self.run_id, path, reason)

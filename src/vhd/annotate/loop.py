@@ -141,6 +141,7 @@ async def run(
                     if len(summary.skip_reasons) < SKIP_REASONS_KEPT:
                         summary.skip_reasons.append((display_path(found.path), found.reason))
                     summary.skipped += 1
+                    summary.rows_left_out += found.row_left_out
                 else:
                     yield found
 

@@ -28,6 +28,7 @@ class RunSummary:
         budget_fix: What to do about truncated replies, one clause naming the caps (set by the run).
         errors: Samples whose model calls failed (retried on the next run).
         skipped: Input files that could not be used, with reasons in the store.
+        rows_left_out: Of those, manifest rows that could not be read at all (exit 1).
         duplicates: Inputs whose content was already among the samples.
         excluded: Samples left out because the store marks them removed, quarantined, or a
             duplicate of a kept sample (reasons in ``skip_reasons``).
@@ -74,6 +75,7 @@ class RunSummary:
     budget_fix: str = ""
     errors: int = 0
     skipped: int = 0
+    rows_left_out: int = 0
     duplicates: int = 0
     excluded: int = 0
     remaining: int = 0
@@ -99,12 +101,12 @@ class RunSummary:
 
         Work remains after errors, truncated samples (their budget needs raising), samples not
         attempted, samples another run had leased and not finished by the end of this one, and a
-        store that could not be written.
+        store that could not be written. Manifest rows that could not be read also give 1.
         """
         if self.interrupted:
             return 130
         unfinished = self.errors or self.truncated or self.remaining or self.leased_unfinished
-        if self.store_error or unfinished or (strict and self.skipped):
+        if self.store_error or unfinished or self.rows_left_out or (strict and self.skipped):
             return 1
         return 0
 

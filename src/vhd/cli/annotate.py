@@ -133,6 +133,8 @@ def _fmt_summary(s: Any) -> list[str]:
             else "all finished there"
         )
         lines.append(f"{s.leased} leased by another run on this store ({pending})")
+    if s.rows_left_out:
+        lines.append(f"{s.rows_left_out} manifest row(s) could not be read and were left out (exit 1; listed below)")
     for path, reason in s.skip_reasons[:10]:
         lines.append(f"skipped {path}: {reason}")
     if len(s.skip_reasons) > 10:

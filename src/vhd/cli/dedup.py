@@ -99,6 +99,6 @@ def run(args: argparse.Namespace) -> int:
         if args.report:
             lines.append(f"report: {args.report}")
         print("\n".join(printable(line) for line in lines))
-    code = 1 if result.leaks else 0
+    code = 1 if result.leaks or result.rows_left_out else 0
     result.close()  # the scratch file of the fingerprints
     return code

@@ -104,5 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 print(printable(f"{label} {path}: {reason}"))
             if result.count(label) > 20:
                 print(f"... {result.count(label) - 20} more {label} ({WHERE[label]})")
+        if result.rows_left_out:
+            print(f"{result.rows_left_out} manifest row(s) could not be read and were left out (listed above)")
     bad = result.problems
-    return 1 if args.strict and bad else 0
+    return 1 if result.rows_left_out or (args.strict and bad) else 0

@@ -81,6 +81,8 @@ class DedupResult:
         splits: File path to split, where known (from the store or a manifest).
         sample_ids: File path to sample id, for files whose sample is in the store.
         leaks: Clusters spanning two splits or more.
+        rows_left_out: Of the unreadable entries, the reasons of manifest rows that could not be
+            read at all (malformed, a NUL byte, JSON nested too deep...): ``vhd dedup`` exits 1.
         threshold: The distance threshold used.
         keep: The keep policy used.
         elapsed_s: Wall time.
@@ -91,6 +93,7 @@ class DedupResult:
     splits: dict[str, str] = field(default_factory=dict)
     sample_ids: dict[str, str] = field(default_factory=dict)
     leaks: list[Leak] = field(default_factory=list)
+    rows_left_out: list[str] = field(default_factory=list)
     threshold: int = DEFAULT_THRESHOLD
     keep: str = "largest"
     elapsed_s: float = 0.0
@@ -115,7 +118,7 @@ class DedupResult:
         return out
 
     def counts(self) -> dict[str, int]:
-        """Files, clusters, duplicates by match kind, unreadable files and leaks."""
+        """Files, clusters, duplicates by match kind, unreadable files, unread manifest rows and leaks."""
         if isinstance(self.members, ClusterView):
             found = self.members.counts()
         else:
@@ -126,7 +129,12 @@ class DedupResult:
                 "exact": matches.get("exact", 0),
                 "near": matches.get("near", 0),
             }
-        return {**found, "unreadable": len(self.unreadable), "leaks": len(self.leaks)}
+        return {
+            **found,
+            "unreadable": len(self.unreadable),
+            "rows_left_out": len(self.rows_left_out),
+            "leaks": len(self.leaks),
+        }
 
     def close(self) -> None:
         """Drop the scratch file behind `members` (they can no longer be read)."""
@@ -222,6 +230,7 @@ def find_duplicates(
             result.splits,
             allow_outside_paths,
             store,
+            result.rows_left_out,
         )
 
     workers = max(1, jobs if jobs else (os.cpu_count() or 1))
@@ -323,6 +332,8 @@ def describe(result: DedupResult) -> list[str]:
         lines += [f"  {path}: {reason}" for path, reason in result.unreadable[:10]]
         if c["unreadable"] > 10:
             lines.append(f"  ... {c['unreadable'] - 10} more in the report")
+    if c["rows_left_out"]:
+        lines.append(f"{c['rows_left_out']} manifest row(s) could not be read and were left out (listed above)")
     for leak in result.leaks[:10]:
         spread = ", ".join(f"{k} {v}" for k, v in leak.splits.items())
         lines.append(f"LEAK: cluster {leak.cluster[:12]} spans splits ({spread}): {'; '.join(leak.paths[:3])}")

@@ -39,10 +39,12 @@ def jobs_from_paths(
     splits: dict[str, str],
     allow_outside_paths: bool = False,
     store: Store | None = None,
+    rows_left_out: list[str] | None = None,
 ) -> Iterator[Job]:
     """Discovery, streamed into jobs (paths met in an on-disk set with a small cache).
 
-    Skipped inputs are appended to ``unreadable``, manifest splits put in ``splits``.
+    Skipped inputs are appended to ``unreadable``, manifest splits put in ``splits``, and the
+    reasons of manifest rows that could not be read at all also to ``rows_left_out``.
     """
     from vhd.media.discover import Skipped, iter_discover
     from vhd.store.label_rules import known_sample
@@ -60,6 +62,8 @@ def jobs_from_paths(
         ):
             if isinstance(found, Skipped):
                 unreadable.append((display_path(found.path), found.reason))
+                if found.row_left_out and rows_left_out is not None:
+                    rows_left_out.append(found.reason)
                 continue
             path = display_path(found.path)
             if found.split:

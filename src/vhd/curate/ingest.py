@@ -107,6 +107,8 @@ class IngestResult:
         blocked: ``(path, reason)`` of files on the block list (quarantined).
         refused: ``(path, reason)`` of files whose sample was removed on request earlier.
         counts: How many of each kind, keyed by the attribute names above.
+        rows_left_out: Of the invalid entries, manifest rows that could not be read at all
+            (malformed, a NUL byte, JSON nested too deep...): the run's exit code is 1.
         listed: How many entries each list keeps.
         elapsed_s: Wall time.
     """
@@ -118,6 +120,7 @@ class IngestResult:
     blocked: list[tuple[str, str]] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    rows_left_out: int = 0
     listed: int = LISTED
     elapsed_s: float = 0.0
 
@@ -152,6 +155,7 @@ class IngestResult:
             "blocked": [{"path": p, "reason": r} for p, r in self.blocked],
             "refused": [{"path": p, "reason": r} for p, r in self.refused],
             "counts": dict(self.counts),
+            "rows_left_out": self.rows_left_out,
             "listed": self.listed,
             "elapsed_s": round(self.elapsed_s, 3),
         }
@@ -328,6 +332,7 @@ def ingest(
             if isinstance(found, Skipped):
                 store.record_skip(None, found.path, f"ingest: {found.reason}")
                 result.note("invalid", (display_path(found.path), found.reason))
+                result.rows_left_out += found.row_left_out
                 continue
             discovered += 1
             yield defaults.apply(found)

@@ -66,10 +66,14 @@ class Skipped:
     Attributes:
         path: The file, folder or manifest concerned.
         reason: One line that says what is wrong.
+        row_left_out: A manifest row that could not be read at all (malformed CSV, a NUL byte,
+            JSON nested too deep, a path leading outside...): the run finishes, and its exit
+            code says that rows were left out, as `vhd label`'s does.
     """
 
     path: Path
     reason: str
+    row_left_out: bool = False
 
     def __str__(self) -> str:
         return f"{display_path(self.path)}: {self.reason}"
@@ -331,7 +335,7 @@ class _Collector:
     def add_manifest(self, manifest: Path) -> Iterator[FoundFile]:
         for row in read_manifest(manifest, allow_outside_paths=self.allow_outside_paths, known=self.known):
             if isinstance(row, RowProblem):
-                yield Skipped(manifest, f"{manifest.name} {row}")
+                yield Skipped(manifest, f"{manifest.name} {row}", row_left_out=True)
                 continue
             found = guarded(self._row, manifest, row)
             yield (

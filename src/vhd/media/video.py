@@ -19,7 +19,8 @@ rejected instead of being represented by fewer frames.
 Only MP4/MOV, WebM/MKV and AVI files are opened, each with its one FFmpeg demuxer chosen from the
 file's first bytes (`vhd.media.untrusted.video_demuxer`), and every stream is decoded with FFmpeg's
 strict error detection: a stream with corrupted data is refused as ``damaged: ...`` instead of
-being shown with its errors concealed.
+being shown with its errors concealed. FFV1 slices are also checked against their CRCs, which
+FFmpeg only logs (`vhd.media.videoframes.ffv1_slices_intact`).
 """
 
 from __future__ import annotations

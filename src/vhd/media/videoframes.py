@@ -9,7 +9,8 @@ keyframe plan (`vhd.media.keyframes`) share them here, below both.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -166,23 +167,90 @@ def strict(stream: Any) -> None:
     stream.codec_context.options = {**stream.codec_context.options, **STRICT}
 
 
+_BIT_REVERSED = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
+
+FFV1_PROBE_PACKETS = 3
+"""Packets in a row that fail the slice CRCs at the start of an FFV1 stream before it is taken
+for a stream without slice CRCs (version 1, or encoded with ``slicecrc=0``)."""
+
+
+def ffv1_slices_intact(data: bytes) -> bool:
+    """Whether an FFV1 frame (one packet) is a chain of slices that each pass their CRC.
+
+    In FFV1 version 3 with slice CRCs (FFmpeg's default for Matroska) every slice ends with a
+    trailer: its size (3 bytes, big-endian, trailer excluded), an error status byte and a CRC-32
+    (MSB-first, polynomial 0x04C11DB7, initial value 0) chosen so that the slice's CRC including
+    it is 0. FFmpeg's decoder checks it, but only logs a mismatch and conceals the slice, whatever
+    ``err_detect`` says, so the check is made here. The CRC is zlib's on bit-reversed bytes.
+    """
+    end = len(data)
+    if end == 0:
+        return False
+    while end > 0:
+        if end < 8:
+            return False
+        size = int.from_bytes(data[end - 8 : end - 5], "big") + 8
+        if size > end or zlib.crc32(data[end - size : end].translate(_BIT_REVERSED), 0xFFFFFFFF) != 0xFFFFFFFF:
+            return False
+        end -= size
+    return True
+
+
+def _ffv1_checked(packets: Iterable[Any], name: str) -> Iterator[Any]:
+    """The packets of an FFV1 stream, in order; a packet failing its slice CRCs is damage.
+
+    Whether the stream carries slice CRCs at all is learnt from its first packets: the first that
+    passes says it does (any failing packet held back before it is then damage); `FFV1_PROBE_PACKETS`
+    failing in a row say it does not, and the rest pass unchecked.
+    """
+    held: list[Any] = []
+    checked: bool | None = None  # None while not known
+    for index, packet in enumerate(packets):
+        if packet.size == 0 or checked is False:  # the end-of-stream flush packet, or no CRCs
+            yield from held
+            held.clear()
+            yield packet
+            continue
+        intact = ffv1_slices_intact(bytes(packet))
+        if intact and not held:
+            checked = True
+            yield packet
+        elif checked or intact:  # a stream with CRCs: this packet, or the first one held back, failed
+            raise MediaError(
+                f"damaged: {name} video fails its slice checksum (CRC) in frame {index - len(held)}; "
+                "its frames would be partly garbage, so it is skipped (re-download or re-encode it)"
+            )
+        else:
+            held.append(packet)
+            if len(held) >= FFV1_PROBE_PACKETS:
+                checked = False
+                yield from held
+                held.clear()
+    yield from held
+
+
 def decode_strictly(container: Any, stream: Any) -> Iterator[Any]:
     """Decode a stream's frames in order (as ``container.decode(stream)``), damage as a `MediaError`.
 
     The stream must have been made `strict`. Errors of the container (demuxing) pass through
-    unchanged, to be reported by the caller.
+    unchanged, to be reported by the caller. FFV1 frames are also checked against their slice
+    CRCs (`ffv1_slices_intact`).
 
     Raises:
-        MediaError: ``damaged: ...``, when the decoder finds invalid data.
+        MediaError: ``damaged: ...``, when the decoder finds invalid data or an FFV1 slice fails
+            its CRC.
     """
     import av
 
+    name = stream.codec_context.name or "video"
+    packets: Iterable[Any] = container.demux(stream)
+    if name == "ffv1":
+        packets = _ffv1_checked(packets, name)
     decoded = 0
-    for packet in container.demux(stream):
+    for packet in packets:
         try:
             frames = packet.decode()
         except av.error.InvalidDataError as exc:
-            name = stream.codec_context.name or "video"
             raise MediaError(
                 f"damaged: {name} video has decoding errors near frame {decoded} (FFmpeg's strict check); "
                 "its frames would be partly garbage, so it is skipped (re-download or re-encode it)"

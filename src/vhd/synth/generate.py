@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vhd.boundary import disk_full, one_line
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
 from vhd.records import Kind, Source
@@ -320,11 +321,19 @@ def generate(
             planned.first_frames = frames or None
             yield planned
 
-    with finish_batch_on_interrupt(stop):
-        if runner is None:
-            overlapped(gen, seed, batches(), save, advance, result)
-        elif todo:
-            _on_executor(runner, GenerateWork.of(gen, seed, keep_frames is not None), batches(), save, advance, result)
+    try:
+        with finish_batch_on_interrupt(stop):
+            if runner is None:
+                overlapped(gen, seed, batches(), save, advance, result)
+            elif todo:
+                work = GenerateWork.of(gen, seed, keep_frames is not None)
+                _on_executor(runner, work, batches(), save, advance, result)
+    except Exception as exc:  # a run-level fault (a full disk): the store's run says where it stopped
+        if store is not None and run_id is not None:
+            result.elapsed_s = time.perf_counter() - start
+            with contextlib.suppress(Exception):  # the store may be on the full disk too
+                store.finish_run(run_id, {**result.to_dict(), "stopped": one_line(str(exc))})
+        raise
     result.elapsed_s = time.perf_counter() - start
     if store is not None and run_id is not None:
         store.finish_run(run_id, result.to_dict())
@@ -392,6 +401,8 @@ def _commit(
             run_id=run_id, existing=existing,
         )  # fmt: skip
     except (OSError, ConfigError) as exc:
+        if disk_full(exc) is not None:
+            raise  # a full disk fails every image after this one too: the run stops in one line
         result.failed.append((item.row.id, str(exc)))
         return
     if reason is not None:
