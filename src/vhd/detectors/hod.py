@@ -1,7 +1,7 @@
 """HOD, the harmful object detector of the paper's Table 1 (a YOLOv5 model trained on HOD's data).
 
 HOD's authors publish training code and data, not weights: train YOLOv5 on their set, export
-the checkpoint to ONNX (README, "HOD"), then ``hod:/path/to/best.onnx`` runs it with
+the checkpoint to ONNX (docs/detectors.md#hod-weights-you-train), then ``hod:/path/to/best.onnx`` runs it with
 onnxruntime (``vhd[hod]``). ``hod:/path/to/best.pt`` runs a checkpoint through ``ultralytics``
 when it is installed (it needs torchvision; not exercised by vhd's tests). As in the paper's
 appendix E.1 an image is harmful when any harmful class is detected; all six HOD classes are
@@ -213,7 +213,7 @@ class HodDetector(Detector):
         if not model:
             raise ConfigError(
                 f"detector {label}: hod needs its weights, e.g. hod:/path/to/best.onnx "
-                "(HOD publishes no weights: README 'HOD' says how to train and export them)"
+                "(HOD publishes no weights: docs/detectors.md#hod-weights-you-train says how to train and export them)"
             )
         self.path = Path(model).expanduser()
         self.opts: HodOptions = parse_options(label, self.options, HodOptions)
@@ -242,7 +242,8 @@ class HodDetector(Detector):
                 return self._session
             if not self.path.is_file():
                 raise BackendUnavailableError(
-                    f"hod: no weights file {str(self.path)!r}; train and export HOD's YOLOv5 (README 'HOD')"
+                    f"hod: no weights file {str(self.path)!r}; train and export HOD's YOLOv5 "
+                    "(docs/detectors.md#hod-weights-you-train)"
                 )
             if self.runtime == "ultralytics":
                 ultralytics: Any = require("ultralytics", "hod", "ultralytics")

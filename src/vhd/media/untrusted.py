@@ -2,7 +2,7 @@
 
 Pillow has a plugin for dozens of formats (TIFF, TGA, DDS, PSD, FITS, ...) and hands EPS files to
 Ghostscript; FFmpeg has demuxers for hundreds of containers. Each is attack surface, so vhd lets
-only the formats the README lists reach a decoder, decided by the file's content (magic bytes),
+only the formats docs/commands/annotate.md lists reach a decoder, decided by the file's content (magic bytes),
 never its name:
 
 - images: `open_untrusted` opens with Pillow's JPEG, PNG, WebP, BMP and GIF plugins only
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from PIL import Image
 
 ACCEPTED: Final[tuple[str, ...]] = ("JPEG", "PNG", "WEBP", "BMP", "GIF")
-"""Pillow formats decoded from files (the README's list). MPO (a JPEG holding several pictures, as
+"""Pillow formats decoded from files (docs/commands/annotate.md's list). MPO (a JPEG holding several pictures, as
 phone cameras write) comes through Pillow's JPEG plugin and counts as JPEG."""
 
 ACCEPTED_TEXT: Final = "JPEG, PNG, WebP, BMP, GIF"

@@ -1,4 +1,4 @@
-"""README's Development section: its commands run here as written.
+"""The Development page (docs/development.md): its commands run here as written.
 
 A ``-m`` on pytest's command line replaces the default ``-m 'not api and not gpu'`` of
 pyproject.toml, so a quick command must exclude ``api`` and ``gpu`` itself; every program it
@@ -12,13 +12,12 @@ import shlex
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def development_commands() -> list[list[str]]:
-    """Every command (split on ``&&``) of the bash blocks in README's Development section."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Development\n", 1)[1].split("\n## ", 1)[0]
+    """Every command (split on ``&&``) of the bash blocks on the Development page."""
+    section = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
         for line in block.splitlines():
@@ -31,7 +30,7 @@ def development_commands() -> list[list[str]]:
 def _selected(expression: str, **marks: bool) -> bool:
     assert re.fullmatch(r"[\w\s()]+", expression), expression
     names = {"slow": False, "api": False, "gpu": False, **marks}
-    return bool(eval(expression, {"__builtins__": {}}, names))  # README text, its characters checked above
+    return bool(eval(expression, {"__builtins__": {}}, names))  # the page's text, its characters checked above
 
 
 def test_quick_pytest_commands_still_leave_out_api_and_gpu() -> None:

@@ -1,0 +1,1 @@
+"""Tests of the documentation site in docs/ (and what README.md keeps)."""
