@@ -10,13 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,49 +18,18 @@ from typing import Any
 import pytest
 
 from tests.optional import need_executable, need_module
-from tests.servers import free_port
+from tests.serve.served import serving
 from vhd.store.sqlite import Store
 
 pytestmark = pytest.mark.slow
-SRC = Path(__file__).resolve().parents[2] / "src"
 PLAYING = "() => { const v = document.getElementById('clip'); return v.currentTime > 0.3 && !v.paused; }"
 PLAYER = "() => { const v=document.querySelector('#clip');return {muted: v.muted, t: v.currentTime, w: v.videoWidth}; }"
 
 
 @pytest.fixture
 def shapes_served(shapes_copy: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    need_module("starlette", "pip install 'vhd[serve]'")
-    need_module("uvicorn", "pip install 'vhd[serve]'")
-    port = free_port()
-    log = tmp_path / "serve.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "vhd", "serve", str(shapes_copy), "--port", str(port), "--reviewer", "alice"]
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vhd serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                with urllib.request.urlopen(url + "/static/app.css", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vhd serve not ready after 30 s:\n{log.read_text()}")
-            time.sleep(0.1)
-        yield url, shapes_copy
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+    with serving(shapes_copy, tmp_path) as served:
+        yield served.url, shapes_copy
 
 
 async def _ratios(ctx: Any, url: str, srcs: list[str], store: Store) -> list[tuple[str, float]]:
