@@ -8,21 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.optional import need_module
+from tests.tune.test_tune import Sets, config
 from vhd.records import Kind, LabelledSample
-
-Sets = tuple[list[LabelledSample], list[LabelledSample]]
 
 
 @pytest.fixture(autouse=True)
 def _needs_torch() -> None:
     need_module("torch", "pip install 'vhd[tune]'")
     need_module("transformers", "pip install 'vhd[tune]'")
-
-
-def config(model: Path, **kw: object):  # type: ignore[no-untyped-def]
-    from vhd.tune.train import TuneConfig
-
-    return TuneConfig(model=str(model), hf={"device": "cpu", "dtype": "float32"}, **kw)  # type: ignore[arg-type]
 
 
 def old_path(item: LabelledSample, side: int, crop: str, rng: random.Random) -> list[object]:

@@ -306,6 +306,17 @@ def fit_image(img: Image.Image, max_side: int) -> Image.Image:
     return rgb
 
 
+def _open_bounded(data: bytes, limits: ImageLimits, max_side: int) -> Image.Image:
+    """Refuse bytes over ``limits.max_bytes``, then open and load them (large JPEGs drafted down)."""
+    if len(data) > limits.max_bytes:
+        raise MediaError(
+            f"image is {len(data) / 2**20:.1f} MiB, over the {limits.max_bytes / 2**20:.1f} MiB "
+            "limit (raise max_bytes to accept it)"
+        )
+    img, _ = _open_loaded(data, limits, draft_side=max_side)
+    return img
+
+
 def decode_image_bytes(data: bytes, max_side: int = 1024, limits: ImageLimits | None = None) -> Image.Image:
     """Validate encoded image bytes and decode them to the pixels `encode_image_bytes` would encode.
 
@@ -315,13 +326,7 @@ def decode_image_bytes(data: bytes, max_side: int = 1024, limits: ImageLimits | 
     Raises:
         MediaError: The bytes are not a usable image (see `open_image`).
     """
-    limits = limits or ImageLimits()
-    if len(data) > limits.max_bytes:
-        raise MediaError(
-            f"image is {len(data) / 2**20:.1f} MiB, over the {limits.max_bytes / 2**20:.1f} MiB "
-            "limit (raise max_bytes to accept it)"
-        )
-    img, _ = _open_loaded(data, limits, draft_side=max_side)
+    img = _open_bounded(data, limits or ImageLimits(), max_side)
     return fit_image(to_rgb(_upright(img)), max_side)
 
 
@@ -483,13 +488,7 @@ def open_image_reduced(data: bytes, max_side: int, limits: ImageLimits | None = 
     Raises:
         MediaError: With a one-line reason, as `open_image_bytes`.
     """
-    limits = limits or ImageLimits()
-    if len(data) > limits.max_bytes:
-        raise MediaError(
-            f"image is {len(data) / 2**20:.1f} MiB, over the {limits.max_bytes / 2**20:.1f} MiB "
-            "limit (raise max_bytes to accept it)"
-        )
-    img, _ = _open_loaded(data, limits, draft_side=max_side)
+    img = _open_bounded(data, limits or ImageLimits(), max_side)
     orientation = _orientation(img)
     factor = max(1, max(img.size) // max(1, max_side))
     if factor > 1:
