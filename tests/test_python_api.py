@@ -143,3 +143,25 @@ def test_reading_calls_take_an_open_store_too(tmp_path: Path) -> None:
         assert len(load_bench_set_from_store(db).items) == len(load_bench_set_from_store(db_path).items) == 3
         queue = build_queue(db, top=2)
     assert queue.store == str(db_path)
+
+
+def test_label_studio_calls_take_an_open_store_too(tmp_path: Path) -> None:
+    """Label Studio's task builder, exporter and importer, given an open `Store` instead of its path."""
+    import json
+
+    from vhd.align.labelstudio import HARMFUL, build_tasks, export_labelstudio, import_labelstudio
+
+    db_path = tmp_path / "ls.db"
+    vhd.annotate(make_images(tmp_path / "m", 2), model="scripted:demo", store=db_path)
+    with Store(db_path) as db:
+        assert build_tasks(store=db) == build_tasks(store=db_path)
+        files = export_labelstudio(tmp_path / "tasks.json", store=db)
+        tasks = json.loads(Path(files.files[0]).read_text())
+        for task in tasks:  # a person answered every task "harmful"
+            task["annotations"] = [{"result": [{"from_name": "harmful", "to_name": "media", "type": "choices",
+                                                 "value": {"choices": [HARMFUL]}}]}]  # fmt: skip
+        (tmp_path / "done.json").write_text(json.dumps(tasks))
+        got = import_labelstudio(tmp_path / "done.json", store=db, name="people")
+        assert (
+            got.samples == 2 and got.harmful == 2 and db.get_sample(next(db.iter_annotations())[0].id) is not None
+        )  # still open

@@ -28,7 +28,7 @@ from vhd.align.labels import LabelledItem, check_set_name, read_labelled_set, sa
 from vhd.errors import ConfigError
 from vhd.fileio import atomic_write
 from vhd.records import Kind, Role, Sample
-from vhd.store.sqlite import Store
+from vhd.store.sqlite import Store, StoreLike, using_store
 
 HARMFUL, NOT_HARMFUL = rd.HARMFUL, rd.NOT_HARMFUL
 """The two choices of the ``harmful`` control."""
@@ -129,7 +129,7 @@ def prediction(harmful: bool, reason: str | None, p_harmful: float | None, model
 
 def build_tasks(
     *,
-    store: str | os.PathLike[str] = "vhd.db",
+    store: StoreLike = "vhd.db",
     name: str | None = None,
     config_hash: str | None = None,
     media_root: str | os.PathLike[str] = "/",
@@ -140,7 +140,7 @@ def build_tasks(
     The arguments are `export_labelstudio`'s; the tasks are what it writes.
     """
     by_kind: dict[Kind, list[dict[str, Any]]] = {}
-    with Store(store) as db:
+    with using_store(store, create=True) as db:
         if name is not None:
             wanted: list[tuple[str, str, LabelledItem | None]] = [
                 (i.id, str(i.path), i) for i in read_labelled_set(db, name)
@@ -181,7 +181,7 @@ def build_tasks(
 def export_labelstudio(
     out: str | os.PathLike[str],
     *,
-    store: str | os.PathLike[str] = "vhd.db",
+    store: StoreLike = "vhd.db",
     name: str | None = None,
     config_hash: str | None = None,
     media_root: str | os.PathLike[str] = "/",
@@ -302,7 +302,7 @@ class _Samples:
 def import_labelstudio(
     path: str | os.PathLike[str],
     *,
-    store: str | os.PathLike[str] = "vhd.db",
+    store: StoreLike = "vhd.db",
     name: str = "labelstudio",
     media_root: str | os.PathLike[str] = "/",
 ) -> LabelStudioImport:
@@ -339,7 +339,7 @@ def import_labelstudio(
     out = LabelStudioImport(name=name, source=os.path.abspath(path), tasks=len(tasks))
     best: dict[str, tuple[rd.Decision, Sample]] = {}
     first_of: dict[int, int] = {}
-    with Store(store) as db:
+    with using_store(store, create=True) as db:
         samples = _Samples(db, media_root)
         for index in range(len(tasks)):
             raw, tasks[index] = tasks[index], None  # free each raw task once it is read

@@ -27,6 +27,7 @@ from typing import Any
 from vhd.align.labelstudio import LOCAL_FILES, LabelStudioImport, build_tasks, import_labelstudio, labeling_config
 from vhd.errors import BackendError, ConfigError, MissingDependencyError
 from vhd.records import Kind
+from vhd.store.sqlite import StoreLike, store_path
 
 TOKEN_ENV = "LABEL_STUDIO_API_KEY"
 """Environment variable holding the Label Studio token (a Personal Access Token or a legacy token)."""
@@ -349,7 +350,7 @@ def push_labelstudio(
     url: str,
     project: str,
     *,
-    store: str | os.PathLike[str] = "vhd.db",
+    store: StoreLike = "vhd.db",
     name: str | None = None,
     config_hash: str | None = None,
     media_root: str | os.PathLike[str] = "/",
@@ -381,7 +382,7 @@ def push_labelstudio(
         store=store, name=name, config_hash=config_hash, media_root=media_root, url_prefix=LOCAL_FILES
     )
     if not by_kind:
-        raise ConfigError(f"nothing to push from {store}: annotate samples or import a labelled set first")
+        raise ConfigError(f"nothing to push from {store_path(store)}: annotate samples or import a labelled set first")
     paths = [t["data"]["path"] for tasks in by_kind.values() for t in tasks]
     result = PushResult(storages=storage_folders(paths, media_root))
     with LabelStudioApi(url, token, transport=transport) as api:
@@ -430,7 +431,7 @@ def pull_labelstudio(
     url: str,
     project: str,
     *,
-    store: str | os.PathLike[str] = "vhd.db",
+    store: StoreLike = "vhd.db",
     name: str = "labelstudio",
     media_root: str | os.PathLike[str] = "/",
     export_type: str = "JSON",
