@@ -33,7 +33,7 @@ def test_generate_onto_a_full_disk_stops_in_one_line_and_resumes(
     args = args_for(tiny_pipes, prompts_csv, out)
     proc = run_limited(args, tmp_path, LIMIT)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    said = [line for line in proc.stderr.splitlines() if line.startswith("vhd: error")]  # not loading bars or library warnings
+    said = [line for line in proc.stderr.splitlines() if line.startswith("vhd: error")]  # not library warnings
     assert len(said) == 1 and said[0].startswith("vhd: error: generate stopped: File too large"), said
     assert "nothing partial was left" in said[0] and "run the same command again" in said[0]
     assert "failed" not in proc.stdout  # not one failure per image: the run stopped at the first
