@@ -356,7 +356,7 @@ RECORD_COLUMNS: list[Column] = [
         "status",
         _string,
         lambda s, a: Status(a.verdict.status).value,
-        "ok, refused, unparsed or error",
+        "ok, refused, unparsed, truncated or error",
         _page_status,
     ),
     Column(
