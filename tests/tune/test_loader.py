@@ -219,3 +219,18 @@ def test_on_a_gpu_workers_pinned_copies_and_cuda_graphs_train_like_the_plain_loo
         runs[(workers, compile_mode)] = train(cfg, bright_dark[0][:8], tmp_path / f"{workers}{compile_mode}").losses
     plain, fast = runs[(0, "off")], runs[(2, mode)]
     assert fast == pytest.approx(plain, rel=1e-3 if mode != "off" else 1e-6)
+
+
+def test_default_workers_build_in_process_on_the_cpu_and_in_workers_beside_an_accelerator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from vhd.tune.config import TuneConfig
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert TuneConfig(model="m").loader_workers("cpu") == 0  # the model's threads have every core
+    assert TuneConfig(model="m").loader_workers("cuda:1") == 4
+    assert TuneConfig(model="m", workers=3).loader_workers("cpu") == 3  # asked for: kept
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert TuneConfig(model="m").loader_workers("cuda") == 1

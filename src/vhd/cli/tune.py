@@ -68,7 +68,9 @@ def add_parser(sub: Any, name: str) -> None:
         default="off",
         help="torch.compile the model; reduce-overhead adds CUDA graphs on a GPU (default off; recorded)",
     )
-    p.add_argument("--workers", type=int, metavar="N", help="processes building batches (default: up to 4; 0: none)")
+    p.add_argument(
+        "--workers", type=int, metavar="N", help="processes building batches (default: 0 on the CPU, up to 4 on a GPU)"
+    )
     p.add_argument("--log-every", type=int, default=10, metavar="N", help="loss in the progress text every N steps")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)")
     p.add_argument("--dtype", default="auto", help="weights: auto, float32, float16, bfloat16 (default auto)")

@@ -42,8 +42,10 @@ class TuneConfig:
         compile: ``torch.compile`` the model: ``off``, ``default``, ``reduce-overhead`` (CUDA
             graphs on a GPU: the shapes are fixed within a run) or ``max-autotune``. Changes
             the arithmetic slightly, hence recorded in the checkpoint.
-        workers: DataLoader processes that crop and run the processor (None: up to 4, one
-            CPU left free; 0: in the training process). Does not change results.
+        workers: DataLoader processes that crop and run the processor (None: on an
+            accelerator up to 4, one CPU left free; on the CPU none, since the model's own
+            threads use every core and a worker's hand-over costs more than building the
+            batch; 0: in the training process). Does not change results.
         log_every: Read the loss back from the device (a host sync) every this many steps
             for the progress text. Does not change results.
         hf: ``[backends.hf]`` options for loading (device, dtype, revision...).
@@ -74,10 +76,16 @@ class TuneConfig:
     hf: dict[str, Any] = field(default_factory=dict)
     data_rules: dict[str, Any] = field(default_factory=dict)
 
-    def loader_workers(self) -> int:
-        """The DataLoader processes used: ``workers``, else up to 4 with one CPU left for the training loop."""
+    def loader_workers(self, device: str) -> int:
+        """The DataLoader processes used for a model on ``device``: ``workers`` if set.
+
+        Otherwise none for a model on the CPU (its threads already use every core), and up to 4
+        with one CPU left for the training loop for a model on an accelerator.
+        """
         if self.workers is not None:
             return self.workers
+        if str(device).split(":")[0] == "cpu":
+            return 0
         return max(0, min(4, (os.cpu_count() or 1) - 1))
 
     def check(self) -> None:

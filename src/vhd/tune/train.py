@@ -98,10 +98,11 @@ def evaluate(
     cuda = str(soft.loaded.device).startswith("cuda")
     own = source is None
     if source is None:
-        data = DecodedSet.decode(items, config.frames, side, max(1, config.loader_workers()))
+        workers = config.loader_workers(str(soft.loaded.device))
+        data = DecodedSet.decode(items, config.frames, side, max(1, workers))
         prompts = _prompts(soft, config, data)
         dataset = BatchSet(soft.loaded.processor, {"val": data}, prompts, {"val": [1.0] * len(items)})
-        source = Batches(dataset, config.loader_workers(), cuda)
+        source = Batches(dataset, workers, cuda)
     data = source.dataset.sets["val"]
     rng = random.Random(config.seed)  # center crops draw nothing from it
     size = config.batch_size
@@ -219,7 +220,7 @@ def train(
         sched.load_state_dict(state["scheduler"])
         epoch, step, losses, val_losses = state["epoch"], state["step"], state["losses"], state["val_losses"]
         best = state["best"]
-    workers = config.loader_workers()
+    workers = config.loader_workers(str(soft.loaded.device))
     started = time.perf_counter()
     decoded = DecodedSet.decode(items, config.frames, side, max(1, workers))
     sets = {"train": decoded, "val": DecodedSet.decode(val, config.frames, side, max(1, workers))}
