@@ -22,7 +22,7 @@ pipeline's own time and wall / pipeline time (1.0 = the host work fully overlapp
 seconds per step the loop spends waiting for data, vhd against the bare loop (target: vhd <= bare),
 and the share of the step spent outside data preparation (the CPU's "device-busy").
 
-The script is long (about 630 lines) because it is one self-contained GPU call: the real-size
+The script is long (about 720 lines) because it is one self-contained GPU call: the real-size
 builders, both sides of each workload and the table live together.
 
     python benchmarks/gpu_speed.py                      # a CUDA GPU (under 5 minutes on an H100/H200)
@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -296,12 +297,18 @@ def bench_generate(
     outputs: int,
     work: Path,
     rounds: int,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One generator: vhd's generate() over ``outputs`` prompts, then the bare pipeline over the same batches."""
+    """One generator: vhd's generate() over ``outputs`` prompts, then the bare pipeline over the same batches.
+
+    ``options`` are `GenerateSettings` fields for vhd's side only (speed options, a preset): the bare
+    pipeline keeps the plain settings (``steps``, the generator's default guidance).
+    """
     import torch
 
     from vhd.synth.generate import generate
     from vhd.synth.generators import GenerateSettings, create_generator
+    from vhd.synth.speed import apply_preset
 
     cuda = device.startswith("cuda")
     settings = GenerateSettings(
@@ -315,6 +322,11 @@ def bench_generate(
         local_files_only=True,
         template="{prompt}",  # the bare call gets the same text
     )
+    plain = create_generator(f"{name}:{path}", settings)  # the bare side's settings (nothing loaded)
+    if options:
+        preset = options.get("preset")
+        settings = replace(settings, **{k: v for k, v in options.items() if k != "preset"})
+        settings = apply_preset(replace(settings, steps=None), preset) if preset else settings
     gen = create_generator(f"{name}:{path}", settings)
     csv = work / f"{workload}.csv"
     csv.write_text("prompt\n" + "".join(f"{PROMPT} view {k}\n" for k in range(outputs)))
@@ -326,7 +338,7 @@ def bench_generate(
 
         cls = getattr(diffusers, type(gen.load()).__name__)
         pipe = cls.from_pretrained(path, dtype=torch.float32).to(device)
-    kwargs: dict[str, Any] = {"num_inference_steps": steps, "guidance_scale": gen.guidance, "width": size}
+    kwargs: dict[str, Any] = {"num_inference_steps": steps, "guidance_scale": plain.guidance, "width": size}
     kwargs["height"] = size
     if frames:
         kwargs["num_frames"] = frames
@@ -358,7 +370,10 @@ def bench_generate(
         raise SystemExit(f"{workload}: vhd generated nothing: {result.to_dict()}")
     per = "s/clip" if frames else "s/image"
     bare_s, vhd_s = mb.wall / outputs, mv.wall / max(made, 1)
-    note = f"{made} outputs ({len(result.written)} files), batch {batch}, {steps} steps, best of {rounds}"
+    note = f"{made} outputs ({len(result.written)} files), batch {batch}, {gen.steps} steps, best of {rounds}"
+    if options:
+        speed = {k: Path(v).name if k in ("vae", "unet_weights") else v for k, v in gen.speed_options().items()}
+        note += f"; bare: {steps} steps, guidance {plain.guidance}; vhd guidance {gen.guidance}, speed {speed}"
     if not cuda:  # the CPU proxies: vhd's host work beyond its own pipeline calls
         host = (mv.wall - result.generate_s) / made
         note += (
@@ -366,6 +381,50 @@ def bench_generate(
             f"wall/pipeline {mv.wall / result.generate_s:.3f}"
         )
     return _row(workload, per, bare_s, vhd_s, mb, mv, note)
+
+
+def fp16_fix_vae(out: Path) -> Path:
+    """A folder with SDXL's VAE architecture and ``force_upcast: false``, as madebyollin/sdxl-vae-fp16-fix ships it."""
+    import torch
+
+    vae = _vae(0.13025)
+    vae.register_to_config(force_upcast=False)
+    vae.to(dtype=torch.float16).save_pretrained(out)
+    return out
+
+
+def bench_options(path: Path, pipe: Any, *, device: str, size: int, steps: int, work: Path, rounds: int) -> list[Any]:
+    """SDXL with each of vhd's speed options, and the fast preset, against the bare pipeline at plain settings.
+
+    The preset's distilled UNet is this pipeline's own UNet file (the same architecture: speed does
+    not depend on the weights); the fp16-safe VAE is a local folder of SDXL's VAE with
+    ``force_upcast: false`` (a GPU in float16 only: on the CPU in float32 nothing is upcast).
+    """
+    cuda = device.startswith("cuda")
+    unet_file = next((path / "unet").glob("*.safetensors"))
+    options: list[tuple[str, dict[str, Any]]] = [
+        ("--channels-last", {"channels_last": True}),
+        ("--attention flash" if cuda else "--attention math", {"attention": "flash" if cuda else "math"}),
+        ("--compile", {"compile": True}),
+    ]
+    if cuda:
+        options.append(("--vae fp16-fix", {"vae": str(fp16_fix_vae(work / "vae-fp16-fix"))}))
+        options.append(
+            ("--compile --channels-last --vae fp16-fix", {**options[2][1], **options[0][1], **options[3][1]})
+        )
+    options.append(("--preset lightning-4step", {"preset": "lightning-4step", "unet_weights": str(unet_file)}))
+    rows = []
+    for label, values in options:
+        row = bench_generate(
+            f"SDXL {size} {label}", "sdxl", path, pipe, device=device, size=size, frames=None, steps=steps,
+            batch=4, outputs=8, work=work, rounds=rounds, options=values,
+        )  # fmt: skip
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        import gc
+
+        gc.collect()
+    return rows
 
 
 # ----------------------------------------------------------------------------- tune
@@ -538,7 +597,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="tiny models on the CPU (the CPU proxies)")
     parser.add_argument("--device", help="default: cuda, or cpu with --tiny")
-    parser.add_argument("--only", default="sdxl,animatediff,tune", help="comma-separated: sdxl, animatediff, tune")
+    parser.add_argument(
+        "--only", default="sdxl,animatediff,tune", help="comma-separated: sdxl, animatediff, tune, options"
+    )
     parser.add_argument("--steps", type=int, help="denoising steps (default 20 on a GPU, 4 tiny)")
     parser.add_argument("--tune-steps", type=int, help="timed optimizer steps (default 30 on a GPU, 100 tiny)")
     parser.add_argument("--compile", default="off", help="vhd tune's --compile for the vhd run (default off)")
@@ -588,20 +649,23 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
             del soft
             free()
-        if "sdxl" in only:
+        if only & {"sdxl", "options"}:  # one SDXL build for both
             if args.tiny:
                 from tests.tiny_pipelines import build_sdxl
 
                 # 64 px (at 256 px the tiny UNet's attention takes 5 s an image and PNG still only 9 ms)
-                path, pipe, shapes = build_sdxl(work / "sdxl"), None, ((64, 4, 16),)
+                path, pipe, size, batch, outputs = build_sdxl(work / "sdxl"), None, 64, 4, 16
             else:
-                (path, pipe), shapes = build_real_sdxl(work / "sdxl", device), ((1024, 4, 8),)
-            for size, batch, outputs in shapes:
+                (path, pipe), size, batch, outputs = build_real_sdxl(work / "sdxl", device), 1024, 4, 8
+            if "sdxl" in only:
                 rows.append(
                     bench_generate(f"SDXL {size}", "sdxl", path, pipe, device=device, size=size, frames=None,
                                    steps=steps, batch=batch, outputs=outputs, work=work, rounds=3 if args.tiny else 1)
                 )  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
+            if "options" in only:  # vhd's speed options and fast preset against plain settings at 20 steps
+                opt_steps = args.steps or 20
+                rows += bench_options(path, pipe, device=device, size=size, steps=opt_steps, work=work, rounds=2)
             del pipe
             free()
         if "animatediff" in only:

@@ -14,7 +14,7 @@ from vhd.errors import ConfigError
 from vhd.store.sqlite import Store
 from vhd.synth.generate import generate
 from vhd.synth.generators import GenerateSettings, create_generator
-from vhd.synth.provenance import read_embedded
+from vhd.synth.provenance import folder_fingerprint, read_embedded
 
 SETTINGS = GenerateSettings(device="cpu", size=(32, 32), steps=2, watermark=False, content_credentials="off")
 
@@ -141,7 +141,8 @@ def test_speed_options_are_applied_and_recorded(tiny_pipes: dict[str, Path], tmp
         "unet_weights": "local:unet.safetensors",
         "scheduler": {"timestep_spacing": "trailing"},
     }  # fmt: skip  (the file names no local folder: i22)
-    assert prov.components["unet_weights"].startswith("local:unet.safetensors")
+    assert prov.components["unet_weights"] == f"local:unet.safetensors@{folder_fingerprint(weights)}"
+    assert folder_fingerprint(weights).startswith("sha256:")  # the weights file's content, not "main"
     assert read_embedded(base.written[0]).speed == {}  # type: ignore[union-attr]
     assert pixels(fast.written[0]).shape == pixels(base.written[0]).shape
 

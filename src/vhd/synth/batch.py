@@ -58,7 +58,7 @@ def identity(generator: Generator) -> dict[str, Any]:
     components = {}
     for name, ident in generator.loaded_components.items():
         part = Path(ident).expanduser()
-        components[name] = f"{ident}@{folder_fingerprint(part) if part.is_dir() else 'main'}"
+        components[name] = f"{ident}@{folder_fingerprint(part) if part.exists() else 'main'}"
     return {
         "generator": generator.name,
         "model": model,

@@ -163,6 +163,8 @@ _FINGERPRINTS: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], str] = {}
 
 
 def _folder_files(root: Path) -> list[tuple[str, Path, os.stat_result]]:
+    if root.is_file():  # a single weights file (``--unet-weights``): its name, size and content
+        return [(root.name, root, root.stat())]
     found = []
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = file.relative_to(root).as_posix()
@@ -173,7 +175,7 @@ def _folder_files(root: Path) -> list[tuple[str, Path, os.stat_result]]:
 
 
 def folder_fingerprint(path: str | os.PathLike[str]) -> str:
-    """``sha256:<hex>`` over a local model folder: every file's relative path, size and content.
+    """``sha256:<hex>`` over a local model folder (or one weights file): every file's relative path, size and content.
 
     Files over 256 MiB contribute their path, size and first and last MiB (hashing many GB of
     weights in full at every start would cost minutes). The result is remembered by the files'
