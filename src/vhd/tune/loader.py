@@ -17,6 +17,7 @@ memory (for a CUDA device), or in this process with ``workers=0``.
 from __future__ import annotations
 
 import logging
+import os
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -81,8 +82,13 @@ class DecodedSet:
     errors: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    def decode(cls, items: Sequence[LabelledSample], frames: int, side: int, threads: int = 1) -> DecodedSet:
-        """Decode every sample once (``threads`` at a time); unreadable ones go to ``errors``."""
+    def decode(cls, items: Sequence[LabelledSample], frames: int, side: int, threads: int | None = None) -> DecodedSet:
+        """Decode every sample once, ``threads`` at a time; unreadable ones go to ``errors``.
+
+        ``threads`` defaults to one per CPU, up to 8: decoding happens before the first step, so it
+        may use every core whatever the number of batch workers.
+        """
+        threads = threads or min(8, os.cpu_count() or 1)
 
         def one(k: int) -> tuple[int, list[Any] | None, str]:
             try:

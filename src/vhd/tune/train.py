@@ -98,11 +98,10 @@ def evaluate(
     cuda = str(soft.loaded.device).startswith("cuda")
     own = source is None
     if source is None:
-        workers = config.loader_workers(str(soft.loaded.device))
-        data = DecodedSet.decode(items, config.frames, side, max(1, workers))
+        data = DecodedSet.decode(items, config.frames, side)
         prompts = _prompts(soft, config, data)
         dataset = BatchSet(soft.loaded.processor, {"val": data}, prompts, {"val": [1.0] * len(items)})
-        source = Batches(dataset, workers, cuda)
+        source = Batches(dataset, config.loader_workers(str(soft.loaded.device)), cuda)
     data = source.dataset.sets["val"]
     rng = random.Random(config.seed)  # center crops draw nothing from it
     size = config.batch_size
@@ -222,8 +221,8 @@ def train(
         best = state["best"]
     workers = config.loader_workers(str(soft.loaded.device))
     started = time.perf_counter()
-    decoded = DecodedSet.decode(items, config.frames, side, max(1, workers))
-    sets = {"train": decoded, "val": DecodedSet.decode(val, config.frames, side, max(1, workers))}
+    decoded = DecodedSet.decode(items, config.frames, side)
+    sets = {"train": decoded, "val": DecodedSet.decode(val, config.frames, side)}
     prepare_s = time.perf_counter() - started
     skipped = {items[k].id: f"{items[k].path}: {reason}" for k, reason in decoded.errors.items()}
     loss_weights = {"train": weights, "val": [1.0] * len(val)}
