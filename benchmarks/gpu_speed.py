@@ -602,6 +602,7 @@ def main() -> None:
     )
     parser.add_argument("--steps", type=int, help="denoising steps (default 20 on a GPU, 4 tiny)")
     parser.add_argument("--tune-steps", type=int, help="timed optimizer steps (default 30 on a GPU, 100 tiny)")
+    parser.add_argument("--rounds", type=int, help="bare/vhd alternations, best of each kept (default 3 tiny, 1 GPU)")
     parser.add_argument("--compile", default="off", help="vhd tune's --compile for the vhd run (default off)")
     parser.add_argument("--out", help="also write the rows as JSON here")
     args = parser.parse_args()
@@ -616,6 +617,7 @@ def main() -> None:
     only = set(args.only.split(","))
     steps = args.steps or (4 if args.tiny else 20)
     tune_steps = args.tune_steps or (100 if args.tiny else 30)
+    rounds = args.rounds or (3 if args.tiny else 1)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
 
@@ -643,7 +645,7 @@ def main() -> None:
             for workers in (None, 1) if args.tiny else (None,):  # vhd's default (none on the CPU), and one worker
                 row = bench_tune(
                     soft, model, items, steps=tune_steps, device=device, work=work, compile_mode=args.compile,
-                    workers=workers, rounds=3 if args.tiny else 1,
+                    workers=workers, rounds=rounds,
                 )  # fmt: skip
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -660,12 +662,14 @@ def main() -> None:
             if "sdxl" in only:
                 rows.append(
                     bench_generate(f"SDXL {size}", "sdxl", path, pipe, device=device, size=size, frames=None,
-                                   steps=steps, batch=batch, outputs=outputs, work=work, rounds=3 if args.tiny else 1)
+                                   steps=steps, batch=batch, outputs=outputs, work=work, rounds=rounds)
                 )  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
             if "options" in only:  # vhd's speed options and fast preset against plain settings at 20 steps
-                opt_steps = args.steps or 20
-                rows += bench_options(path, pipe, device=device, size=size, steps=opt_steps, work=work, rounds=2)
+                opt_steps, opt_rounds = args.steps or 20, min(rounds, 2)
+                rows += bench_options(
+                    path, pipe, device=device, size=size, steps=opt_steps, work=work, rounds=opt_rounds
+                )
             del pipe
             free()
         if "animatediff" in only:
@@ -682,7 +686,7 @@ def main() -> None:
                 rows.append(
                     bench_generate(f"AnimateDiff 16x{size}", "animatediff", path, pipe, device=device, size=size,
                                    frames=16, steps=ad_steps, batch=1, outputs=clips, work=work,
-                                   rounds=3 if args.tiny else 1)
+                                   rounds=rounds)
                 )  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
             del pipe
