@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -100,15 +101,20 @@ def test_stat_index_api_counts_reads(tmp_path: Path, reads: list[str]) -> None:
 def test_media_items_alive_are_bounded_by_the_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     make_images(tmp_path / "m", 120)
     peak = 0
-    real = Store.save_annotation
+    made: list[weakref.ref[MediaItem]] = []  # every MediaItem made from now on (unhashable: no WeakSet)
+    real_init, real_save = MediaItem.__init__, Store.save_annotation
+
+    def tracked(self: MediaItem, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        made.append(weakref.ref(self))
 
     def counting(self: Store, *args: Any, **kwargs: Any) -> None:
         nonlocal peak
-        # `type(o) is`, not isinstance: isinstance reads `__class__` of every object, and on some of
-        # torch's (loaded by other tests) that is a deprecated name which warns
-        peak = max(peak, sum(1 for o in gc.get_objects() if type(o) is MediaItem))
-        real(self, *args, **kwargs)
+        gc.collect(0)  # what only a young-generation cycle keeps is not alive
+        peak = max(peak, sum(1 for ref in made if ref() is not None))
+        real_save(self, *args, **kwargs)
 
+    monkeypatch.setattr(MediaItem, "__init__", tracked)
     monkeypatch.setattr(Store, "save_annotation", counting)
     monkeypatch.setattr(feeder_mod, "LOOKUP_BATCH", 16)
     summary = vhd.annotate([tmp_path / "m"], model="scripted:demo", store=tmp_path / "s.db", rounds=1, concurrency=2)
@@ -116,6 +122,7 @@ def test_media_items_alive_are_bounded_by_the_batch(tmp_path: Path, monkeypatch:
     # lookup batch 16, claim batch 8 at concurrency 2: one lookup batch pending, two claim batches queued,
     # two in flight (and a few held by locals between steps)
     assert 0 < peak <= 16 + 2 * 8 + 2 + 4, peak
+    assert len(made) >= 120  # every sample's item was counted
 
 
 def test_skip_reasons_in_memory_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
