@@ -29,7 +29,7 @@ and the share of the step spent outside data preparation (the CPU's "device-busy
 The script is long (about 720 lines) because it is one self-contained GPU call: the real-size
 builders, both sides of each workload and the table live together.
 
-    python benchmarks/gpu_speed.py                      # a CUDA GPU (under 5 minutes on an H100/H200)
+    python benchmarks/gpu_speed.py                      # a CUDA GPU (aimed at under 5 minutes; not yet run on one)
     python benchmarks/gpu_speed.py --tiny               # the CPU
     python benchmarks/gpu_speed.py --only tune --tune-steps 40 --out gpu.json
 """
