@@ -342,8 +342,10 @@ def bench_generate(
     # timed ones, the steps are not (on a GPU a full 1024 px clip costs most of a minute)
     full = gen.settings
     gen.settings = replace(full, steps=min(WARM_STEPS, gen.steps))
-    generate(warm, gen, work / f"{workload}-warm")
-    gen.settings = full
+    try:
+        generate(warm, gen, work / f"{workload}-warm")
+    finally:
+        gen.settings = full
     if pipe is None:  # tiny: the bare library loads the same folder
         import diffusers
 
@@ -394,6 +396,17 @@ def bench_generate(
     return _row(workload, per, bare_s, vhd_s, mb, mv, note)
 
 
+def free_memory(cuda: bool) -> None:
+    """Collect what the last workload left and, on a GPU, hand its cached memory back."""
+    import gc
+
+    gc.collect()
+    if cuda:
+        import torch
+
+        torch.cuda.empty_cache()
+
+
 def fp16_fix_vae(out: Path) -> Path:
     """A folder with SDXL's VAE architecture and ``force_upcast: false``, as madebyollin/sdxl-vae-fp16-fix ships it."""
     import torch
@@ -413,16 +426,17 @@ def bench_options(path: Path, pipe: Any, *, device: str, size: int, steps: int, 
     """
     cuda = device.startswith("cuda")
     unet_file = next((path / "unet").glob("*.safetensors"))
+    kernel = "flash" if cuda else "math"
     options: list[tuple[str, dict[str, Any]]] = [
         ("--channels-last", {"channels_last": True}),
-        ("--attention flash" if cuda else "--attention math", {"attention": "flash" if cuda else "math"}),
+        (f"--attention {kernel}", {"attention": kernel}),
         ("--compile", {"compile": True}),
     ]
     if cuda:
-        options.append(("--vae fp16-fix", {"vae": str(fp16_fix_vae(work / "vae-fp16-fix"))}))
-        options.append(
-            ("--compile --channels-last --vae fp16-fix", {**options[2][1], **options[0][1], **options[3][1]})
-        )
+        vae = str(fp16_fix_vae(work / "vae-fp16-fix"))
+        options.append(("--vae fp16-fix", {"vae": vae}))
+        together = {"compile": True, "channels_last": True, "vae": vae}
+        options.append(("--compile --channels-last --vae fp16-fix", together))
     options.append(("--preset lightning-4step", {"preset": "lightning-4step", "unet_weights": str(unet_file)}))
     rows = []
     for label, values in options:
@@ -432,9 +446,7 @@ def bench_options(path: Path, pipe: Any, *, device: str, size: int, steps: int, 
         )  # fmt: skip
         rows.append(row)
         print(json.dumps(row), flush=True)
-        import gc
-
-        gc.collect()
+        free_memory(cuda)  # the option's own pipeline
     return rows
 
 
@@ -632,13 +644,6 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
 
-    def free() -> None:
-        import gc
-
-        gc.collect()
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
-
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if "tune" in only:
@@ -661,7 +666,7 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
             del soft
-            free()
+            free_memory(device.startswith("cuda"))
         if only & {"sdxl", "options"}:  # one SDXL build for both
             if args.tiny:
                 from tests.tiny_pipelines import build_sdxl
@@ -682,7 +687,7 @@ def main() -> None:
                     path, pipe, device=device, size=size, steps=opt_steps, work=work, rounds=opt_rounds
                 )
             del pipe
-            free()
+            free_memory(device.startswith("cuda"))
         if "animatediff" in only:
             if args.tiny:
                 from tests.tiny_pipelines import build_animatediff
@@ -703,7 +708,7 @@ def main() -> None:
                 )  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
             del pipe
-            free()
+            free_memory(device.startswith("cuda"))
     info = {
         "machine": platform.platform(),
         "cpus": os.cpu_count(),

@@ -234,3 +234,33 @@ def test_default_workers_build_in_process_on_the_cpu_and_in_workers_beside_an_ac
     assert TuneConfig(model="m", workers=3).loader_workers("cpu") == 3  # asked for: kept
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert TuneConfig(model="m").loader_workers("cuda") == 1
+
+
+def test_decoding_uses_a_thread_per_cpu_up_to_8_whatever_the_workers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from PIL import Image
+
+    import vhd.tune.loader as loader
+    from vhd.tune.loader import DecodedSet
+
+    sizes: list[int] = []
+
+    class Counting(ThreadPoolExecutor):
+        def __init__(self, max_workers: int, **kwargs: object) -> None:
+            sizes.append(max_workers)
+            super().__init__(max_workers, **kwargs)  # type: ignore[arg-type]
+
+    path = tmp_path / "a.png"
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(path)
+    items = [LabelledSample(id="a", path=path, kind=Kind.IMAGE, harmful=True)]
+    monkeypatch.setattr(loader, "ThreadPoolExecutor", Counting)
+    for cpus, expected in ((16, 8), (3, 3), (None, 1)):
+        monkeypatch.setattr(os, "cpu_count", lambda cpus=cpus: cpus)
+        assert DecodedSet.decode(items, frames=1, side=16).frames[0][0].size[1] == 16
+        assert sizes[-1] == expected
+    DecodedSet.decode(items, frames=1, side=16, threads=2)
+    assert sizes[-1] == 2
