@@ -94,6 +94,18 @@ def test_interrupted_run_leaves_no_partial_set_and_resumes(tmp_path: Path, video
     assert rel(resumed, out) == rel(clean, tmp_path / "clean")
 
 
+def test_a_killed_runs_temporary_folder_is_cleared_by_the_rerun(tmp_path: Path, videos: Path) -> None:
+    out = tmp_path / "out"
+    left = out / ".one.k1ll3d00.tmp"  # what SIGKILL during write_frames leaves behind
+    left.mkdir(parents=True)
+    (left / "one_0001.png").write_bytes(b"half a png")
+    other = out / ".one.x.k1ll3d00.tmp"  # another stem's temporary is not ours to remove
+    other.mkdir()
+    extract_frames(videos, out)
+    assert not left.exists() and other.exists()
+    assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != JOURNAL] == [other.name]
+
+
 def test_same_stem_in_one_folder_is_reported(tmp_path: Path) -> None:
     make_video(tmp_path / "v" / "clip.mp4", 10)
     make_video(tmp_path / "v" / "clip.webm", 10, codec="libvpx-vp9")

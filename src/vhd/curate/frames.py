@@ -36,7 +36,7 @@ from typing import Any
 from vhd.boundary import ItemFailure, guarded, is_run_fault
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
-from vhd.fileio import display_path
+from vhd.fileio import display_path, remove_stale_temps
 from vhd.progress import ProgressFn
 
 LAYOUTS = ("folders", "flat")
@@ -189,6 +189,7 @@ def _write_set(frames: Any, folder: Path, stem: str, layout: str) -> list[Path]:
     from vhd.media.video import write_frames
 
     folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(folder / stem)  # a killed run's half-written set (this run owns the stem)
     tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", suffix=".tmp", dir=folder))
     try:
         written = write_frames(frames, tmp, stem)
