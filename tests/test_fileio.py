@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vhd.errors import ConfigError
-from vhd.fileio import atomic_folder, atomic_write, remove_stale_temps
+from vhd.fileio import atomic_write
 
 
 def test_text_bytes_and_writers(tmp_path: Path) -> None:
@@ -29,29 +29,6 @@ def test_failure_keeps_the_old_file_and_leaves_no_temp(tmp_path: Path) -> None:
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
     atomic_write(target, "new")
     assert target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o600
-
-
-def test_stale_temps_of_one_target_are_removed_and_no_other_name(tmp_path: Path) -> None:
-    (tmp_path / ".clip.ab_cd123.tmp").mkdir()  # a killed atomic_folder("clip")
-    (tmp_path / ".clip.ab_cd123.tmp" / "f.png").write_bytes(b"x")
-    (tmp_path / ".clip.zz9zz9zz.tmp").write_text("half")  # a killed atomic_write("clip")
-    (tmp_path / ".clip.q1w2e3r4.tmp.old").mkdir()  # a swap killed before its removal
-    keep = [
-        ".clip.x.ab_cd123.tmp",  # the temporary of target "clip.x"
-        ".clip.short.tmp",  # not eight characters
-        ".clips.ab_cd123.tmp",
-        "clip",
-        ".clip.ab_cd123.tmp.part",
-    ]
-    for name in keep:
-        (tmp_path / name).write_text("keep")
-    assert remove_stale_temps(tmp_path / "clip") == 3
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(keep)
-    assert remove_stale_temps(tmp_path / "missing-folder" / "clip") == 0
-    # the form it clears is the form the writer makes (here clearing it under a live writer breaks the swap)
-    with pytest.raises(FileNotFoundError), atomic_folder(tmp_path / "real") as tmp:
-        (tmp / "f").write_text("x")
-        assert remove_stale_temps(tmp_path / "real") == 1 and not tmp.exists()
 
 
 def test_unwritable_folder_is_a_config_error(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ r"""Files and their names, shared by every command: atomic writes, safe reads, n
 Writes are atomic: the content goes to a temporary file in the target's folder, is flushed to
 disk, and is then renamed over the target: a reader, or a re-run after the process was killed,
 sees the old file or the complete new one, never a partial file under the final name. A crash
-leaves at most a hidden ``.NAME.*.tmp`` file beside it, which `remove_stale_temps` clears.
+leaves at most a hidden ``.NAME.*.tmp`` file beside it.
 
 Reads of user files go through `open_regular`: a FIFO, socket or device named ``*.jpg`` is
 refused instead of blocking (or streaming forever). Names go through `display_path` before they
@@ -109,33 +109,6 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def remove_stale_temps(path: str | os.PathLike[str]) -> int:
-    """Remove what killed `atomic_write` / `atomic_folder` calls for ``path`` left beside it.
-
-    Only names of exactly the temporary form for this target (``.NAME.XXXXXXXX.tmp`` and its
-    ``.old`` swap name) are removed, so ``.NAME.x.XXXXXXXX.tmp``, the temporary of another target
-    ``NAME.x``, is left alone. Call it only for a target no other process is writing now.
-
-    Returns:
-        How many leftovers were removed.
-    """
-    target = Path(path)
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.[A-Za-z0-9_]{{8}}\.tmp(\.old)?")
-    removed = 0
-    try:
-        names = [e for e in os.scandir(target.parent) if pattern.fullmatch(e.name)]
-    except OSError:
-        return 0
-    for entry in names:
-        with contextlib.suppress(OSError):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
-            removed += 1
-    return removed
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -96,14 +96,29 @@ def test_interrupted_run_leaves_no_partial_set_and_resumes(tmp_path: Path, video
 
 def test_a_killed_runs_temporary_folder_is_cleared_by_the_rerun(tmp_path: Path, videos: Path) -> None:
     out = tmp_path / "out"
-    left = out / ".one.k1ll3d00.tmp"  # what SIGKILL during write_frames leaves behind
+    left = out / ".one.vhd-tmp"  # what SIGKILL during write_frames leaves behind
     left.mkdir(parents=True)
     (left / "one_0001.png").write_bytes(b"half a png")
-    other = out / ".one.x.k1ll3d00.tmp"  # another stem's temporary is not ours to remove
+    (out / "sub").mkdir()
+    (out / "sub" / ".two.vhd-tmp").write_bytes(b"a file where the folder goes")
+    other = out / ".one.x.vhd-tmp"  # not the temporary of any video here: left alone
     other.mkdir()
-    extract_frames(videos, out)
-    assert not left.exists() and other.exists()
-    assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != JOURNAL] == [other.name]
+    result = extract_frames(videos, out)
+    assert result.count("written") == 3
+    hidden = sorted(p.relative_to(out).as_posix() for p in out.rglob(".*") if p.name != JOURNAL)
+    assert hidden == [other.name]
+    assert sorted(p.name for p in (out / "one").iterdir()) == [f"one_{k:04d}.png" for k in range(5)]
+
+
+def test_a_video_named_like_a_temporary_folder_is_refused(tmp_path: Path) -> None:
+    make_video(tmp_path / "in" / "a.mp4", 12)
+    make_video(tmp_path / "in" / ".a.vhd-tmp.mp4", 12)
+    # a folder walk passes hidden files over; named one by one, both are read
+    result = extract_frames([tmp_path / "in" / "a.mp4", tmp_path / "in" / ".a.vhd-tmp.mp4"], tmp_path / "out", n=2)
+    assert result.statuses == {"written": 1, "failed": 1}
+    [failed] = [v for v in result.videos if v.status == "failed"]
+    assert "temporary folder vhd frames uses for 'a'" in (failed.reason or "")
+    assert sorted(p.name for p in (tmp_path / "out" / "a").iterdir()) == ["a_0000.png", "a_0001.png"]
 
 
 def test_same_stem_in_one_folder_is_reported(tmp_path: Path) -> None:

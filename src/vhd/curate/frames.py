@@ -9,7 +9,8 @@ For every video found under the inputs, `vhd.media.video.read_frames` picks ``n`
   back as one video each;
 - ``flat``: ``OUT/<sub-folders of the input>/<stem>_0000.png ...``.
 
-Each video's frames are written to a hidden temporary folder and moved into place at once, and
+Each video's frames are written to a hidden temporary folder (``.<stem>.vhd-tmp`` beside the
+final names; a re-run clears what a killed run left there) and moved into place at once, and
 a journal (``OUT/.vhd-frames.jsonl``) records each finished video with its size, modification
 time and settings: a re-run skips what is done and redoes only what is missing or changed, and
 a killed run leaves no partial frame set under a final name.
@@ -25,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +36,7 @@ from typing import Any
 from vhd.boundary import ItemFailure, guarded, is_run_fault
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
-from vhd.fileio import display_path, remove_stale_temps
+from vhd.fileio import display_path
 from vhd.progress import ProgressFn
 
 LAYOUTS = ("folders", "flat")
@@ -47,6 +47,9 @@ JOURNAL = ".vhd-frames.jsonl"
 
 KEEP_EXAMPLES = 1000
 """Video outcomes, and skipped inputs, a `FramesResult` keeps (the first ones); the rest are counted."""
+
+TEMP_SUFFIX = ".vhd-tmp"
+"""Ending of the hidden folder ``.<stem>.vhd-tmp`` a video's frames are written into before the move."""
 
 CACHE_KIB = 2048
 """Page cache of the journal's and the claimed names' temporary files: read once a video, so small."""
@@ -188,9 +191,12 @@ def _write_set(frames: Any, folder: Path, stem: str, layout: str) -> list[Path]:
     """Write one video's frames into place all at once."""
     from vhd.media.video import write_frames
 
-    folder.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(folder / stem)  # a killed run's half-written set (this run owns the stem)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", suffix=".tmp", dir=folder))
+    # one fixed temporary name per video, so what a killed run left there is found with one lookup;
+    # the run owns the stem (same-stem videos are refused), so no other writer uses it now
+    tmp = folder / f".{stem}{TEMP_SUFFIX}"
+    if tmp.exists() or tmp.is_symlink():
+        shutil.rmtree(tmp) if tmp.is_dir() and not tmp.is_symlink() else tmp.unlink()
+    tmp.mkdir(parents=True)
     try:
         written = write_frames(frames, tmp, stem)
         if layout == "folders":
@@ -303,6 +309,10 @@ def extract_frames(
             return VideoOutcome(
                 label, "failed", reason=f"{owner} has the same stem and writes the same files; rename one"
             )
+        if video.stem.startswith(".") and video.stem.endswith(TEMP_SUFFIX):
+            owner_stem = video.stem[1 : -len(TEMP_SUFFIX)]
+            reason = f"its name is the temporary folder vhd frames uses for {owner_stem!r}; rename it"
+            return VideoOutcome(label, "failed", reason=reason)
         try:
             signature = _signature(video, n, first, layout)
         except OSError as exc:
