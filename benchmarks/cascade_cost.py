@@ -8,7 +8,7 @@ real `vhd.annotate` loop and store:
   with probability ``--debate-accuracy`` (deterministic per image);
 - cascade: scripted detector stages first, each confident on a share of the samples (score near 0
   or 1, wrong with a known error rate) and unsure on the rest (score in [0.35, 0.65]); thresholds
-  picked by `vhd.align.cascade.pick_thresholds` on a separate validation half (its all-debate
+  picked by `vhd.compare.cascade.pick_thresholds` on a separate validation half (its all-debate
   verdicts), then the cascade annotates the test half end to end.
 
 Usage:
@@ -155,7 +155,7 @@ def stage_scores(detectors: Sequence[Detector], items: Sequence[tuple[Path, bool
 
 def scenario(name: str, stages: list[dict[str, float]], args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """One scenario: pick thresholds on the validation half, then all-debate vs cascade on the test half."""
-    from vhd.align.cascade import pick_thresholds
+    from vhd.compare.cascade import pick_thresholds
     from vhd.annotate.cascade import build_cascade
     from vhd.detectors.registry import create_detector
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 CHILD = """
 import resource, sys, time
-from vhd.hub.hf import export_hf
+from vhd.export.hf import export_hf
 t = time.perf_counter()
 res = export_hf(sys.argv[1], sys.argv[2])
 print(res.written, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.servers.chat_server import ChatServer  # noqa: E402
-from tests.test_annotate import judge_reply, make_images  # noqa: E402
+from tests.annotate.test_api import judge_reply, make_images  # noqa: E402
 
 from vhd.annotate.api import annotate  # noqa: E402
 from vhd.execution import ExecutorOptions, Work  # noqa: E402

@@ -42,7 +42,7 @@ def assert_safe(text: str, originals: tuple[str, ...] | list[str] = FORMULAS) ->
 
 
 def test_vhd11k_export_escapes_reasons_arguments_and_paths(tmp_path: Path) -> None:
-    from vhd.store.export import export
+    from vhd.export import export
 
     build = Builder(tmp_path)
     with Store(tmp_path / "s.db") as st:
@@ -74,7 +74,7 @@ def test_stats_tables_escape_text_not_numbers() -> None:
 
 
 def test_review_queue_escapes_paths_and_reasons() -> None:
-    from vhd.align.review import ReviewItem, ReviewQueue
+    from vhd.compare.review_queue import ReviewItem, ReviewQueue
 
     items = [
         ReviewItem("id1", "=evil.png", "image", True, 0.5, judge_reason="@SUM(A1)", votes={"judge": True}),
@@ -98,11 +98,11 @@ def test_bench_tables_escape_labels_keep_negative_numbers(monkeypatch: pytest.Mo
 
 
 def test_compare_csv_escapes_config_names(tmp_path: Path) -> None:
-    from vhd.align.compare import score_config
-    from vhd.align.compare_report import write_outputs
-    from vhd.align.compare_result import CompareResult, ConfigResult
-    from vhd.align.compare_single import SampleOutcome
-    from vhd.align.labels import LabelledItem
+    from vhd.compare.report import write_outputs
+    from vhd.compare.result import CompareResult, ConfigResult
+    from vhd.compare.runner import score_config
+    from vhd.compare.single import SampleOutcome
+    from vhd.labels.sets import LabelledItem
 
     item = LabelledItem(id="a" * 64, path=tmp_path / "x.png", harmful=True)
     conf = ConfigResult("=HYPERLINK(1)", "@family", {}, [[SampleOutcome(True, 0.9, 10, 2, 1)]])
@@ -119,8 +119,8 @@ def test_compare_csv_escapes_config_names(tmp_path: Path) -> None:
 def test_icl_examples_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from PIL import Image
 
-    from vhd.align.icl_files import write_examples
     from vhd.debate.icl import load_examples
+    from vhd.icl.files import write_examples
     from vhd.media.load import MediaSettings
 
     monkeypatch.chdir(tmp_path)

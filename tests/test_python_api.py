@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 
 import vhd
-from tests.test_annotate import make_images
+from tests.annotate.test_api import make_images
 from vhd.aio import run_sync
 from vhd.errors import ConfigError
 from vhd.store.sqlite import Store
 
 
 def test_documented_names_work_after_a_bare_import_vhd() -> None:
-    """README's entry points (`vhd.store.export`, ...) need no import of their room first."""
+    """README's entry points (`vhd.export`, ...) need no import of their room first."""
     code = (
         "import vhd, json\n"
-        "names = [vhd.store.export, vhd.store.Store, vhd.categorize.categorize, vhd.bench.benchmark,\n"
-        "         vhd.align.import_labels, vhd.records.Sample, vhd.hub.export_hf, vhd.annotate, vhd.aannotate]\n"
+        "names = [vhd.export, vhd.store.Store, vhd.categorize.categorize, vhd.bench.benchmark,\n"
+        "         vhd.align.import_labels, vhd.records.Sample, vhd.export.export_hf, vhd.annotate, vhd.aannotate]\n"
         "print(json.dumps([n.__name__ for n in names]))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
@@ -87,7 +87,7 @@ def test_run_sync_inside_a_loop_returns_values_and_raises_errors() -> None:
 
 def test_a_path_or_a_store_wherever_a_store_is_taken(tmp_path: Path) -> None:
     from vhd.annotate.runs import list_runs
-    from vhd.store import export
+    from vhd.export import export
 
     db_path = tmp_path / "a.db"
     with Store(db_path) as db:
@@ -106,11 +106,11 @@ def test_a_path_or_a_store_wherever_a_store_is_taken(tmp_path: Path) -> None:
 
 
 def test_an_exported_function_keeps_its_name_over_a_submodule_of_the_same_name() -> None:
-    """`vhd.store.export` is the function even after `vhd/store/export.py` is imported (so are the others)."""
+    """`vhd.export` is the function even after `vhd/store/export.py` is imported (so are the others)."""
     code = (
-        "import vhd, inspect\nimport vhd.store.export, vhd.collect.fetch, vhd.align.compare\n"
-        "from vhd.store.export import ExportFormat\n"
-        "print(all(map(inspect.isfunction, [vhd.store.export, vhd.collect.fetch, vhd.align.compare])))"
+        "import vhd, inspect\nimport vhd.export, vhd.collect.fetch, vhd.compare.runner\n"
+        "from vhd.export import ExportFormat\n"
+        "print(all(map(inspect.isfunction, [vhd.export, vhd.collect.fetch, vhd.compare.runner])))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.split() == ["True"]
@@ -134,8 +134,8 @@ def test_curation_calls_take_a_path_too(tmp_path: Path) -> None:
 
 def test_reading_calls_take_an_open_store_too(tmp_path: Path) -> None:
     """The bench's store source and the review queue, given an open `Store` instead of its path."""
-    from vhd.align.review import build_queue
     from vhd.bench.store_source import load_bench_set_from_store
+    from vhd.compare.review_queue import build_queue
 
     db_path = tmp_path / "r.db"
     vhd.annotate(make_images(tmp_path / "m", 3), model="scripted:demo", store=db_path)
@@ -149,7 +149,7 @@ def test_label_studio_calls_take_an_open_store_too(tmp_path: Path) -> None:
     """Label Studio's task builder, exporter and importer, given an open `Store` instead of its path."""
     import json
 
-    from vhd.align.labelstudio import HARMFUL, build_tasks, export_labelstudio, import_labelstudio
+    from vhd.labels.labelstudio.convert import HARMFUL, build_tasks, export_labelstudio, import_labelstudio
 
     db_path = tmp_path / "ls.db"
     vhd.annotate(make_images(tmp_path / "m", 2), model="scripted:demo", store=db_path)

@@ -89,8 +89,8 @@ def test_sample_dict_keeps_the_label_key() -> None:
 
 
 def test_labelled_sample_is_the_bench_item_and_the_labelled_set_item() -> None:
-    from vhd.align.labels import LabelledItem
     from vhd.bench.data import BenchItem
+    from vhd.labels.sets import LabelledItem
 
     assert BenchItem is LabelledSample and LabelledItem is LabelledSample
     item = LabelledSample(
@@ -111,11 +111,11 @@ def test_labelled_sample_is_the_bench_item_and_the_labelled_set_item() -> None:
 def test_old_import_paths_name_the_family() -> None:
     from vhd.collect import UrlRow as CollectUrlRow
     from vhd.collect.urls import UrlRow as OldUrlRow
+    from vhd.labels.files import LabelRow as OldLabelRow
     from vhd.media import MediaItem as MediaMediaItem
     from vhd.media.discover import MediaItem as OldMediaItem
     from vhd.media.manifest import ManifestRow as OldManifestRow
     from vhd.store import LabelRow as StoreLabelRow
-    from vhd.store.labels import LabelRow as OldLabelRow
 
     assert OldMediaItem is MediaMediaItem is MediaItem and OldManifestRow is ManifestRow
     assert OldUrlRow is CollectUrlRow is UrlRow and OldLabelRow is StoreLabelRow is LabelRow

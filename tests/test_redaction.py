@@ -7,8 +7,8 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from tests.annotate.test_api import judge_reply, make_images
 from tests.servers.chat_server import ChatServer
-from tests.test_annotate import judge_reply, make_images
 from vhd.cli.main import main
 from vhd.redaction import (
     forget_secrets,

@@ -23,7 +23,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from tests.test_annotate import make_images
+from tests.annotate.test_api import make_images
 from vhd.cli.main import main
 from vhd.redaction import forget_secrets
 

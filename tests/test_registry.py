@@ -45,7 +45,6 @@ def upside_down(tp: int, fp: int, tn: int, fn: int) -> float | None:
 
 
 def _registries() -> dict[str, Registry[Any]]:
-    from vhd.align.icl_metrics import ICL_METRICS
     from vhd.backends.registry import BACKENDS
     from vhd.bench.calibration import CALIBRATION_METHODS
     from vhd.categorize.assign import CATEGORIZE_METHODS
@@ -53,7 +52,8 @@ def _registries() -> dict[str, Registry[Any]]:
     from vhd.categorize.discovery import DISCOVERY_METHODS
     from vhd.collect.crawl import CRAWL_SOURCES
     from vhd.detectors.registry import DETECTORS
-    from vhd.store.export import EXPORT_FORMATS
+    from vhd.export import EXPORT_FORMATS
+    from vhd.icl.metrics import ICL_METRICS
 
     found: list[Registry[Any]] = [
         BACKENDS,
@@ -102,10 +102,10 @@ def test_unknown_name_lists_every_valid_one(plugins: Callable[[str, str, str], N
         reg.load("nope")
     with pytest.raises(ConfigError, match="unknown widget"):
         reg.check("nope")
-    from vhd.store.export import EXPORT_FORMATS
+    from vhd.export import EXPORT_FORMATS
 
     with pytest.raises(
-        ConfigError, match=r"unknown export format 'xml'; valid export formats: csv, jsonl, parquet, vhd11k"
+        ConfigError, match=r"unknown export format 'xml'; valid export formats: csv, hf, jsonl, parquet, vhd11k"
     ):
         EXPORT_FORMATS.load("xml")
 
@@ -167,14 +167,14 @@ def test_plugins_join_every_kind_and_builtins_win(plugins: Callable[[str, str, s
     for group, reg in _registries().items():
         assert "zz-plugin" in reg.names(), group
         assert reg.entry("zz-plugin").plugin and reg.entry("zz-plugin").extra is None
-    from vhd.store.export import EXPORT_FORMATS, JsonlFormat
+    from vhd.export import EXPORT_FORMATS, JsonlFormat
 
     assert EXPORT_FORMATS.load("jsonl") is JsonlFormat
 
 
 def test_a_plugin_metric_ranks_the_icl_search(plugins: Callable[[str, str, str], None]) -> None:
-    from vhd.align.icl_metrics import rates
-    from vhd.align.icl_result import Scored
+    from vhd.icl.metrics import rates
+    from vhd.icl.result import Scored
 
     plugins("vhd.icl_metrics", "mistakes", "tests.test_registry:upside_down")
     counts = {"tp": 0, "fp": 0, "tn": 1, "fn": 1}
@@ -234,7 +234,7 @@ def test_import_errors_of_a_need_become_the_pip_line(tmp_path: Path) -> None:
 
 
 def _export_parquet(tmp: Path) -> None:
-    from vhd.store.export import export
+    from vhd.export import export
 
     export(None, "parquet", tmp / "a.parquet")  # type: ignore[arg-type]  # the format fails first
 
@@ -273,7 +273,7 @@ def test_checks_import_nothing() -> None:
     code = (
         "import sys\n"
         "from vhd.backends.registry import BACKENDS\n"
-        "from vhd.store.export import EXPORT_FORMATS\n"
+        "from vhd.export import EXPORT_FORMATS\n"
         "from vhd.categorize.assign import CATEGORIZE_METHODS\n"
         "from vhd.categorize.cluster import CLUSTERERS\n"
         "BACKENDS.check('hf'); EXPORT_FORMATS.check('parquet'); CATEGORIZE_METHODS.check('embed')\n"
@@ -334,7 +334,7 @@ def test_cli_choices_come_from_the_registries(
     plugins(group, "zz-plugin", "tests.test_registry:upside_down")
     action = _action(build_parser(), command, option)
     assert isinstance(action.choices, RegistryNames)
-    # `vhd export` also writes a dataset folder (`--format hf`, vhd.hub), which is not a file format
+    # `vhd export` also writes a dataset folder (`--format hf`, vhd.export), which is not a file format
     extra = ["hf"] if command == "export" else []
     assert list(action.choices) == [*_registries()[group].names(), *extra] and "zz-plugin" in action.choices
 
@@ -372,7 +372,7 @@ def test_building_the_parser_imports_no_registry() -> None:
         "from vhd.cli.main import build_parser\n"
         "build_parser()\n"
         "mods = ('vhd.store', 'vhd.collect.crawl', 'vhd.categorize.assign', 'vhd.categorize.cluster',\n"
-        "        'vhd.bench.calibration', 'vhd.align.icl_metrics', 'vhd.backends.registry')\n"
+        "        'vhd.bench.calibration', 'vhd.icl.metrics', 'vhd.backends.registry')\n"
         "print(sorted(m for m in mods if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

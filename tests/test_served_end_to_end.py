@@ -60,7 +60,7 @@ def test_annotate_through_transformers_serve(tmp_path: Path, served: Served) -> 
 
 
 def test_icl_search_through_transformers_serve(tmp_path: Path, served: Served) -> None:
-    from vhd.align.icl_search import search_icl
+    from vhd.icl.search import search_icl
 
     paths = images(tmp_path / "v", 4)
     labels = tmp_path / "labels.csv"

@@ -174,7 +174,7 @@ class UrlRow(Record):
 
 @dataclass(kw_only=True)
 class LabelRow(Record):
-    """One row of a labels file (`vhd.store.labels`).
+    """One row of a labels file (`vhd.labels.files`).
 
     Attributes:
         path: The media file, resolved; None when the row gives only an id.

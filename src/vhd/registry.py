@@ -16,7 +16,7 @@ the parser imports no registry.
 Example:
     >>> from vhd.registry import Registry
     >>> FORMATS: Registry[type[Format]] = Registry("export format", "vhd.export_formats", base=Format)  # doctest: +SKIP
-    >>> FORMATS.add("parquet", "vhd.store.export:ParquetFormat", extra="parquet", needs=["pyarrow"])  # doctest: +SKIP
+    >>> FORMATS.add("parquet", "vhd.export:ParquetFormat", extra="parquet", needs=["pyarrow"])  # doctest: +SKIP
     >>> FORMATS.load("parquet")  # doctest: +SKIP
 """
 

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image, ImageDraw
 from sklearn.metrics import cohen_kappa_score
 
-from vhd.align.agreement import cohen_kappa, kappa_value
 from vhd.align.smid import align_ratings, human_label, read_ratings
+from vhd.bench.metrics.agreement import cohen_kappa, kappa_value
 from vhd.cli.main import main
 from vhd.errors import ConfigError
 from vhd.store.sqlite import Store

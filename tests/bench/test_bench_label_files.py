@@ -10,7 +10,7 @@ from tests.bench.conftest import ROWS, make_images
 from vhd.bench.data import load_bench_set
 from vhd.cli.main import main
 from vhd.errors import ConfigError
-from vhd.store.labels import LabelOptions
+from vhd.labels.files import LabelOptions
 from vhd.store.sqlite import Store
 
 

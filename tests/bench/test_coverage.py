@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from vhd.align.compare import score_config
-from vhd.align.compare_result import ConfigResult
-from vhd.align.compare_single import SampleOutcome
 from vhd.bench.pipeline import benchmark, build_detectors
+from vhd.compare.result import ConfigResult
+from vhd.compare.runner import score_config
+from vhd.compare.single import SampleOutcome
 
 
 @pytest.fixture

@@ -98,7 +98,7 @@ def test_bootstrap_blocks_equal_one_draw(monkeypatch: pytest.MonkeyPatch) -> Non
     scores = [None if p is None else float(s) for p, s in zip(pred, rng.random(300), strict=True)]
     whole = metrics.binary_result(y, [pred], scores, resamples=200).to_dict()
     mean = metrics.mean_value([float(v) for v in y], 200)
-    monkeypatch.setattr(metrics, "BLOCK_CELLS", 1000)  # 3 resamples a block
+    monkeypatch.setattr(metrics.values, "BLOCK_CELLS", 1000)  # 3 resamples a block
     assert len(list(metrics.resample_blocks(300, 200, 0))) == 67
     assert metrics.binary_result(y, [pred], scores, resamples=200).to_dict() == whole
     assert metrics.mean_value([float(v) for v in y], 200) == mean

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from vhd.align.agreement import cohen_kappa, kappa_value
 from vhd.bench.evaluate import DetectorResult, GroupResult
 from vhd.bench.metrics import BinaryMetrics
+from vhd.bench.metrics.agreement import cohen_kappa, kappa_value
 from vhd.bench.tables import long_csv, to_csv, to_latex, to_markdown
 
 HEADERS = ["Images Harm.", "Images Unharm.", "Images Avg.", "Images Multi-class"]
@@ -88,9 +88,9 @@ def test_icl_undefined_metric_prints_a_dash_and_is_not_plotted(monkeypatch: pyte
     pytest.importorskip("matplotlib")
     from matplotlib.axes import Axes
 
-    from vhd.align.icl_files import write_report
-    from vhd.align.icl_metrics import rates
-    from vhd.align.icl_result import Round, Scored, SearchResult
+    from vhd.icl.files import write_report
+    from vhd.icl.metrics import rates
+    from vhd.icl.result import Round, Scored, SearchResult
 
     def scored(tp: int, fp: int, tn: int, fn: int) -> Scored:
         c = {"tp": tp, "fp": fp, "tn": tn, "fn": fn}

@@ -12,7 +12,8 @@ from vhd.categorize import categorize
 from vhd.categorize.llm import build_prompt, code_confidences, findings_text
 from vhd.cli.main import main
 from vhd.errors import ConfigError
-from vhd.store import Store, export
+from vhd.export import export
+from vhd.store import Store
 from vhd.store.categories import load_categorizations
 from vhd.taxonomy import load_taxonomy
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import vhd
-from tests.test_annotate import make_images
+from tests.annotate.test_api import make_images
 from vhd.cli.main import main
 
 

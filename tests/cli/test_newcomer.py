@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import vhd
-from tests.test_annotate import make_images
+from tests.annotate.test_api import make_images
 from vhd.cli.main import main
 
 
@@ -107,8 +107,8 @@ def test_a_reader_that_went_away_is_exit_141_for_every_command(store: Path, args
 
 def test_plurals_in_dry_run_and_dataset_card(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.media.conftest import make_video
-    from vhd.hub.card import dataset_card
-    from vhd.hub.result import HfExport
+    from vhd.export.hf_card import dataset_card
+    from vhd.export.hf_result import HfExport
 
     make_video(tmp_path / "m" / "clip.mp4", 12)
     assert main(["annotate", str(tmp_path / "m"), "--model", "scripted:demo", "--store", str(tmp_path / "d.db"),

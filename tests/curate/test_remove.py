@@ -9,7 +9,8 @@ from tests.curate.conftest import annotate, photo, save
 from vhd.cli.main import main
 from vhd.curate.ingest import ingest
 from vhd.curate.remove import remove_samples
-from vhd.store import Store, export
+from vhd.export import export
+from vhd.store import Store
 from vhd.store.curation import removals
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from tests.annotate.test_api import judge_reply, make_images
 from tests.optional import need_module
 from tests.servers.chat_server import ChatServer
-from tests.test_annotate import judge_reply, make_images
 from vhd.annotate.api import annotate, annotate_config
 from vhd.annotate.work import DebateWork
 from vhd.debate.prompts import Prompts

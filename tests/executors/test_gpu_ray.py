@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.annotate.test_api import make_images
 from tests.executors.works import GpuProbe
-from tests.test_annotate import make_images
 from vhd.annotate.api import annotate
 from vhd.execution import ExecutorOptions
 from vhd.executors.ray_pool import RayExecutor

@@ -123,7 +123,7 @@ def test_setup_error_is_raised_with_its_own_message(ray_session: Any) -> None:
 
 def test_dedup_hashing_on_ray_matches_local(ray_session: Any, tmp_path: Path) -> None:
     need_module("imagehash", "pip install 'vhd[dedup]'")
-    from tests.test_annotate import make_images
+    from tests.annotate.test_api import make_images
     from vhd.curate.dedup import find_duplicates
 
     folder = tmp_path / "m"

@@ -222,7 +222,7 @@ def test_bench_thumbnails_never_decode_refused_formats(tmp_path: Path) -> None:
 
 
 def test_label_import_skips_refused_formats(tmp_path: Path) -> None:
-    from vhd.align.labels import import_labels
+    from vhd.labels.sets import import_labels
 
     media = tmp_path / "media"
     paths = write_refused(media)

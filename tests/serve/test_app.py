@@ -228,7 +228,7 @@ def test_takedown_needs_confirmation(store_copy: Path, client_for: Any) -> None:
 
 
 def test_export_is_a_labels_csv_vhd_label_reads(store_copy: Path, client_for: Any, tmp_path: Path) -> None:
-    from vhd.store.labels import read_labels
+    from vhd.labels.files import read_labels
 
     client = client_for(_settings(store_copy))
     ids = sample_ids(client.get("/").text)

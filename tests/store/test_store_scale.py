@@ -14,16 +14,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from vhd.export import export
 from vhd.records import Annotation, Kind, Role, Sample, Status
-from vhd.store import Store, export
+from vhd.store import Store
 from vhd.store.curation import excluded_samples
 from vhd.store.leases import LeaseOwner
 
 if TYPE_CHECKING:
     from tests.store.conftest import Builder
 
-export_mod = importlib.import_module("vhd.store.export")
-columns_mod = importlib.import_module("vhd.store.columns")
+export_mod = importlib.import_module("vhd.export")
+columns_mod = importlib.import_module("vhd.export.schema")
 
 BIG_TABLES = ("samples", "annotations", "turns", "stat_index", "leases", "skips", "s", "a", "a2", "t")
 

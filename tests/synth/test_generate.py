@@ -87,7 +87,7 @@ def test_sd_images_registered_with_provenance_deterministic_and_resumable(
 
     # annotated by the scripted backend and exported with the synthetic keys
     import vhd
-    from vhd.store.export import export
+    from vhd.export import export
 
     vhd.annotate([out], model="scripted:demo", store=db)
     with Store(db) as store:

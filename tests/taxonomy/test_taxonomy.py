@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from vhd.store import CATEGORIES, read_labels
+from vhd.labels import CATEGORIES, read_labels
 from vhd.taxonomy import TaxonomyError, default_taxonomy, load_taxonomy, parse_taxonomy
 
 PAPER_NAMES = [

@@ -1,12 +1,14 @@
-"""Aligning the annotator with people.
+"""Agreement with human ratings: `vhd align` (SMID).
 
-Human labels, in-context example search, agreement with human ratings (SMID), the review queue
-and the cost/quality comparison. Importing this package is cheap: each name loads its module on
-first use.
+`align_ratings` (`vhd.align.smid`) annotates a rated image set (the Socio-Moral Image Database's
+norms, or any CSV of mean ratings), maps ratings to harmful / not harmful by two cut-offs and
+reports agreement (accuracy, Cohen's kappa with a bootstrap interval). Labels, in-context search
+and the comparison, which lived here in 0.1, are the rooms `vhd.labels`, `vhd.icl` and
+`vhd.compare`; their old names still import from here, with a deprecation warning.
 
 Example:
-    >>> from vhd.align import import_labels, load_labelled_set
-    >>> import_labels("labels.csv", store="run.db", name="validation")  # doctest: +SKIP
+    >>> from vhd.align import align_ratings
+    >>> result = align_ratings("smid_norms.csv", "SMID_images/", store="run.db")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -16,33 +18,25 @@ from typing import TYPE_CHECKING
 from vhd.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from vhd.align.compare import compare
-    from vhd.align.icl_search import search_icl
-    from vhd.align.labels import import_labels, load_labelled_set
-    from vhd.align.labelstudio import export_labelstudio, import_labelstudio
-    from vhd.align.review import build_queue
     from vhd.align.smid import align_ratings
 
 _LAZY = {
-    "compare": "vhd.align.compare",
-    "search_icl": "vhd.align.icl_search",
-    "import_labels": "vhd.align.labels",
-    "load_labelled_set": "vhd.align.labels",
-    "export_labelstudio": "vhd.align.labelstudio",
-    "import_labelstudio": "vhd.align.labelstudio",
-    "build_queue": "vhd.align.review",
     "align_ratings": "vhd.align.smid",
 }
 
+_MOVED = {
+    "compare": "vhd.compare.runner",
+    "search_icl": "vhd.icl.search",
+    "import_labels": "vhd.labels.sets",
+    "load_labelled_set": "vhd.labels.sets",
+    "export_labelstudio": "vhd.labels.labelstudio.convert",
+    "import_labelstudio": "vhd.labels.labelstudio.convert",
+    "build_queue": "vhd.compare.review_queue",
+}
+"""Names this package exported in 0.1 that live in other rooms now (a deprecation warning each)."""
+
 __all__ = [
     "align_ratings",
-    "build_queue",
-    "compare",
-    "export_labelstudio",
-    "import_labels",
-    "import_labelstudio",
-    "load_labelled_set",
-    "search_icl",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, moved=_MOVED)

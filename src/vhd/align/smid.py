@@ -285,8 +285,8 @@ def score_samples(
     Returns:
         (metrics by name, confusion ``[[TN, FP], [FN, TP]]``).
     """
-    from vhd.align.agreement import kappa_value
     from vhd.bench.metrics import BinaryMetrics
+    from vhd.bench.metrics.agreement import kappa_value
 
     done = [s for s in samples if s.model is not None]
     y = [s.human for s in done]

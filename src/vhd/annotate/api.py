@@ -263,3 +263,7 @@ async def aannotate(
     )
     summary.elapsed_s = time.perf_counter() - start
     return summary
+
+
+annotate_async = aannotate
+"""`aannotate` under the name the other async entry points follow (``annotate`` / ``annotate_async``)."""

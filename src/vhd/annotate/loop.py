@@ -100,7 +100,7 @@ async def run(
     base = Path(config.base_dir) if config.base_dir else None
     prompts = Prompts(config.prompts, base)
     settings = media_settings(config.media)
-    from vhd.store.label_rules import store_lookup
+    from vhd.labels.rules import store_lookup
 
     known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
     check_inputs(list(inputs))

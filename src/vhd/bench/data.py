@@ -1,8 +1,8 @@
 """The labelled set a benchmark runs on: labels read, media found, problems reported per row.
 
-Labels come from the shared labels CSV or a VHD11K release file (`vhd.store.labels.read_labels`).
+Labels come from the shared labels CSV or a VHD11K release file (`vhd.labels.files.read_labels`).
 Relative media paths are resolved under ``media`` (default: the labels file's folder); where
-paths may lead, remaps and duplicates follow `vhd.store.label_rules.LabelOptions`. Videos may be
+paths may lead, remaps and duplicates follow `vhd.labels.rules.LabelOptions`. Videos may be
 files or folders of extracted frames. A row whose media is missing, whose category is unknown,
 or that names the same sample (path, id or content) as another row is reported in
 `BenchSet.problems` with its row number; the rest of the set is used.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from vhd.boundary import ItemFailure, guarded
 from vhd.errors import ConfigError, MediaError
+from vhd.labels.rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
 from vhd.records import Kind, LabelledSample, LabelRow, MediaItem
-from vhd.store.label_rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
 
 UNHARMFUL = "unharmful"
@@ -104,7 +104,7 @@ def load_bench_set(
     """
     from dataclasses import replace
 
-    from vhd.store.labels import read_labels
+    from vhd.labels.files import read_labels
     from vhd.store.sqlite import open_store
 
     tax = taxonomy or default_taxonomy()

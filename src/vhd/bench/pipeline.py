@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from vhd.bench.runner import BenchRun, DetectorRun
     from vhd.detectors.base import Detector
     from vhd.execution import Executor, ExecutorOptions
+    from vhd.labels.rules import LabelOptions
     from vhd.media.load import MediaSettings
-    from vhd.store.label_rules import LabelOptions
 
 
 @dataclass
@@ -201,7 +201,7 @@ def benchmark(
         unblurred: Also include clear thumbnails behind a click.
         on_progress: Called with (samples done, samples to do).
         label_options: ``--path-prefix``, ``--allow-outside-paths`` and ``--duplicates`` of a
-            labels file (`vhd.store.label_rules.LabelOptions`).
+            labels file (`vhd.labels.rules.LabelOptions`).
         store: With a labels file: the vhd store its rows may name (by path or id) wherever
             its samples are.
         executor: Where detectors run: ``local`` or ``ray`` (see `vhd.bench.runner.run_bench`).

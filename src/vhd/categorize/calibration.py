@@ -33,8 +33,8 @@ def read_calibration(
     Raises:
         ConfigError: Unreadable file, or a category that the taxonomy does not know.
     """
-    from vhd.store.label_rules import LabelOptions
-    from vhd.store.labels import read_labels
+    from vhd.labels.files import read_labels
+    from vhd.labels.rules import LabelOptions
 
     # only reasons are read here: a row's path is never opened, just looked up in the store
     labels = read_labels(path, taxonomy=taxonomy, options=LabelOptions(allow_outside_paths=True), store=store)

@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
 
     cascade = None
     if args.cascade or args.cascade_thresholds or args.cascade_calibration or args.cascade_set:
-        from vhd.align.cascade import cascade_from_flags
+        from vhd.cli.cascade_flags import cascade_from_flags
 
         cascade = cascade_from_flags(
             args.cascade,

@@ -80,9 +80,9 @@ def run(args: argparse.Namespace) -> int:
         return _run_injection(args)
     if not args.labels:
         raise ConfigError("give --labels LABELS_OR_SET (a labels CSV or a labelled set), or --injection")
-    from vhd.align.compare import compare
-    from vhd.align.compare_report import cost_text, matched_lines
     from vhd.bench.metrics import fmt
+    from vhd.compare.report import cost_text, matched_lines
+    from vhd.compare.runner import compare
     from vhd.progress import bar
 
     with bar("annotating", not (args.no_progress or args.json), unit="samples") as on_progress:
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_injection(args: argparse.Namespace) -> int:
-    from vhd.align.injection import injection
+    from vhd.compare.injection import injection
     from vhd.progress import bar
 
     out = args.out or "injection"

@@ -6,7 +6,6 @@ import argparse
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +14,11 @@ from vhd.registry import Registry, RegistryNames
 
 
 def _export_formats() -> Registry[Any]:
-    from vhd.store.export import EXPORT_FORMATS
+    from vhd.export import EXPORT_FORMATS
 
     return EXPORT_FORMATS
 
 
-class _Formats(RegistryNames):
-    """The registry's formats plus ``hf`` (a dataset folder, written by `vhd.hub.hf`)."""
-
-    def __iter__(self) -> Iterator[str]:
-        yield from super().__iter__()
-        yield HF
-
-    def __contains__(self, name: object) -> bool:
-        return name == HF or super().__contains__(name)
-
-    def __len__(self) -> int:
-        return super().__len__() + 1
-
-
-HF = "hf"
 STDOUT = "-"
 TEXT_FORMATS = ("jsonl", "csv", "vhd11k-csv")
 """The formats ``-o -`` writes to stdout."""
@@ -62,7 +46,7 @@ def add_parser(sub: Any, name: str) -> None:
     )
     p.add_argument("store", help="the SQLite store")
     fmt = p.add_argument("--format", default="vhd11k-csv", help="output format (default vhd11k-csv)")
-    fmt.choices = _Formats(_export_formats)  # set after add_argument: read only when used
+    fmt.choices = RegistryNames(_export_formats)  # set after add_argument: read only when used
     p.add_argument(
         "-o",
         "--out",
@@ -89,7 +73,7 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.store.export import export
+    from vhd.export import export
     from vhd.store.sqlite import open_store
 
     to_stdout = args.out == STDOUT
@@ -97,13 +81,6 @@ def run(args: argparse.Namespace) -> int:
         from vhd.errors import ConfigError
 
         raise ConfigError(f"-o - writes {' or '.join(TEXT_FORMATS)} to stdout; give --format {args.format} a file name")
-    if args.format == HF:
-        return _run_hf(args)
-    if args.push_to_hub:
-        from vhd.errors import ConfigError
-
-        raise ConfigError("--push-to-hub goes with --format hf (a dataset folder)")
-
     with open_store(args.store) as db, tempfile.TemporaryDirectory(prefix="vhd-export-") as spool:
         result = export(
             db,
@@ -114,14 +91,21 @@ def run(args: argparse.Namespace) -> int:
             kind=args.kind,
             relative_to=args.relative_to,
             absolute_paths=args.absolute_paths,
+            push_to_hub=args.push_to_hub,
+            public=args.public,
         )
         if to_stdout:
             _copy_to_stdout(result.files)
     split = len(result.files) > 1 and Path(args.out) not in result.files and not to_stdout
     report = sys.stderr if to_stdout else sys.stdout
     if args.json:
-        summary = {"written": result.written, "split_by_kind": split, "left_out": result.left_out_counts}
+        summary: dict[str, Any] = {
+            "written": result.written,
+            "split_by_kind": split,
+            "left_out": result.left_out_counts,
+        }
         files_out: Any = ["-"] if to_stdout else result.files
+        summary |= {"notes": result.notes, **result.details}
         print_json({**summary, "files": files_out, "paths_relative_to": result.root}, file=report)
         return 0
     files = "stdout" if to_stdout else ", ".join(str(f) for f in result.files) or "no file"
@@ -136,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         )
     for why, count in sorted(result.left_out_counts.items()):
         print(f"left out {count}: {why}", file=report)
+    for note in result.notes:
+        print(note, file=report)
     return 0
 
 
@@ -152,39 +138,3 @@ def _copy_to_stdout(files: list[Path]) -> None:
     with open(files[0], "rb") as f:
         shutil.copyfileobj(f, sys.stdout.buffer)
     sys.stdout.buffer.flush()
-
-
-def _run_hf(args: argparse.Namespace) -> int:
-    from vhd.hub.hf import export_hf
-    from vhd.store.sqlite import open_store
-
-    with open_store(args.store) as db:
-        config_hash = db.resolve_config_hash(args.config_hash)
-    res = export_hf(
-        args.store,
-        args.out,
-        config_hash=config_hash,
-        kind=args.kind,
-        include_unparsed=args.include_unparsed,
-        relative_to=args.relative_to,
-        absolute_paths=args.absolute_paths,
-        push_to_hub=args.push_to_hub,
-        public=args.public,
-    )
-    if args.json:
-        print_json(res)
-        return 0
-    splits = ", ".join(f"{name} {count}" for name, count in sorted(res.splits.items()))
-    print(
-        f"wrote {res.written} row(s) to {res.out}/ ({splits}); open it with datasets.load_from_disk({str(res.out)!r})"
-    )
-    print(f"dataset card: {res.out / 'README.md'}")
-    if res.root is not None:
-        print(f"path and video_path are relative to {res.root} (--absolute-paths writes them as stored)")
-    if res.left_out:
-        print(f"left out {len(res.left_out)} annotation(s) without a decision (--include-unparsed keeps them)")
-    for sid, why in res.media_problems[:10]:
-        print(f"written without media: {sid[:12]}: {why}")
-    if res.pushed_to:
-        print(f"pushed to the hub: {res.pushed_to} ({'public' if args.public else 'private'})")
-    return 0

@@ -13,7 +13,7 @@ from vhd.registry import Registry, RegistryNames
 
 
 def _icl_metrics() -> Registry[Any]:
-    from vhd.align.icl_metrics import ICL_METRICS
+    from vhd.icl.metrics import ICL_METRICS
 
     return ICL_METRICS
 
@@ -57,7 +57,7 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.align.icl_search import search_icl
+    from vhd.icl.search import search_icl
     from vhd.progress import bar
 
     with bar("annotating", not (args.no_progress or args.json), unit="samples") as on_progress:

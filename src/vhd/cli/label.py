@@ -64,8 +64,8 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.align.labelstudio import LOCAL_FILES, LabelStudioImport, export_labelstudio, import_labelstudio
     from vhd.errors import ConfigError
+    from vhd.labels.labelstudio.convert import LOCAL_FILES, LabelStudioImport, export_labelstudio, import_labelstudio
 
     if args.export_labelstudio:
         res = export_labelstudio(
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         got: LabelStudioImport
         notes: list[str] = []
         if args.pull_labelstudio:
-            from vhd.align.labelstudio_api import pull_labelstudio
+            from vhd.labels.labelstudio.api import pull_labelstudio
 
             got = pulled = pull_labelstudio(
                 args.pull_labelstudio,
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             "give a LABELS file, --export-labelstudio OUT.json, --import-labelstudio EXPORT.json, "
             "--push-labelstudio URL or --pull-labelstudio URL"
         )
-    from vhd.align.labels import import_labels
+    from vhd.labels.sets import import_labels
 
     imp = import_labels(args.labels, store=args.store, name=args.set_name, options=label_options(args))
     if args.json:
@@ -165,7 +165,7 @@ def _project(args: argparse.Namespace) -> str:
 
 
 def _push(args: argparse.Namespace) -> int:
-    from vhd.align.labelstudio_api import push_labelstudio
+    from vhd.labels.labelstudio.api import push_labelstudio
 
     res = push_labelstudio(
         args.push_labelstudio,

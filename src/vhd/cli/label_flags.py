@@ -1,7 +1,7 @@
 """The flags every command that reads a labels file shares (label, bench, icl, compare, split).
 
 ``--media``, ``--path-prefix``, ``--duplicates`` and ``--allow-outside-paths``, read into one
-`vhd.store.label_rules.LabelOptions`; and ``--allow-outside-paths`` alone for the commands
+`vhd.labels.rules.LabelOptions`; and ``--allow-outside-paths`` alone for the commands
 that read manifests (annotate, ingest).
 """
 
@@ -11,10 +11,10 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vhd.store.label_rules import LabelOptions
+    from vhd.labels.rules import LabelOptions
 
 DUPLICATES = ("first", "last", "majority", "drop")
-"""The choices of ``--duplicates`` (`vhd.store.label_rules.DUPLICATE_POLICIES`, kept here so the parser stays light)."""
+"""The choices of ``--duplicates`` (`vhd.labels.rules.DUPLICATE_POLICIES`, kept here so the parser stays light)."""
 
 
 def add_label_flags(p: Any) -> None:
@@ -58,7 +58,7 @@ def label_options(args: argparse.Namespace) -> LabelOptions:
     Raises:
         vhd.errors.ConfigError: A ``--path-prefix`` without ``=``, or a ``--media`` that is not a folder.
     """
-    from vhd.store.label_rules import LabelOptions
+    from vhd.labels.rules import LabelOptions
 
     return LabelOptions.from_flags(
         media=args.media,

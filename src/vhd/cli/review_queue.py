@@ -46,7 +46,7 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from vhd.align.review import build_queue, export_review_labelstudio
+    from vhd.compare.review_queue import build_queue, export_review_labelstudio
 
     queue = build_queue(
         args.store,

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"sample {sample.id[:12]} ({sample.path}) has no annotation yet")
     v = ann.verdict
     if args.json:  # the sample's export record: the columns and types of `vhd export --format jsonl`
-        from vhd.store.columns import json_default, record
+        from vhd.export.schema import json_default, record
 
         data = record(sample, ann)
         print(json.dumps(data, indent=2, ensure_ascii=False, default=json_default))

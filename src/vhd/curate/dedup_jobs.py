@@ -46,8 +46,8 @@ def jobs_from_paths(
     Skipped inputs are appended to ``unreadable``, manifest splits put in ``splits``, and the
     reasons of manifest rows that could not be read at all also to ``rows_left_out``.
     """
+    from vhd.labels.rules import known_sample
     from vhd.media.discover import Skipped, iter_discover
-    from vhd.store.label_rules import known_sample
     from vhd.store.statindex import ScratchSet
 
     order, seen = 0, ScratchSet(DISCOVERY_CACHE_KIB)

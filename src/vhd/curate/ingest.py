@@ -310,7 +310,7 @@ def ingest(
         block_list = BlockList.load(os.fspath(block_list))
     folder = Path(os.path.abspath(quarantine_dir)) if quarantine_dir else None
     paths = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
-    from vhd.store.label_rules import known_sample
+    from vhd.labels.rules import known_sample
     from vhd.store.statindex import ScratchSet
 
     check_inputs([os.fspath(p) for p in paths])

@@ -5,7 +5,7 @@ gets the same test fraction. Each duplicate cluster recorded by `vhd dedup --app
 that goes wholly to one side, so no near duplicate of a test sample is trained on.
 
 Labels come, for each sample, from the first of: a labels CSV (by id, then by path; read by
-`vhd.store.labels.read_labels` with `vhd.store.label_rules.LabelOptions`, its rows left out
+`vhd.labels.files.read_labels` with `vhd.labels.rules.LabelOptions`, its rows left out
 listed in `SplitResult.label_problems`), the sample's latest annotation that has a decision, the
 label its manifest gave. Samples with none form their own ``unlabelled`` stratum; samples without
 a source form an ``unknown`` one. The ``--out`` CSV (``id,path,split,harmful``) reads back as a
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from vhd.errors import ConfigError
-from vhd.store.label_rules import LabelOptions
+from vhd.labels.rules import LabelOptions
 from vhd.store.sqlite import Store, StoreLike, using_store
 
 TRAIN = "train"
@@ -75,7 +75,7 @@ class SplitResult:
 def _labels_csv(
     path: str | os.PathLike[str], store: Store, options: LabelOptions | None, result: SplitResult
 ) -> tuple[dict[str, bool], dict[str, bool]]:
-    from vhd.store.labels import read_labels
+    from vhd.labels.files import read_labels
 
     labels = read_labels(path, options=options, store=store)
     result.rows_left_out = len(labels.errors)

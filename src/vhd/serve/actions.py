@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from vhd.errors import VhdError
+from vhd.labels.files import CATEGORIES
 from vhd.serve.pages import live_sample, next_sample
 from vhd.serve.security import TOKEN_COOKIE, cookie_header, login_cookie, same
 from vhd.serve.settings import check_reviewer
@@ -32,7 +33,6 @@ from vhd.serve.web import (
     safe_back,
     state,
 )
-from vhd.store.labels import CATEGORIES
 from vhd.store.reviews import BATCH_MAX
 
 if TYPE_CHECKING:

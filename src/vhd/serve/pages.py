@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from vhd.annotate.cascade import DEBATE, run_stage_models, stage_model
 from vhd.errors import VhdError
 from vhd.fileio import escape_cell
+from vhd.labels.files import CATEGORIES
 from vhd.records import Sample
 from vhd.serve.agreement import fleiss_kappa
 from vhd.serve.labelling import category_keys, histograms, instructions
@@ -35,7 +36,6 @@ from vhd.serve.web import (
 )
 from vhd.store.curation import removed_at
 from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
-from vhd.store.labels import CATEGORIES
 from vhd.store.provenance import sample_provenance
 from vhd.store.reviews import BATCH_MAX
 

@@ -106,7 +106,7 @@ class ServeSettings:
     preview_memory_mb: int = DEFAULT_PREVIEW_MEMORY_MB
 
     def __post_init__(self) -> None:
-        from vhd.align.labels import check_set_name
+        from vhd.labels.sets import check_set_name
 
         check_set_name(self.set_name)
         self.reviewer = check_reviewer(self.reviewer)

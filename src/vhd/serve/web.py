@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
 from vhd.fileio import printable
+from vhd.labels.files import CATEGORIES
 from vhd.serve.security import CSRF_KEY, RateLimit, same
 from vhd.serve.settings import ServeSettings, check_reviewer
 from vhd.serve.thumbs import DEFAULT_LEVEL, LEVELS, Look, PreviewCache
 from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
 from vhd.store.gallery_filter import reads_verdict
-from vhd.store.labels import CATEGORIES
 from vhd.store.sqlite import Store
 
 if TYPE_CHECKING:

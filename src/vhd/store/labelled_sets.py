@@ -1,7 +1,7 @@
 """Labelled sets in the store: human labels under a name (table ``labelled_sets``).
 
 `LabelledSets` is mixed into `vhd.store.sqlite.Store`, which provides ``_tx`` and ``_query``.
-What a labelled set means and how one is imported is `vhd.align.labels`' business; this module
+What a labelled set means and how one is imported is `vhd.labels.sets`' business; this module
 only reads and writes the rows.
 """
 
@@ -37,7 +37,7 @@ class LabelledSets(abc.ABC):
         """Write labels into a labelled set in one transaction (a sample's earlier label is replaced).
 
         Args:
-            name: The labelled set (not checked here; see `vhd.align.labels.check_set_name`).
+            name: The labelled set (not checked here; see `vhd.labels.sets.check_set_name`).
             labels: The labels; every sample must be registered in the store.
             source: The file they came from, recorded with each row.
 

@@ -151,7 +151,7 @@ class Reviews(abc.ABC):
         """Record one review and settle the sample, in one transaction.
 
         Args:
-            set_name: The labelled set (checked by the caller, e.g. `vhd.align.labels.check_set_name`).
+            set_name: The labelled set (checked by the caller, e.g. `vhd.labels.sets.check_set_name`).
             sample_id: A sample in the store, not removed.
             reviewer: Who decides.
             harmful: The decision.
