@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 
 from PIL import Image, ImageDraw
 
+from vhd.annotate.options import RunOptions
 from vhd.backends.base import Backend, GenerateConfig, Message, Output
 from vhd.detectors.base import Detector, Prediction
 from vhd.media.encoded import EncodedImage
@@ -119,12 +120,15 @@ def annotate_set(
     from vhd.store.sqlite import Store
 
     summary = annotate(
-        [str(p) for p, _ in items], model=f"bench:{accuracy}", store=store, rounds=ROUNDS, cascade=cascade
+        [str(p) for p, _ in items],
+        model=f"bench:{accuracy}",
+        store=store,
+        rounds=ROUNDS,
+        options=RunOptions(cascade=cascade),
     )
     truth = {str(p.resolve()): y for p, y in items}
     with Store(store) as db:
-        config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)
-        rows = [(s, a) for s, a in db.iter_annotations(config_hash=config_hash)]
+        rows = list(db.iter_annotations(config_hash=summary.config_hash))
     n = len(rows)
     correct = sum(a.verdict.harmful == truth[str(Path(s.path).resolve())] for s, a in rows)
     debated = [a for _, a in rows if a.decided_by in (None, "debate")]
@@ -155,8 +159,8 @@ def stage_scores(detectors: Sequence[Detector], items: Sequence[tuple[Path, bool
 
 def scenario(name: str, stages: list[dict[str, float]], args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """One scenario: pick thresholds on the validation half, then all-debate vs cascade on the test half."""
-    from vhd.compare.cascade import pick_thresholds
     from vhd.annotate.cascade import build_cascade
+    from vhd.compare.cascade import pick_thresholds
     from vhd.detectors.registry import create_detector
 
     items = make_set(work / "media", 2 * args.samples, args.seed)

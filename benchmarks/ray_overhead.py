@@ -34,10 +34,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.servers.chat_server import ChatServer  # noqa: E402
 from tests.annotate.test_api import judge_reply, make_images  # noqa: E402
+from tests.servers.chat_server import ChatServer  # noqa: E402
 
 from vhd.annotate.api import annotate  # noqa: E402
+from vhd.annotate.options import RunOptions  # noqa: E402
 from vhd.execution import ExecutorOptions, Work  # noqa: E402
 from vhd.executors.ray_pool import RayExecutor  # noqa: E402
 
@@ -57,7 +58,7 @@ def one_run(media: Path, db: Path, cfg: Path, concurrency: int, runner: RayExecu
         store=db,
         config=cfg,
         concurrency=concurrency,
-        executor=runner if runner is not None else "local",
+        options=RunOptions(executor=runner if runner is not None else "local"),
     )
     wall = time.perf_counter() - began
     assert summary.annotated == summary.found and summary.errors == 0, summary.to_dict()

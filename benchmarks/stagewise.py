@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vhd.annotate.options import RunOptions
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
@@ -59,7 +61,7 @@ def annotate(media: Path, store: Path, config: Any, stage_wise: bool) -> dict[st
     import vhd
 
     start = time.perf_counter()
-    summary = vhd.annotate([media], store=store, config=config, stage_wise=stage_wise)
+    summary = vhd.annotate([media], store=store, config=config, options=RunOptions(stage_wise=stage_wise))
     wall = time.perf_counter() - start
     assert summary.annotated == summary.found, summary.to_dict()
     return {"wall_s": round(wall, 2), "samples_per_s": round(summary.annotated / wall, 2), "calls": summary.usage.calls}

@@ -20,18 +20,22 @@ from vhd.store.sqlite import Store
 
 
 def test_documented_names_work_after_a_bare_import_vhd() -> None:
-    """README's entry points (`vhd.export`, ...) need no import of their room first."""
+    """README's entry points (`vhd.export.export`, ...) need no import of their room first."""
     code = (
         "import vhd, json\n"
-        "names = [vhd.export, vhd.store.Store, vhd.categorize.categorize, vhd.bench.benchmark,\n"
-        "         vhd.align.import_labels, vhd.records.Sample, vhd.export.export_hf, vhd.annotate, vhd.aannotate]\n"
+        "names = [vhd.export.export, vhd.store.Store, vhd.categorize.categorize, vhd.bench.benchmark,\n"
+        "         vhd.labels.import_labels, vhd.records.Sample, vhd.export.export_hf, vhd.annotate, vhd.aannotate,\n"
+        "         vhd.annotate_async, vhd.compare.compare, vhd.icl.search_icl, vhd.align.align_ratings,\n"
+        "         vhd.progress.bar, vhd.errors.ConfigError, vhd.config.AnnotateConfig]\n"
         "print(json.dumps([n.__name__ for n in names]))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert json.loads(out) == [
-        "export", "Store", "categorize", "benchmark", "import_labels", "Sample", "export_hf", "annotate", "aannotate",
+        "export", "Store", "categorize", "benchmark", "import_labels", "Sample", "export_hf", "annotate",
+        "annotate_async", "annotate_async", "compare", "search_icl", "align_ratings", "bar", "ConfigError",
+        "AnnotateConfig",
     ]  # fmt: skip
-    assert "store" in dir(vhd) and "aannotate" in dir(vhd)
+    assert {"store", "aannotate", "annotate_async", "progress", "errors", "labels"} <= set(dir(vhd))
 
 
 def test_annotate_is_a_real_function_with_its_signature_and_docstring() -> None:
@@ -39,7 +43,9 @@ def test_annotate_is_a_real_function_with_its_signature_and_docstring() -> None:
 
     assert inspect.isfunction(vhd.annotate) and inspect.iscoroutinefunction(vhd.aannotate)
     params = inspect.signature(vhd.annotate).parameters
-    assert list(params)[:3] == ["inputs", "model", "affirmative"] and "store" in params
+    assert list(params) == ["inputs", "store", "config", "options", "progress", "on_event", "overrides"]
+    assert params["overrides"].kind is inspect.Parameter.VAR_KEYWORD
+    assert params["overrides"].annotation == "Unpack[ConfigOverrides]"  # model settings; run settings: options
     assert inspect.signature(vhd.aannotate).parameters.keys() == params.keys()
     assert "Annotate images, videos, frame folders" in pydoc.render_doc(vhd.annotate)
     from vhd.annotate import RunSummary, loop  # the room stays importable by name
@@ -106,11 +112,11 @@ def test_a_path_or_a_store_wherever_a_store_is_taken(tmp_path: Path) -> None:
 
 
 def test_an_exported_function_keeps_its_name_over_a_submodule_of_the_same_name() -> None:
-    """`vhd.export` is the function even after `vhd/store/export.py` is imported (so are the others)."""
+    """`vhd.collect.fetch` is the function even after `vhd/collect/fetch.py` is imported (so are the others)."""
     code = (
-        "import vhd, inspect\nimport vhd.export, vhd.collect.fetch, vhd.compare.runner\n"
+        "import vhd, inspect\nimport vhd.collect.fetch, vhd.export.base, vhd.compare.runner\n"
         "from vhd.export import ExportFormat\n"
-        "print(all(map(inspect.isfunction, [vhd.export, vhd.collect.fetch, vhd.compare.runner])))"
+        "print(all(map(inspect.isfunction, [vhd.export.export, vhd.collect.fetch, vhd.compare.compare])))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.split() == ["True"]

@@ -13,7 +13,7 @@ module keeps the function under that name (`vhd.lazy.keep_exports`).
 Example:
     >>> import vhd
     >>> summary = vhd.annotate(["photos/"], model="openai:gpt-4o", store="run.db")  # doctest: +SKIP
-    >>> summary = await vhd.aannotate(["photos/"], model="scripted:demo", store="run.db")  # doctest: +SKIP
+    >>> summary = await vhd.annotate_async("photos/", model="scripted:demo", store="run.db")  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -176,6 +176,61 @@ class AnnotateConfig(_Strict):
             return AnnotateConfig.model_validate(data | changes)
         except ValidationError as exc:
             raise ConfigError(_first_error(exc)) from None
+
+
+class ModelOverrides(TypedDict, total=False):
+    """Which models play which role, for one call: the keys every judging entry point takes.
+
+    ``vhd.annotate(..., model="openai:gpt-4o")``, ``vhd.compare.compare(..., judge=...)`` and the
+    rest take these as keyword arguments (``**overrides: Unpack[ModelOverrides]``); None leaves
+    the configuration's value. Each changes the configuration hash.
+    """
+
+    model: str | None
+    """``BACKEND:MODEL`` for every role (it also clears the file's per-role models)."""
+    affirmative: str | None
+    """The affirmative debater's model."""
+    negative: str | None
+    """The negative debater's model."""
+    debaters: str | None
+    """Both debaters' model."""
+    judge: str | None
+    """The judge's model."""
+    icl: str | os.PathLike[str] | None
+    """In-context examples for the judge (a file or folder)."""
+    concurrency: int | None
+    """Samples in flight at once."""
+
+
+class ConfigOverrides(ModelOverrides, total=False):
+    """`ModelOverrides` plus the debate's round count: what ``vhd.annotate`` takes as keywords."""
+
+    rounds: int | None
+    """Debate rounds."""
+
+
+def apply_overrides(
+    config: AnnotateConfig | str | os.PathLike[str] | None, overrides: ConfigOverrides | ModelOverrides
+) -> AnnotateConfig:
+    """The configuration a call runs with: the file (or object, or the default) with ``overrides`` applied.
+
+    Raises:
+        ConfigError: An unreadable config file or a bad value.
+        TypeError: A key that is no override (a misspelt keyword argument).
+    """
+    unknown = sorted(set(overrides) - set(ConfigOverrides.__annotations__))
+    if unknown:
+        valid = ", ".join(ConfigOverrides.__annotations__)
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}: the model settings are {valid}")
+    path = None if config is None or isinstance(config, AnnotateConfig) else os.fspath(config)
+    cfg = config if isinstance(config, AnnotateConfig) else load_config(path)
+    values: dict[str, Any] = dict(overrides)
+    rounds = values.pop("rounds", None)
+    if values.get("icl") is not None:
+        values["icl"] = str(values["icl"])
+    if rounds is not None:
+        values["debate"] = cfg.debate.model_copy(update={"rounds": rounds}).model_dump()
+    return cfg.with_overrides(**values)
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -13,6 +13,7 @@ from PIL import Image
 
 import vhd
 from tests.servers.chat_server import ChatServer
+from vhd.annotate.options import RunOptions
 from vhd.cli.main import main
 from vhd.errors import BackendUnavailableError, ConfigError
 from vhd.records import Status
@@ -155,7 +156,9 @@ def test_dry_run_estimates_without_calls(tmp_path: Path) -> None:
     make_images(tmp_path / "m", 3)
     cfg = tmp_path / "c.toml"
     cfg.write_text('[prices."scripted:demo"]\ninput = 2.5\noutput = 10.0\n')
-    s = vhd.annotate([tmp_path / "m"], model="scripted:demo", store=tmp_path / "d.db", config=cfg, dry_run=True)
+    s = vhd.annotate(
+        [tmp_path / "m"], model="scripted:demo", store=tmp_path / "d.db", config=cfg, options=RunOptions(dry_run=True)
+    )
     e = s.estimate
     assert e is not None and e["samples"] == 3 and e["calls"] == 15 and e["to_annotate"] == 3
     assert e["completion_tokens_max"] == 3 * (4 * 500 + 100)
@@ -174,7 +177,7 @@ def test_dry_run_streams_and_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (tmp_path / "m" / "copy.png").write_bytes(paths[0].read_bytes())
     for k in range(3):
         (tmp_path / "m" / f"notes{k}.txt").write_text("not media")
-    s = vhd.annotate([tmp_path / "m"], model="scripted:demo", store=tmp_path / "d.db", dry_run=True)
+    s = vhd.annotate([tmp_path / "m"], model="scripted:demo", store=tmp_path / "d.db", options=RunOptions(dry_run=True))
     e = s.estimate
     assert e is not None and e["samples"] == 5 and e["already_done"] == 3 and e["to_annotate"] == 2
     assert e["images"] == 5 and e["calls"] == 2 * 5
@@ -186,7 +189,12 @@ def test_max_cost_stops_cleanly(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text('[prices."scripted:demo"]\ninput = 1000.0\noutput = 1000.0\n')
     s = vhd.annotate(
-        [tmp_path / "m"], model="scripted:demo", store=tmp_path / "b.db", config=cfg, concurrency=1, max_cost=0.01
+        [tmp_path / "m"],
+        model="scripted:demo",
+        store=tmp_path / "b.db",
+        config=cfg,
+        concurrency=1,
+        options=RunOptions(max_cost=0.01),
     )
     assert s.budget_reached and s.annotated == 1 and s.remaining == 5 and s.exit_code() == 1
 
@@ -382,5 +390,5 @@ def test_removed_quarantined_and_duplicate_samples_are_never_annotated(tmp_path:
     with Store(db) as st:
         annotated = [smp.path for smp, _ in st.iter_annotations()]
     assert annotated == [str(a)]
-    again = vhd.annotate([folder], model="scripted:demo", store=db, include_duplicates=True)
+    again = vhd.annotate([folder], model="scripted:demo", store=db, options=RunOptions(include_duplicates=True))
     assert (again.annotated, again.excluded, again.already_done) == (1, 2, 1)

@@ -10,6 +10,7 @@ from PIL import Image
 
 import vhd
 from tests.servers.batch_server import BatchServer
+from vhd.annotate.options import RunOptions
 from vhd.backends.openai_batch import custom_id, read_results
 from vhd.cli.main import main
 from vhd.records import Status
@@ -39,7 +40,11 @@ def _config(tmp_path: Path, base_url: str) -> Path:
 
 def _run(media: Path, db: Path, cfg: Path) -> vhd.annotate.RunSummary:  # type: ignore[name-defined]
     return vhd.annotate(
-        [media], model="openai:m", store=db, config=cfg, batch_api=True, batch_poll_s=0.01, batch_quiet_s=0.05
+        [media],
+        model="openai:m",
+        store=db,
+        config=cfg,
+        options=RunOptions(batch_api=True, batch_poll_s=0.01, batch_quiet_s=0.05),
     )
 
 
@@ -133,8 +138,18 @@ def test_batch_api_and_cascade_refuse_an_out_of_process_executor(tmp_path: Path)
     from vhd.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--batch-api runs in this process"):
-        vhd.annotate([tmp_path], model="scripted:demo", store=tmp_path / "z.db", batch_api=True, executor="ray")
+        vhd.annotate(
+            [tmp_path],
+            model="scripted:demo",
+            store=tmp_path / "z.db",
+            options=RunOptions(batch_api=True, executor="ray"),
+        )
     cascade = Cascade([Stage(create_detector("vlm:scripted:demo"), 0.1, 0.9)])
     with pytest.raises(ConfigError, match="--cascade runs in this process"):
-        vhd.annotate([tmp_path], model="scripted:demo", store=tmp_path / "z.db", cascade=cascade, executor="ray")
+        vhd.annotate(
+            [tmp_path],
+            model="scripted:demo",
+            store=tmp_path / "z.db",
+            options=RunOptions(cascade=cascade, executor="ray"),
+        )
     assert not (tmp_path / "z.db").exists()

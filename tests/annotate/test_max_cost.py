@@ -11,6 +11,7 @@ import pytest
 import vhd
 from tests.annotate.test_api import make_images
 from tests.compare.test_runner import config_for, make_labels
+from vhd.annotate.options import RunOptions
 from vhd.cli.main import main
 from vhd.compare.runner import compare
 from vhd.errors import ConfigError
@@ -39,12 +40,18 @@ def test_max_cost_needs_a_price_for_every_role(tmp_path: Path) -> None:
     cfg.write_text('[prices."scripted:demo"]\ninput = 1.0\noutput = 1.0\n')
     with pytest.raises(ConfigError, match=r'prices\."scripted:other"'):
         vhd.annotate(
-            [tmp_path / "m"], model="scripted:demo", judge="scripted:other", config=cfg, store=tmp_path / "a.db",
-            max_cost=1.0,
-        )  # fmt: skip
+            [tmp_path / "m"],
+            model="scripted:demo",
+            judge="scripted:other",
+            config=cfg,
+            store=tmp_path / "a.db",
+            options=RunOptions(max_cost=1.0),
+        )
     assert not (tmp_path / "a.db").exists()
     # priced for every role: it runs
-    s = vhd.annotate([tmp_path / "m"], model="scripted:demo", config=cfg, store=tmp_path / "b.db", max_cost=1.0)
+    s = vhd.annotate(
+        [tmp_path / "m"], model="scripted:demo", config=cfg, store=tmp_path / "b.db", options=RunOptions(max_cost=1.0)
+    )
     assert s.annotated == 1
 
 
@@ -54,7 +61,13 @@ def test_max_cost_must_be_a_finite_amount(tmp_path: Path, value: float) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text('[prices."scripted:demo"]\ninput = 1.0\noutput = 1.0\n')
     with pytest.raises(ConfigError, match="--max-cost"):
-        vhd.annotate([tmp_path / "m"], model="scripted:demo", config=cfg, store=tmp_path / "a.db", max_cost=value)
+        vhd.annotate(
+            [tmp_path / "m"],
+            model="scripted:demo",
+            config=cfg,
+            store=tmp_path / "a.db",
+            options=RunOptions(max_cost=value),
+        )
     assert not (tmp_path / "a.db").exists()
 
 

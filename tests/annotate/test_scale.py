@@ -22,6 +22,7 @@ from PIL import Image
 import vhd
 import vhd.backends.scripted as scripted_mod
 from vhd.annotate import feeder as feeder_mod
+from vhd.annotate.options import RunOptions
 from vhd.annotate.summary import RunSummary
 from vhd.errors import MediaError
 from vhd.records import Kind, MediaItem
@@ -65,7 +66,7 @@ def test_resume_reads_only_changed_files(tmp_path: Path, reads: list[str]) -> No
     assert reads == [str(paths[2])] and touched.annotated == 1 and touched.already_done == 4
 
     reads.clear()
-    forced = run(tmp_path / "m", db, rehash=True)
+    forced = run(tmp_path / "m", db, options=RunOptions(rehash=True))
     assert sorted(reads) == sorted(map(str, paths)) and forced.already_done == 5
 
 

@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 import vhd
+from vhd.annotate.options import RunOptions
 from vhd.backends.base import Output
 from vhd.backends.scripted import ScriptedBackend
 from vhd.config import AnnotateConfig, MediaConfig
@@ -86,11 +87,15 @@ def test_stage_wise_annotation_gives_the_same_verdicts_as_per_sample_order(tmp_p
         model="scripted:rules", backends={"scripted": {"script": script_for(encoded(paths))}}, concurrency=4
     )
     per_sample = vhd.annotate([tmp_path / "media"], store=tmp_path / "a.db", config=config)
-    staged = vhd.annotate([tmp_path / "media"], store=tmp_path / "b.db", config=config, stage_wise=True)
+    staged = vhd.annotate(
+        [tmp_path / "media"], store=tmp_path / "b.db", config=config, options=RunOptions(stage_wise=True)
+    )
     assert per_sample.annotated == staged.annotated == 10 and staged.stage_wise and not per_sample.stage_wise
     assert (staged.harmful, staged.refused, staged.unparsed) == (3, 2, 1)  # debater and judge refusals: harmful
     assert verdicts(tmp_path / "a.db") == verdicts(tmp_path / "b.db")
-    again = vhd.annotate([tmp_path / "media"], store=tmp_path / "b.db", config=config, stage_wise=True)
+    again = vhd.annotate(
+        [tmp_path / "media"], store=tmp_path / "b.db", config=config, options=RunOptions(stage_wise=True)
+    )
     assert again.already_done == 10 and again.usage.calls == 0  # committed per sample: resumes
 
 

@@ -16,6 +16,7 @@ from tests.annotate.test_api import judge_reply, make_images
 from tests.optional import need_module
 from tests.servers.chat_server import ChatServer
 from vhd.annotate.api import annotate, annotate_config
+from vhd.annotate.options import RunOptions
 from vhd.annotate.work import DebateWork
 from vhd.debate.prompts import Prompts
 from vhd.execution import ExecutorOptions, named_env
@@ -52,18 +53,28 @@ def demo_media(folder: Path) -> Path:
 def test_scripted_debate_on_ray_matches_local_on_the_example_media(ray_session: Any, tmp_path: Path) -> None:
     media = demo_media(tmp_path / "examples")
     local = annotate([media], model="scripted:demo", store=tmp_path / "local.db")
-    on_ray = annotate([media], model="scripted:demo", store=tmp_path / "ray.db", executor="ray", executor_options=TWO)
+    on_ray = annotate(
+        [media],
+        model="scripted:demo",
+        store=tmp_path / "ray.db",
+        options=RunOptions(executor="ray", executor_options=TWO),
+    )
     shipped = annotate(
         [media],
         model="scripted:demo",
         store=tmp_path / "shipped.db",
-        executor=RayExecutor(dataclasses.replace(TWO, ship_media=True)),
+        options=RunOptions(executor=RayExecutor(dataclasses.replace(TWO, ship_media=True))),
     )
     assert local.annotated == on_ray.annotated == shipped.annotated == 7  # six photos and a video
     assert local.errors == on_ray.errors == 0
     assert local.usage == on_ray.usage == shipped.usage
     assert rows(tmp_path / "local.db") == rows(tmp_path / "ray.db") == rows(tmp_path / "shipped.db")
-    again = annotate([media], model="scripted:demo", store=tmp_path / "ray.db", executor="ray", executor_options=TWO)
+    again = annotate(
+        [media],
+        model="scripted:demo",
+        store=tmp_path / "ray.db",
+        options=RunOptions(executor="ray", executor_options=TWO),
+    )
     assert again.already_done == 7 and again.annotated == 0 and again.usage.calls == 0
 
 
@@ -88,8 +99,7 @@ def test_endpoint_debate_on_ray_matches_local_and_keys_stay_out_of_the_work(
             model="openai:m",
             store=tmp_path / "r.db",
             config=cfg,
-            executor="ray",
-            executor_options=TWO,
+            options=RunOptions(executor="ray", executor_options=TWO),
         )
         assert srv.chat_requests == 2 * calls == 2 * 5 * 16  # every sample once per run, no 401
     assert local.annotated == remote.annotated == 16 and remote.errors == 0
@@ -124,7 +134,11 @@ def test_a_worker_killed_mid_run_loses_nothing(ray_session: Any, tmp_path: Path)
         killer = threading.Thread(target=kill_one)
         killer.start()
         summary = annotate(
-            [tmp_path / "m"], model="openai:m", store=tmp_path / "k.db", config=tmp_path / "c.toml", executor=runner
+            [tmp_path / "m"],
+            model="openai:m",
+            store=tmp_path / "k.db",
+            config=tmp_path / "c.toml",
+            options=RunOptions(executor=runner),
         )
         killer.join()
         assert killed, "the run ended before a worker could be killed"
@@ -142,8 +156,22 @@ def test_cli_annotate_executor_ray(ray_session: Any, tmp_path: Path, capsys: pyt
 
     make_images(tmp_path / "m", 6)
     db = tmp_path / "cli.db"
-    argv = ["annotate", str(tmp_path / "m"), "--model", "scripted:demo", "--store", str(db), "--json",
-            "--executor", "ray", "--workers", "2", "--cpus-per-worker", "0.5", "--ship-media"]  # fmt: skip
+    argv = [
+        "annotate",
+        str(tmp_path / "m"),
+        "--model",
+        "scripted:demo",
+        "--store",
+        str(db),
+        "--json",
+        "--executor",
+        "ray",
+        "--workers",
+        "2",
+        "--cpus-per-worker",
+        "0.5",
+        "--ship-media",
+    ]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["annotated"] == 6 and summary["usage"]["calls"] == 30
@@ -175,8 +203,8 @@ def test_samples_whose_workers_keep_dying_are_left_for_the_next_run(ray_session:
             model="openai:m",
             store=tmp_path / "d.db",
             config=tmp_path / "c.toml",
-            executor=runner,
             on_event=events.append,
+            options=RunOptions(executor=runner),
         )
         killer.join()
         assert killed and first.remaining > 0 and first.annotated + first.remaining == n
@@ -184,7 +212,11 @@ def test_samples_whose_workers_keep_dying_are_left_for_the_next_run(ray_session:
         with Store(tmp_path / "d.db") as st:
             assert st.leased_samples(first.run_id or "") == []  # given back at once
         second = annotate(
-            [tmp_path / "m"], model="openai:m", store=tmp_path / "d.db", config=tmp_path / "c.toml", executor=runner
+            [tmp_path / "m"],
+            model="openai:m",
+            store=tmp_path / "d.db",
+            config=tmp_path / "c.toml",
+            options=RunOptions(executor=runner),
         )
     assert second.already_done == first.annotated and second.annotated == first.remaining
 
@@ -230,7 +262,7 @@ def test_two_drivers_on_one_store_pay_for_each_sample_once(ray_session: Any, tmp
                     store=tmp_path / "shared.db",
                     config=tmp_path / "c.toml",
                     concurrency=4,
-                    executor=RayExecutor(TWO),
+                    options=RunOptions(executor=RayExecutor(TWO)),
                 )
             )
 
@@ -260,7 +292,12 @@ def test_each_worker_loads_its_own_hf_model(ray_session: Any, tmp_path: Path, ti
     local = annotate([tmp_path / "m"], model=model, store=tmp_path / "l.db", config=cfg)
     same_threads = {"env_vars": {"OMP_NUM_THREADS": str(torch.get_num_threads())}}  # float sums depend on it
     options = dataclasses.replace(TWO, workers=1, runtime_env=same_threads)
-    remote = annotate([tmp_path / "m"], model=model, store=tmp_path / "r.db", config=cfg, executor="ray",
-                      executor_options=options)  # fmt: skip
+    remote = annotate(
+        [tmp_path / "m"],
+        model=model,
+        store=tmp_path / "r.db",
+        config=cfg,
+        options=RunOptions(executor="ray", executor_options=options),
+    )
     assert local.annotated == remote.annotated == 4 and remote.usage.calls == local.usage.calls == 12
     assert rows(tmp_path / "l.db") == rows(tmp_path / "r.db")

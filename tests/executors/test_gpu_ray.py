@@ -11,6 +11,7 @@ import pytest
 from tests.annotate.test_api import make_images
 from tests.executors.works import GpuProbe
 from vhd.annotate.api import annotate
+from vhd.annotate.options import RunOptions
 from vhd.execution import ExecutorOptions
 from vhd.executors.ray_pool import RayExecutor
 
@@ -31,7 +32,10 @@ def test_a_worker_with_num_gpus_runs_its_hf_model_on_the_gpu(
     cfg = tmp_path / "hf.toml"
     cfg.write_text("[debate]\nrounds = 1\ndebater_max_tokens = 6\njudge_max_tokens = 4\n[media]\nmax_side = 32\n")
     summary = annotate(
-        [tmp_path / "m"], model=f"hf:{tiny_llava_dir}", store=tmp_path / "g.db", config=cfg, executor="ray",
-        executor_options=options,
-    )  # fmt: skip
+        [tmp_path / "m"],
+        model=f"hf:{tiny_llava_dir}",
+        store=tmp_path / "g.db",
+        config=cfg,
+        options=RunOptions(executor="ray", executor_options=options),
+    )
     assert summary.annotated == 4 and summary.usage.calls == 12

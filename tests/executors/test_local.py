@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.executors.works import Broken, Square
+from vhd.annotate.options import RunOptions
 from vhd.errors import BackendUnavailableError, ConfigError, MissingDependencyError
 from vhd.execution import EXECUTORS, ExecutorOptions, executor, map_unordered
 from vhd.executors.local import LocalExecutor
@@ -88,4 +89,9 @@ def test_stage_wise_refuses_an_out_of_process_executor(tmp_path: Path) -> None:
             raise AssertionError("never started: the options are refused first")
 
     with pytest.raises(ConfigError, match="--stage-wise runs the debate in this process"):
-        vhd.annotate([tmp_path], model="scripted", store=tmp_path / "run.db", stage_wise=True, executor=Elsewhere())
+        vhd.annotate(
+            [tmp_path],
+            model="scripted",
+            store=tmp_path / "run.db",
+            options=RunOptions(stage_wise=True, executor=Elsewhere()),
+        )

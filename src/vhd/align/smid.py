@@ -355,6 +355,7 @@ def align_ratings(
     """
     store = store_path(store)
     from vhd.annotate.api import annotate, annotate_config
+    from vhd.annotate.options import RunOptions
     from vhd.media.hashing import sha256_file
     from vhd.store.sqlite import Store
 
@@ -392,19 +393,18 @@ def align_ratings(
         config=config,
         icl=icl,
         concurrency=concurrency,
-        max_cost=max_cost,
+        options=RunOptions(max_cost=max_cost, command=command),
         progress=progress,
-        command=command,
     )
     result.run = summary.to_dict()
     result.exit_code = summary.exit_code()
-    with Store(store) as db:
-        run = next((r for r in db.runs() if r.id == summary.run_id), None)
-        result.config_hash = run.config_hash if run else None
-        if result.config_hash:
-            for s in result.samples:
-                ann = db.get_annotation(s.sample_id, result.config_hash)
-                if ann is not None and ann.verdict.harmful is not None:
-                    s.model, s.score, s.reason = ann.verdict.harmful, ann.verdict.score, ann.verdict.reason
+    result.config_hash = summary.config_hash if summary.run_id else None
+    if result.config_hash:
+        with Store(store) as db:
+            found = db.annotations_for([s.sample_id for s in result.samples], result.config_hash)
+        for s in result.samples:
+            ann = found.get(s.sample_id)
+            if ann is not None and ann.verdict.harmful is not None:
+                s.model, s.score, s.reason = ann.verdict.harmful, ann.verdict.score, ann.verdict.reason
     result.metrics, result.confusion = score_samples(result.samples, resamples=resamples)
     return result

@@ -3,142 +3,88 @@
 The library call behind ``vhd annotate``. Every finished sample is committed to the store at
 once; running the same call again makes no model call for samples that already have a final
 verdict under the same configuration, and retries those that errored.
+
+One shape for every judging entry point: the model settings are the configuration
+(`vhd.config.AnnotateConfig`, a file or an object) with per-call keyword overrides
+(`vhd.config.ConfigOverrides`); how the run goes is `RunOptions`; ``progress`` and ``on_event``
+report. ``vhd.compare.compare``, ``vhd.icl.search_icl``, ``vhd.align.align_ratings`` and
+``vhd.compare.injection`` take the same.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Unpack, cast
 
+from vhd.annotate.options import RunOptions, split_legacy
 from vhd.annotate.summary import RunSummary
-from vhd.config import AnnotateConfig, load_config
+from vhd.config import AnnotateConfig, ConfigOverrides, apply_overrides
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
 from vhd.store.sqlite import StoreLike, store_path
 
-if TYPE_CHECKING:
-    from vhd.annotate.cascade import Cascade
-    from vhd.execution import Executor, ExecutorOptions
-
 
 def annotate_config(
-    config: AnnotateConfig | str | Path | None,
-    *,
-    model: str | None = None,
-    affirmative: str | None = None,
-    negative: str | None = None,
-    debaters: str | None = None,
-    judge: str | None = None,
-    concurrency: int | None = None,
-    icl: str | Path | None = None,
-    rounds: int | None = None,
+    config: AnnotateConfig | str | os.PathLike[str] | None, **overrides: Unpack[ConfigOverrides]
 ) -> AnnotateConfig:
-    """The configuration `annotate` runs with: the file (or object) with the flags applied.
+    """The configuration `annotate` runs with: the file (or object) with the overrides applied.
 
     Raises:
         vhd.errors.ConfigError: Unreadable config file or a bad value.
     """
-    cfg = config if isinstance(config, AnnotateConfig) else load_config(config)
-    debate = cfg.debate.model_copy(update={"rounds": rounds}) if rounds is not None else cfg.debate
-    return cfg.with_overrides(
-        model=model,
-        affirmative=affirmative,
-        negative=negative,
-        debaters=debaters,
-        judge=judge,
-        concurrency=concurrency,
-        icl=str(icl) if icl is not None else None,
-        debate=debate.model_dump(),
-    )
+    return apply_overrides(config, overrides)
+
+
+Inputs = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+"""What `annotate` takes as inputs: one path or a list of them."""
+
+
+def input_list(inputs: Inputs) -> list[str | Path]:
+    """``inputs`` as a list of paths: one path (a ``str`` is one path, never its characters) or many."""
+    if isinstance(inputs, str | os.PathLike):
+        return [Path(inputs)]
+    return [p if isinstance(p, str) else Path(p) for p in inputs]
 
 
 def annotate(
-    inputs: Sequence[str | Path],
+    inputs: Inputs,
     *,
-    model: str | None = None,
-    affirmative: str | None = None,
-    negative: str | None = None,
-    debaters: str | None = None,
-    judge: str | None = None,
     store: StoreLike = "vhd.db",
-    config: AnnotateConfig | str | Path | None = None,
-    concurrency: int | None = None,
-    icl: str | Path | None = None,
-    rounds: int | None = None,
-    retry_unparsed: bool = False,
-    rehash: bool = False,
-    frame_folders: bool = False,
-    include_duplicates: bool = False,
-    allow_outside_paths: bool = False,
-    dry_run: bool = False,
-    max_cost: float | None = None,
+    config: AnnotateConfig | str | os.PathLike[str] | None = None,
+    options: RunOptions | None = None,
     progress: bool | ProgressFn = False,
-    command: str = "",
     on_event: Callable[[str], None] | None = None,
-    cascade: Cascade | None = None,
-    batch_api: bool = False,
-    batch_poll_s: float = 30.0,
-    batch_quiet_s: float = 0.5,
-    stage_wise: bool = False,
-    executor: str | Executor = "local",
-    executor_options: ExecutorOptions | None = None,
+    **overrides: Unpack[ConfigOverrides],
 ) -> RunSummary:
     """Annotate images, videos, frame folders and manifests by model debate.
 
     Args:
-        inputs: Files, folders (recursive) and manifests (CSV/JSONL with a ``path`` column).
-        model: ``BACKEND:MODEL`` for every role (e.g. ``openai:gpt-4o``).
-        affirmative: Model spec for the affirmative debater only.
-        negative: Model spec for the negative debater only.
-        debaters: Model spec for both debaters.
-        judge: Model spec for the judge.
+        inputs: A file, folder (recursive) or manifest (CSV/JSONL with a ``path`` column), or a
+            list of them.
         store: The store: its SQLite file (created if missing; reused to resume), or an open
             `vhd.store.Store` (the run opens its file again for its own connection).
         config: An `AnnotateConfig`, or a TOML/YAML config file path.
-        concurrency: Samples in flight at once (default 16).
-        icl: In-context examples file or folder for the judge.
-        rounds: Debate rounds (default 2).
-        retry_unparsed: Ask again for samples whose judge reply could not be read or that ended
-            ``truncated`` (a call cut off by the token limit is then asked once more with 4x its cap).
-        rehash: Read and hash every input file again instead of trusting the store's stat index
-            (by default a file whose size, times and inode are unchanged since it was last hashed
-            is not read again).
-        frame_folders: Treat folders of numbered frames (``<stem>_0000.png`` ...) as videos.
-        include_duplicates: Annotate samples that ``vhd dedup --apply`` marked as duplicates of a
-            kept sample (removed and quarantined samples are never annotated).
-        allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
-            (rows naming a sample the store holds are always accepted).
-        dry_run: Count samples and estimate calls, tokens and cost; send nothing.
-        max_cost: Stop cleanly once this many dollars are spent; every role's model needs a
-            ``[prices]`` entry in the config, else nothing runs.
+        options: How the run goes (`RunOptions`: retries, re-hashing, a dry run, a cost cap, a
+            cascade, the batch API, the executor, ...); none of it but the cascade changes the
+            configuration hash.
         progress: True shows a live progress bar on stderr (on a terminal); a `vhd.progress.ProgressFn`
             receives the counts instead.
-        command: The command line, recorded with the run.
         on_event: Called with one-line messages (interruption notices and the like).
-        cascade: Detector stages that decide the clear samples before the debate
-            (`vhd.annotate.cascade`); the configuration hash includes them. A dry run estimates
-            as if every sample reached the debate.
-        batch_api: Send the debate's calls through the endpoint's batch API (`vhd.annotate.batch`):
-            stage by stage, resumable across days (batch ids in the store); every role must use
-            the ``openai`` backend.
-        batch_poll_s: Seconds between status checks of a batch in progress.
-        batch_quiet_s: Seconds without a new request after which pending requests go out as a batch.
-        stage_wise: Debate in cohorts of ``concurrency`` samples, stage by stage (every first
-            turn, then every second turn, ..., then every judge: `vhd.debate.stagewise`), so a
-            batching backend sees large batches of one role. Same verdicts as per-sample order;
-            a sample is committed when its judge answers.
-        executor: Where samples are debated: ``local`` (this process), ``ray`` (Ray actors,
-            ``pip install 'vhd[ray]'``), another name registered in `vhd.execution.EXECUTORS`,
-            or an `vhd.execution.Executor`. Planning, leases and store writes stay here.
-        executor_options: Workers, Ray address, ``ship_media``, CPUs/GPUs per worker.
+        **overrides: Model settings over the configuration (`vhd.config.ConfigOverrides`):
+            ``model`` (``BACKEND:MODEL`` for every role), ``affirmative``, ``negative``,
+            ``debaters``, ``judge``, ``icl``, ``concurrency`` (default 16), ``rounds`` (default 2).
 
     Works inside a running event loop too (a notebook cell): the run then goes on its own loop in
-    a worker thread (`vhd.aio.run_sync`); async code can ``await`` `aannotate` instead.
+    a worker thread (`vhd.aio.run_sync`); async code can ``await`` `annotate_async` instead. The
+    run settings of 0.1, passed one by one (``dry_run=True``), still work until 0.3, with a
+    `DeprecationWarning`.
 
     Returns:
-        The run's summary; ``summary.exit_code()`` gives the CLI's exit status.
+        The run's summary (its ``config_hash`` reads the verdicts back:
+        ``store.verdicts(summary.config_hash)``); ``summary.exit_code()`` gives the CLI's exit status.
 
     Raises:
         vhd.errors.ConfigError: Bad configuration or inputs, or ``max_cost`` without prices
@@ -147,123 +93,70 @@ def annotate(
     """
     from vhd.aio import run_sync
 
+    opts, rest = split_legacy(options, dict(overrides), "annotate")
     return run_sync(
-        aannotate(
-            inputs,
-            model=model,
-            affirmative=affirmative,
-            negative=negative,
-            debaters=debaters,
-            judge=judge,
-            store=store,
-            config=config,
-            concurrency=concurrency,
-            icl=icl,
-            rounds=rounds,
-            retry_unparsed=retry_unparsed,
-            rehash=rehash,
-            frame_folders=frame_folders,
-            include_duplicates=include_duplicates,
-            allow_outside_paths=allow_outside_paths,
-            dry_run=dry_run,
-            max_cost=max_cost,
-            progress=progress,
-            command=command,
-            on_event=on_event,
-            cascade=cascade,
-            batch_api=batch_api,
-            batch_poll_s=batch_poll_s,
-            batch_quiet_s=batch_quiet_s,
-            stage_wise=stage_wise,
-            executor=executor,
-            executor_options=executor_options,
+        _annotate(
+            inputs, store=store, config=config, options=opts, progress=progress, on_event=on_event, overrides=rest
         )
     )
 
 
-async def aannotate(
-    inputs: Sequence[str | Path],
+async def annotate_async(
+    inputs: Inputs,
     *,
-    model: str | None = None,
-    affirmative: str | None = None,
-    negative: str | None = None,
-    debaters: str | None = None,
-    judge: str | None = None,
     store: StoreLike = "vhd.db",
-    config: AnnotateConfig | str | Path | None = None,
-    concurrency: int | None = None,
-    icl: str | Path | None = None,
-    rounds: int | None = None,
-    retry_unparsed: bool = False,
-    rehash: bool = False,
-    frame_folders: bool = False,
-    include_duplicates: bool = False,
-    allow_outside_paths: bool = False,
-    dry_run: bool = False,
-    max_cost: float | None = None,
+    config: AnnotateConfig | str | os.PathLike[str] | None = None,
+    options: RunOptions | None = None,
     progress: bool | ProgressFn = False,
-    command: str = "",
     on_event: Callable[[str], None] | None = None,
-    cascade: Cascade | None = None,
-    batch_api: bool = False,
-    batch_poll_s: float = 30.0,
-    batch_quiet_s: float = 0.5,
-    stage_wise: bool = False,
-    executor: str | Executor = "local",
-    executor_options: ExecutorOptions | None = None,
+    **overrides: Unpack[ConfigOverrides],
 ) -> RunSummary:
     """Annotate by model debate, awaited: `annotate` for code already inside an event loop.
 
-    ``await vhd.aannotate([...], model=..., store=...)`` from a notebook cell or an async
+    ``await vhd.annotate_async([...], model=..., store=...)`` from a notebook cell or an async
     service runs the debate on the caller's loop. The arguments, result and errors are those of
-    `annotate`.
+    `annotate`; ``vhd.aannotate`` is the same function under its 0.1 name.
     """
+    opts, rest = split_legacy(options, dict(overrides), "annotate_async")
+    return await _annotate(
+        inputs, store=store, config=config, options=opts, progress=progress, on_event=on_event, overrides=rest
+    )
+
+
+aannotate = annotate_async
+"""`annotate_async` under its 0.1 name."""
+
+
+async def _annotate(
+    inputs: Inputs,
+    *,
+    store: StoreLike,
+    config: AnnotateConfig | str | os.PathLike[str] | None,
+    options: RunOptions,
+    progress: bool | ProgressFn,
+    on_event: Callable[[str], None] | None,
+    overrides: dict[str, Any],
+) -> RunSummary:
     from vhd.annotate.loop import run
     from vhd.execution import executor as find_executor
 
-    cfg = annotate_config(
-        config,
-        model=model,
-        affirmative=affirmative,
-        negative=negative,
-        debaters=debaters,
-        judge=judge,
-        concurrency=concurrency,
-        icl=icl,
-        rounds=rounds,
-    )
-    cfg.check_max_cost(max_cost)
-    runner = find_executor(executor, executor_options)
-    if stage_wise and not runner.in_process:
+    cfg = apply_overrides(config, cast("ConfigOverrides", overrides))
+    cfg.check_max_cost(options.max_cost)
+    runner = find_executor(options.executor, options.executor_options)
+    if options.stage_wise and not runner.in_process:
         raise ConfigError("--stage-wise runs the debate in this process; leave out --executor, or drop --stage-wise")
-    if (batch_api or cascade is not None) and not runner.in_process:
-        flag = "--batch-api" if batch_api else "--cascade"
+    if (options.batch_api or options.cascade is not None) and not runner.in_process:
+        flag = "--batch-api" if options.batch_api else "--cascade"
         raise ConfigError(f"{flag} runs in this process; leave out --executor, or drop {flag}")
     start = time.perf_counter()
     summary = await run(
-        inputs,
+        input_list(inputs),
         cfg,
         store=store_path(store),
-        retry_unparsed=retry_unparsed,
-        rehash=rehash,
-        frame_folders=frame_folders,
-        include_duplicates=include_duplicates,
-        allow_outside_paths=allow_outside_paths,
-        dry_run=dry_run,
-        max_cost=max_cost,
-        progress=progress,
-        command=command,
-        on_event=on_event or (lambda _msg: None),
-        cascade=cascade,
-        batch_api=batch_api,
-        batch_poll_s=batch_poll_s,
-        batch_quiet_s=batch_quiet_s,
-        stage_wise=stage_wise,
+        options=options,
         executor=None if runner.in_process else runner,
+        progress=progress,
+        on_event=on_event or (lambda _msg: None),
     )
     summary.elapsed_s = time.perf_counter() - start
     return summary
-
-
-annotate_async = aannotate
-"""`aannotate` under the name the other async entry points follow (``annotate`` / ``annotate_async``)."""

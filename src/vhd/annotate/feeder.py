@@ -39,8 +39,8 @@ from vhd.progress import ProgressFn, no_progress
 from vhd.records import MediaItem
 
 if TYPE_CHECKING:
+    from vhd.annotate.plan import Plan
     from vhd.media.ids import PlannedId
-    from vhd.media.load import MediaSettings
     from vhd.store.sqlite import Store
     from vhd.store.statindex import ScratchSet
 
@@ -56,39 +56,53 @@ CLAIM_BATCH = 64
 at least 8), so runs sharing a store share the work."""
 
 
-class Feeder:
-    """Discovery, lookups and leases of one run, and the state its workers share.
+class RunState:
+    """What a run hands its feeder besides the plan: the open store, the summary, and the sets it keeps.
 
-    Attributes set by the run before `feed`: ``retry_unparsed``, ``lease_seconds``, ``excluded``
-    (sample id to reason), ``seen`` (the on-disk set of sample ids met), ``paths_seen`` (the
-    on-disk set of resolved paths discovery met), ``rehash`` and ``on_progress``.
+    Attributes:
+        db: The open store.
+        summary: The run's summary, counted into as samples go.
+        run_id: The store's id of the run.
+        on_event: Where one-line notices go.
+        excluded: Sample id to the reason it is left out (removed, quarantined, a duplicate).
+        seen: The on-disk set of sample ids met so far.
+        paths_seen: The on-disk set of resolved paths discovery met.
     """
 
     def __init__(
         self,
         db: Store,
-        settings: MediaSettings,
         summary: RunSummary,
-        config_hash: str,
         run_id: str,
         on_event: Callable[[str], None],
+        excluded: dict[str, str],
+        seen: ScratchSet,
+        paths_seen: ScratchSet,
     ) -> None:
+        self.db, self.summary, self.run_id, self.on_event = db, summary, run_id, on_event
+        self.excluded, self.seen, self.paths_seen = excluded, seen, paths_seen
+
+
+class Feeder:
+    """Discovery, lookups and leases of one run, and the state its workers share."""
+
+    def __init__(self, plan: Plan, state: RunState) -> None:
         from vhd.store.leases import LeaseOwner
 
-        self.db = db
-        self.settings = settings
-        self.summary = summary
-        self.config_hash = config_hash
-        self.run_id = run_id
-        self.owner = LeaseOwner.here(run_id)
-        self.on_event = on_event
-        self.retry_unparsed = False
-        self.lease_seconds = 60.0
-        self.excluded: dict[str, str] = {}
-        self.seen: ScratchSet | None = None  # sample ids met so far (set by the run)
-        self.paths_seen: ScratchSet | None = None  # resolved paths discovery met (set by the run)
+        self.db = state.db
+        self.settings = plan.settings
+        self.summary = state.summary
+        self.config_hash = plan.config_hash
+        self.run_id = state.run_id
+        self.owner = LeaseOwner.here(state.run_id)
+        self.on_event = state.on_event
+        self.retry_unparsed = plan.options.retry_unparsed
+        self.lease_seconds = plan.config.lease_seconds
+        self.excluded = state.excluded
+        self.seen = state.seen  # sample ids met so far
+        self.paths_seen = state.paths_seen  # resolved paths discovery met
         self.settled = 0  # files counted done on the quick path, their ids not in `seen`
-        self.rehash = False
+        self.rehash = plan.options.rehash
         self.leased_ids: list[str] = []
         self.stopping = False
         self.store_error: StoreWriteError | None = None
@@ -223,8 +237,6 @@ class Feeder:
 
     def repeated(self, sid: str, batch_paths: Callable[[], set[str]]) -> bool:
         """Whether an earlier input had this id (the id is added to ``seen``); ``batch_paths``: the batch's paths."""
-        if self.seen is None:
-            return False
         if not self.seen.add(sid):
             return True
         return self.settled > 0 and self.settled_before(sid, batch_paths())
@@ -236,8 +248,6 @@ class Feeder:
         entry of the stat index with these bytes, met by discovery in an earlier batch, and still
         vouched for (a file that took the slow path instead put its id in ``seen``).
         """
-        if self.paths_seen is None:
-            return False
         for other in self.db.paths_with_hash(sid):
             if other in batch_paths or os.path.realpath(other) not in self.paths_seen:
                 continue  # not met, or met in this batch (then it took the slow path)

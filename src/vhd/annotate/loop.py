@@ -15,8 +15,8 @@ paths and sample ids already met live in on-disk sets (`vhd.store.statindex.Scra
 files go to the store (the summary keeps counts and the first `SKIP_REASONS_KEPT` reasons), and
 the store's write-ahead log is checkpointed every `CHECKPOINT_EVERY` samples.
 
-The module is long (about 450 lines) because the worker, its stop rules and the commit share
-one run state; split, the parts would import each other.
+What the run works from (inputs, configuration, backends, examples, hash) is settled first in a
+`vhd.annotate.plan.Plan`, which the dry-run estimate shares; the workers are built from it whole.
 """
 
 from __future__ import annotations
@@ -24,34 +24,35 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AsyncExitStack, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vhd.annotate.feeder import CLAIM_BATCH, SKIP_REASONS_KEPT, Feeder
+from vhd.annotate.feeder import CLAIM_BATCH, SKIP_REASONS_KEPT, Feeder, RunState
+from vhd.annotate.options import RunOptions
+from vhd.annotate.plan import RETRY_BUDGET, Plan, make_plan
 from vhd.annotate.summary import RunSummary, budget_fix, count_status
 from vhd.backends.endpoints import merge_stats
-from vhd.backends.registry import build_backends
 from vhd.boundary import ItemFailure, guarded
 from vhd.config import AnnotateConfig
 from vhd.errors import StoreWriteError
 from vhd.fileio import display_path
 from vhd.media.discover import PlainFile, Skipped
 from vhd.progress import ProgressFn, bar
-from vhd.records import Annotation, MediaItem, Sample, Status, Usage
+from vhd.records import Annotation, MediaItem, Role, Sample, Status, Usage
 from vhd.redaction import redact
 
 if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
     from vhd.annotate.ledger import Ledger
     from vhd.annotate.work import DebateItem, DebateOutcome
+    from vhd.backends.base import Backend
     from vhd.backends.openai_batch import BatchRunner
     from vhd.debate.engine import Debate, DebateResult
     from vhd.debate.stagewise import Cohorts
     from vhd.execution import Executor, Pool
-    from vhd.media.load import LoadedSample, MediaSettings
-    from vhd.store.sqlite import Store
+    from vhd.media.load import LoadedSample
 
 NON_RETRYABLE_LIMIT = 8
 """Consecutive samples failing with non-retryable errors after which the run stops."""
@@ -59,107 +60,44 @@ NON_RETRYABLE_LIMIT = 8
 TRUNCATED_LIMIT = 8
 """Consecutive samples ending ``truncated`` (cut off by the token limit) after which the run stops."""
 
-RETRY_BUDGET = 4
-"""With ``retry_unparsed``, a call cut off by the token limit is asked once more with this many times its cap."""
-
 CHECKPOINT_EVERY = 5000
 """Samples saved between two checkpoints of the store's write-ahead log."""
 
 
 async def run(
-    inputs: Sequence[str | Path],
+    inputs: list[str | Path],
     config: AnnotateConfig,
     *,
     store: Path,
-    retry_unparsed: bool,
-    frame_folders: bool,
-    include_duplicates: bool,
-    dry_run: bool,
-    max_cost: float | None,
+    options: RunOptions,
+    executor: Executor | None,
     progress: bool | ProgressFn,
-    command: str,
     on_event: Callable[[str], None],
-    allow_outside_paths: bool = False,
-    cascade: Cascade | None = None,
-    batch_api: bool = False,
-    batch_poll_s: float = 30.0,
-    batch_quiet_s: float = 0.5,
-    stage_wise: bool = False,
-    executor: Executor | None = None,
-    rehash: bool = False,
 ) -> RunSummary:
     """Run (or estimate) one annotation job; see `vhd.annotate.api.annotate` (and `vhd.annotate.work`)."""
-    from vhd.debate.engine import Debate
-    from vhd.debate.icl import load_examples
-    from vhd.debate.identity import config_identity, digest
-    from vhd.debate.prompts import Prompts
-    from vhd.media.discover import check_inputs, iter_discover
-    from vhd.media.load import media_settings
     from vhd.store.statindex import ScratchSet
 
-    base = Path(config.base_dir) if config.base_dir else None
-    prompts = Prompts(config.prompts, base)
-    settings = media_settings(config.media)
-    from vhd.labels.rules import store_lookup
-
-    known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
-    check_inputs(list(inputs))
-    summary = RunSummary(run_id=None, store=str(store), dry_run=dry_run, stage_wise=stage_wise or batch_api)
-    backends = build_backends(config)
-    if executor is None:  # elsewhere a model path may exist only where the workers run
-        for backend in {id(b): b for b in backends.values()}.values():
-            backend.precheck()  # before the identity below imports torch for a local model
-    if batch_api:
-        from vhd.annotate.batch import check_batchable
-
-        check_batchable(backends)
-    examples = load_examples(config.resolve_path(config.icl), settings) if config.icl else []
-    identity = config_identity(config, backends, prompts, examples)
-    if cascade is not None:  # stages decide some verdicts: a distinct configuration
-        identity = {**identity, "cascade": cascade.identity()}
-    config_hash = digest(identity)
+    plan = make_plan(inputs, config, store=store, options=options, executor=executor)
+    summary = RunSummary(
+        run_id=None,
+        store=str(store),
+        config_hash=plan.config_hash,
+        dry_run=options.dry_run,
+        stage_wise=options.stage_wise or options.batch_api,
+    )
+    if options.dry_run:
+        return await _estimate(plan, summary)
 
     from vhd.annotate.ledger import Ledger
+    from vhd.annotate.work import remote_pool
     from vhd.store.curation import excluded_samples
     from vhd.store.sqlite import Store
 
-    if dry_run:
-        from vhd.annotate.estimate import estimate
-
-        paths_seen = ScratchSet()
-
-        def streamed_items() -> Iterator[MediaItem]:
-            """Discovery, streamed into the estimate; skipped inputs are counted, a few kept."""
-            for found in iter_discover(
-                list(inputs),
-                frame_folders=frame_folders,
-                allow_outside_paths=allow_outside_paths,
-                known=known,
-                first_seen=paths_seen.add,
-            ):
-                if isinstance(found, Skipped):
-                    if len(summary.skip_reasons) < SKIP_REASONS_KEPT:
-                        summary.skip_reasons.append((display_path(found.path), found.reason))
-                    summary.skipped += 1
-                    summary.rows_left_out += found.row_left_out
-                else:
-                    yield found
-
-        try:
-            summary.estimate = await estimate(streamed_items(), config, prompts, examples, store, config_hash)
-        finally:
-            paths_seen.close()
-        summary.found = summary.estimate["samples"]
-        summary.already_done = summary.estimate["already_done"]
-        return summary
-
-    from vhd.annotate.work import remote_pool
-
-    unique = list({id(b): b for b in backends.values()}.values())
+    cascade = options.cascade
+    unique = plan.unique_backends
     workers = AsyncExitStack()  # an executor's workers check their own backends as they start
-    retry_budget = RETRY_BUDGET if retry_unparsed else 1
     pool = await workers.enter_async_context(
-        remote_pool(executor, config, prompts, examples, settings, retry_budget=retry_budget)
+        remote_pool(executor, config, plan.prompts, plan.examples, plan.settings, retry_budget=plan.retry_budget)
     )
     for backend in unique if pool is None else ():
         await backend.check()
@@ -178,53 +116,48 @@ async def run(
                 recorded = {**recorded, "cascade": cascade.record()}
             run_id = db.start_run(
                 recorded,
-                config_hash,
-                {role.value: b.spec for role, b in backends.items()},
-                prompts.digest(),
-                command=command,
+                plan.config_hash,
+                {role.value: b.spec for role, b in plan.backends.items()},
+                plan.prompts.digest(),
+                command=options.command,
             )
         except StoreWriteError as exc:
             summary.store_error = store_message(exc, summary)
             return summary
         summary.run_id = run_id
+        summary.budget_fix = budget_fix(config, RETRY_BUDGET, retried=options.retry_unparsed)
         runners: list[BatchRunner] = []
-        job = _Job(db, settings, summary, config_hash, run_id, max_cost, on_event)
-        job.retry_unparsed = retry_unparsed
-        job.budget_fix = summary.budget_fix = budget_fix(config, RETRY_BUDGET, retried=retry_unparsed)
-        job.lease_seconds = config.lease_seconds
-        job.pool = pool
-        job.ship_media = executor is not None and executor.options.ship_media
-        job.cascade = cascade
-        job.rehash, job.seen, job.paths_seen = rehash, ids_seen, paths_seen
-        streamed = iter_discover(
-            list(inputs),
-            frame_folders=frame_folders,
-            allow_outside_paths=allow_outside_paths,
-            known=known,
-            first_seen=paths_seen.add,
+        streamed = plan.discover(
+            paths_seen.add,
             record_new=paths_seen.put_new,
             plain_files=True,  # a `MediaItem` is made only for a file that still needs work
         )
+        job: _Job | None = None
         try:
-            job.excluded = excluded_samples(db, duplicates=not include_duplicates)
+            excluded = excluded_samples(db, duplicates=not options.include_duplicates)
             with Ledger(db, run_id, lease_seconds=config.lease_seconds) as ledger:
-                job.ledger = ledger
-                debating = backends
-                if batch_api:  # every call through the endpoint's batch API (`vhd.annotate.batch`)
+                debating = plan.backends
+                if options.batch_api:  # every call through the endpoint's batch API (`vhd.annotate.batch`)
                     from vhd.annotate.batch import batch_backends
 
                     debating, runners = batch_backends(
-                        backends, db, config_hash, poll_s=batch_poll_s, quiet_s=batch_quiet_s, on_event=on_event
+                        plan.backends,
+                        db,
+                        plan.config_hash,
+                        poll_s=options.batch_poll_s,
+                        quiet_s=options.batch_quiet_s,
+                        on_event=on_event,
                     )
-                job.debate = Debate(debating, config, prompts, examples, on_call=job.on_call, retry_budget=retry_budget)
-                if stage_wise or batch_api:  # debates advance in lockstep, a cohort of `concurrency` at a time
-                    from vhd.debate.stagewise import Cohorts
-
-                    job.debate = Cohorts(job.debate, config.concurrency)
+                job = _Job(
+                    plan,
+                    RunState(db, summary, run_id, on_event, excluded, ids_seen, paths_seen),
+                    ledger=ledger,
+                    pool=pool,
+                    debating=debating,
+                )
                 drawn = nullcontext(progress) if callable(progress) else bar("annotating", progress, unit="samples")
-                with drawn as on_progress:
-                    job.on_progress = on_progress
-                    await job.run(streamed, config.concurrency)
+                with drawn as report:
+                    await job.run(streamed, config.concurrency, report)
             summary.endpoints = merge_stats([b.endpoint_stats() for b in unique])
             summary.local = {b.spec: stats for b in unique if (stats := b.local_stats())}
             if ledger.error is not None:  # the last write of the counters failed
@@ -234,14 +167,17 @@ async def run(
                 summary.store_error = store_message(job.store_error, summary)
             db.finish_run(run_id, summary.to_dict())
         except StoreWriteError as exc:
-            job.store_error = job.store_error or exc
+            if job is None:
+                summary.store_error = store_message(exc, summary)
+            else:
+                job.store_error = job.store_error or exc
         finally:
             for runner in runners:
                 await runner.aclose()
                 summary.batches += runner.batches_created
             with suppress(StoreWriteError):
                 db.release_leases(run_id)
-        if job.store_error is not None:
+        if job is not None and job.store_error is not None:
             summary.store_error = store_message(job.store_error, summary)
     finally:
         paths_seen.close()
@@ -256,6 +192,35 @@ async def run(
         if cascade is not None:
             with suppress(Exception):
                 await cascade.aclose()
+    return summary
+
+
+async def _estimate(plan: Plan, summary: RunSummary) -> RunSummary:
+    """The dry run: discovery streamed into `vhd.annotate.estimate.estimate`; nothing is sent."""
+    from vhd.annotate.estimate import estimate
+    from vhd.store.statindex import ScratchSet
+
+    paths_seen = ScratchSet()
+
+    def streamed_items() -> Iterator[MediaItem]:
+        """Discovery, streamed into the estimate; skipped inputs are counted, a few kept."""
+        for found in plan.discover(paths_seen.add):
+            if isinstance(found, Skipped):
+                if len(summary.skip_reasons) < SKIP_REASONS_KEPT:
+                    summary.skip_reasons.append((display_path(found.path), found.reason))
+                summary.skipped += 1
+                summary.rows_left_out += found.row_left_out
+            elif isinstance(found, MediaItem):
+                yield found
+
+    try:
+        summary.estimate = await estimate(
+            streamed_items(), plan.config, plan.prompts, plan.examples, plan.store, plan.config_hash
+        )
+    finally:
+        paths_seen.close()
+    summary.found = summary.estimate["samples"]
+    summary.already_done = summary.estimate["already_done"]
     return summary
 
 
@@ -274,41 +239,42 @@ class _Job(Feeder):
 
     def __init__(
         self,
-        db: Store,
-        settings: MediaSettings,
-        summary: RunSummary,
-        config_hash: str,
-        run_id: str,
-        max_cost: float | None,
-        on_event: Callable[[str], None],
+        plan: Plan,
+        state: RunState,
+        *,
+        ledger: Ledger,
+        pool: Pool[DebateItem, DebateOutcome] | None,
+        debating: dict[Role, Backend],
     ) -> None:
-        super().__init__(db, settings, summary, config_hash, run_id, on_event)
-        self.max_cost = max_cost
-        self.debate: Debate | Cohorts | None = None
-        self.pool: Pool[DebateItem, DebateOutcome] | None = None
-        self.ship_media = False
-        self.cascade: Cascade | None = None
-        self.ledger: Ledger | None = None
+        super().__init__(plan, state)
+        self.max_cost = plan.options.max_cost
+        self.cascade: Cascade | None = plan.options.cascade
+        self.ledger = ledger
+        self.pool = pool
+        self.ship_media = plan.executor is not None and plan.executor.options.ship_media
+        self.debate: Debate | Cohorts = plan.debate(debating, self.on_call)
         self.saved = 0
         self.fatal_streak = 0
         self.truncated_streak = 0
-        self.budget_fix = ""
+        self.budget_fix = state.summary.budget_fix
 
     def on_call(self, usage: Usage) -> None:
         """Every answered model call: counted at once, in the summary and the store's ledger."""
         self.summary.usage.add(usage)
-        if self.ledger is not None:
-            self.ledger.add(usage)
-            if self.ledger.error is not None:
-                self.fail_store(self.ledger.error)
+        self.ledger.add(usage)
+        if self.ledger.error is not None:
+            self.fail_store(self.ledger.error)
         if self.max_cost is not None and self.summary.usage.cost >= self.max_cost and not self.stopping:
             self.summary.budget_reached = True
             self.stop(
                 f"budget reached: ${self.summary.usage.cost:.4f} of ${self.max_cost:.4f}; finishing samples in flight"
             )
 
-    async def run(self, found: Iterable[MediaItem | PlainFile | Skipped], concurrency: int) -> None:
-        """Annotate what discovery yields, ``concurrency`` samples at a time."""
+    async def run(
+        self, found: Iterable[MediaItem | PlainFile | Skipped], concurrency: int, progress: ProgressFn
+    ) -> None:
+        """Annotate what discovery yields, ``concurrency`` samples at a time, reporting to ``progress``."""
+        self.on_progress = progress
         items = iter(found)
         n_workers = max(1, concurrency)
         batch = max(8, min(CLAIM_BATCH, 2 * concurrency))
@@ -395,7 +361,6 @@ class _Job(Feeder):
             self.fail_store(exc)
 
     async def annotate_one(self, loaded: LoadedSample) -> None:
-        assert self.debate is not None
         sample = loaded.sample
         started = time.time()
         decided_by = None

@@ -16,6 +16,8 @@ class RunSummary:
     Attributes:
         run_id: The store's run id (None for a dry run).
         store: Path of the store.
+        config_hash: The configuration's hash: ``Store.verdicts(summary.config_hash)`` reads the
+            run's verdicts back (with the earlier runs' under the same configuration).
         found: Readable samples found in the inputs (after de-duplication by content).
         already_done: Samples that already had a final verdict and were not asked again.
         annotated: Samples that got a final verdict in this run.
@@ -64,6 +66,7 @@ class RunSummary:
 
     run_id: str | None
     store: str
+    config_hash: str = ""
     found: int = 0
     already_done: int = 0
     annotated: int = 0

@@ -173,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from vhd.annotate.api import annotate
+    from vhd.annotate.options import RunOptions
 
     def event(message: str) -> None:  # a warning: shown unless -q, one JSON line with --log-format json
         logging.getLogger("vhd.annotate").warning("%s", message)
@@ -200,22 +201,24 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         icl=args.icl,
         rounds=args.rounds,
-        retry_unparsed=args.retry_unparsed,
-        rehash=args.rehash,
-        frame_folders=args.frame_folders,
-        include_duplicates=args.include_duplicates,
-        allow_outside_paths=args.allow_outside_paths,
-        dry_run=args.dry_run,
-        max_cost=args.max_cost,
+        options=RunOptions(
+            retry_unparsed=args.retry_unparsed,
+            rehash=args.rehash,
+            frame_folders=args.frame_folders,
+            include_duplicates=args.include_duplicates,
+            allow_outside_paths=args.allow_outside_paths,
+            dry_run=args.dry_run,
+            max_cost=args.max_cost,
+            command=shlex.join(["vhd", "annotate", *sys.argv[2:]]),
+            stage_wise=args.stage_wise,
+            cascade=cascade,
+            batch_api=args.batch_api,
+            batch_poll_s=args.batch_poll,
+            executor=args.executor,
+            executor_options=executor_options(args),
+        ),
         progress=not args.no_progress and not args.json,
-        command=shlex.join(["vhd", "annotate", *sys.argv[2:]]),
         on_event=event,
-        stage_wise=args.stage_wise,
-        cascade=cascade,
-        batch_api=args.batch_api,
-        batch_poll_s=args.batch_poll,
-        executor=args.executor,
-        executor_options=executor_options(args),
     )
     from vhd.redaction import redact_strings, redact_text
 

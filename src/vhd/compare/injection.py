@@ -338,12 +338,14 @@ def _run(
     summary = annotate(paths, store=store, config=c, icl=icl_path, progress=staged(progress, name), on_event=say)
     say(f"{name}: {summary.annotated} annotated, {summary.already_done} already done, {summary.errors} failed")
     verdicts: dict[str, bool | None] = {}
+    config_hash = summary.config_hash
+    ids = {path: sha256_file(path) for path in paths}
     with Store(store) as db:
-        config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)
-        for path in paths:
-            ann = db.get_annotation(sha256_file(path), config_hash)
-            decided = ann is not None and ann.verdict.status in (Status.OK, Status.REFUSED)
-            verdicts[path] = ann.verdict.harmful if ann is not None and decided else None
+        found = db.annotations_for(ids.values(), config_hash)
+    for path in paths:
+        ann = found.get(ids[path])
+        decided = ann is not None and ann.verdict.status in (Status.OK, Status.REFUSED)
+        verdicts[path] = ann.verdict.harmful if ann is not None and decided else None
     params = {"rounds": rounds, **{role: c.role_model(role) for role in ("affirmative", "negative", "judge")}}
     conf = InjectionConfig(name, params, config_hash)
     for pair in pairs:

@@ -343,20 +343,18 @@ def _run_debate(
         if summary.store_error:
             raise StoreWriteError(summary.store_error)
         say(f"{name} repeat {rep + 1}: {summary.annotated} annotated, {summary.already_done} already done")
+        hashes.append(summary.config_hash)
         with Store(store) as db:
-            config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)
-            hashes.append(config_hash)
-            run = []
-            for item in items:
-                ann = db.get_annotation(item.id, config_hash)
-                if ann is None:
-                    run.append(SampleOutcome(None, None, 0, 0, 0, error="not annotated; run again"))
-                    continue
-                u, v = ann.usage, ann.verdict
-                error = (ann.error or "model call failed") if v.status.value == "error" else None
-                run.append(
-                    SampleOutcome(v.harmful, v.score, u.prompt_tokens, u.completion_tokens, u.calls, u.cost, error)
-                )
+            found = db.annotations_for([item.id for item in items], summary.config_hash)
+        run = []
+        for item in items:
+            ann = found.get(item.id)
+            if ann is None:
+                run.append(SampleOutcome(None, None, 0, 0, 0, error="not annotated; run again"))
+                continue
+            u, v = ann.usage, ann.verdict
+            error = (ann.error or "model call failed") if v.status.value == "error" else None
+            run.append(SampleOutcome(v.harmful, v.score, u.prompt_tokens, u.completion_tokens, u.calls, u.cost, error))
         runs.append(run)
     params = {
         "rounds": rounds,

@@ -119,12 +119,13 @@ class _Annotator:
 
     def __call__(self, items: Sequence[LabelledItem], icl: Path | None) -> tuple[str, dict[str, Verdict]]:
         from vhd.annotate.api import annotate
+        from vhd.annotate.options import RunOptions
         from vhd.store.sqlite import Store
 
         paths = [str(i.path) for i in items]
         kwargs: dict[str, Any] = {"store": self.store, "config": self.config, "icl": icl}
         if self.max_calls is not None:
-            planned = annotate(paths, dry_run=True, **kwargs).estimate or {}
+            planned = annotate(paths, options=RunOptions(dry_run=True), **kwargs).estimate or {}
             need = int(planned.get("calls", 0))
             if need and self.calls + need > self.max_calls:
                 raise _Stop("budget", f"budget: the next round needs {need} calls, {self.max_calls - self.calls} left")
@@ -133,7 +134,9 @@ class _Annotator:
             raise _Stop("budget", f"budget: ${self.cost:.4f} of ${self.max_cost:.4f} spent")
         self.runs += 1
         progress = staged(self.progress, f"run {self.runs}")
-        summary = annotate(paths, max_cost=left, progress=progress, on_event=self.on_event, **kwargs)
+        summary = annotate(
+            paths, options=RunOptions(max_cost=left), progress=progress, on_event=self.on_event, **kwargs
+        )
         self.calls += summary.usage.calls
         self.cost += summary.usage.cost
         if summary.store_error:
@@ -143,13 +146,8 @@ class _Annotator:
         if summary.errors:
             raise _Stop("errors", f"{summary.errors} sample(s) failed (see the store); run again to retry them")
         with Store(self.store) as db:
-            config_hash = next(r.config_hash for r in db.runs() if r.id == summary.run_id)
-            preds = {}
-            for item in items:
-                ann = db.get_annotation(item.id, config_hash)
-                if ann is not None:
-                    preds[item.id] = ann.verdict
-        return config_hash, preds
+            found = db.annotations_for([item.id for item in items], summary.config_hash)
+        return summary.config_hash, {sid: ann.verdict for sid, ann in found.items()}
 
 
 def search_icl(

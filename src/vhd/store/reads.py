@@ -8,7 +8,7 @@ from __future__ import annotations
 import abc
 import os
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
@@ -306,6 +306,28 @@ class AnnotationReads(abc.ABC):
         if not rows:
             return None
         return annotation_from_row(rows[0], self._turns([rows[0]["id"]]).get(rows[0]["id"], []))
+
+    def annotations_for(self, sample_ids: Iterable[str], config_hash: str) -> dict[str, Annotation]:
+        """The newest annotation of each sample under one configuration, read in batches: sample id to annotation.
+
+        What a workflow reads after annotating (``summary.config_hash`` names the configuration);
+        samples without an annotation under it are absent.
+        """
+        out: dict[str, Annotation] = {}
+        ids = list(dict.fromkeys(sample_ids))
+        for start in range(0, len(ids), _LOOKUP):
+            chunk = ids[start : start + _LOOKUP]
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                f"SELECT {_ANN_COLS} FROM annotations a WHERE a.config_hash = ? AND a.sample_id IN ({marks}) "
+                "ORDER BY a.id",
+                (config_hash, *chunk),
+            )
+            newest = {r["sample_id"]: r for r in rows}  # the later row (higher id) of a sample wins
+            turns = self._turns([r["id"] for r in newest.values()])
+            for sid, row in newest.items():
+                out[sid] = annotation_from_row(row, turns.get(row["id"], []))
+        return out
 
     def iter_annotations(
         self, config_hash: str | None = None, run_id: str | None = None, *, page: int = _CHUNK
