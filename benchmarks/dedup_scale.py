@@ -228,7 +228,7 @@ def child(folder: Path, count: int, jobs: int) -> dict[str, Any]:
     def progress(done: int, total: int | None, stage: str = "") -> None:  # find_duplicates' progress callback
         stages[stage] = time.perf_counter() - start
 
-    result = find_duplicates(files, threshold=10, keep="largest", jobs=jobs, on_progress=progress)
+    result = find_duplicates(files, threshold=10, keep="largest", jobs=jobs, progress=progress)
     wall = time.perf_counter() - start
     out: dict[str, Any] = {
         "files": count,

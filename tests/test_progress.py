@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -77,3 +78,23 @@ def test_staged() -> None:
     fn(2, 2, stage="hash")
     assert seen == [(1, 2, "debate-r1", "tok 5"), (2, 2, "debate-r1: hash", "")]
     _: ProgressFn = record  # the protocol fits a plain function
+
+
+def test_every_long_call_names_its_callback_progress_and_0_1s_on_progress_warns(tmp_path: Path) -> None:
+    import inspect
+
+    from vhd.bench.pipeline import benchmark
+    from vhd.bench.runner import run_bench
+    from vhd.curate.dedup import find_duplicates
+    from vhd.curate.frames import extract_frames
+    from vhd.curate.ingest import ingest
+    from vhd.synth.generate import generate
+    from vhd.tune.api import tune
+
+    for fn in (benchmark, run_bench, find_duplicates, extract_frames, ingest, generate, tune):
+        params = inspect.signature(fn).parameters
+        assert "progress" in params and "on_progress" not in params, fn.__name__
+    calls: list[tuple[int, int | None]] = []
+    with pytest.warns(DeprecationWarning, match=r"ingest\(on_progress=\.\.\.\): the keyword is progress= now"):
+        ingest([tmp_path], tmp_path / "s.db", on_progress=lambda d, t, **_: calls.append((d, t)))  # type: ignore[call-arg]
+    ingest([tmp_path], tmp_path / "s.db", progress=lambda d, t, **_: calls.append((d, t)))

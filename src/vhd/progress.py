@@ -1,7 +1,8 @@
 """Progress: the library reports through a callback; `bar` draws those reports with rich.
 
-Every long-running library call takes ``on_progress``, a `ProgressFn` called as
-``on_progress(done, total, stage=..., info=...)``. The library never draws anything itself;
+Every long-running library call takes ``progress``, a `ProgressFn` called as
+``progress(done, total, stage=..., info=...)`` (``vhd.annotate`` and the workflows that annotate
+also take ``True``, a bar of their own). The library never draws anything itself;
 the CLI (or a notebook) passes `bar`'s callback, which shows a rich bar on stderr when it is a
 terminal and nothing otherwise.
 
@@ -13,10 +14,15 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class ProgressFn(Protocol):
@@ -106,3 +112,26 @@ def bar(label: str, enabled: bool = True, *, unit: str = "", console: Any = None
     finally:
         if progress is not None:
             progress.stop()
+
+
+def renamed_on_progress(fn: Callable[P, R]) -> Callable[P, R]:
+    """Accept 0.1's ``on_progress=`` keyword as ``progress=``, with a `DeprecationWarning`, until 0.3.
+
+    Every long call names its progress callback ``progress`` (0.1 said ``on_progress`` in some).
+    """
+
+    @functools.wraps(fn)
+    def accepting(*args: P.args, **kwargs: P.kwargs) -> R:
+        if "on_progress" in kwargs:
+            from vhd.lazy import REMOVAL_RELEASE
+
+            warnings.warn(
+                f"{fn.__name__}(on_progress=...): the keyword is progress= now; the old keyword goes in "
+                f"vhd {REMOVAL_RELEASE}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            kwargs["progress"] = kwargs.pop("on_progress")
+        return fn(*args, **kwargs)
+
+    return accepting

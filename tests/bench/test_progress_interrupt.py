@@ -29,7 +29,7 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, labelled: tuple[Path, Path])
             calls.append((done, total))
             on_bar(done, total, stage=stage, info=info)
 
-        benchmark(labels, build_detectors(["red"]), tmp_path / "r", media=media, plots=False, on_progress=on_progress)
+        benchmark(labels, build_detectors(["red"]), tmp_path / "r", media=media, plots=False, progress=on_progress)
     assert calls[-1] == (10, 10) and len(calls) == 10
     text = buf.getvalue()
     assert "benchmarking" in text and "10/10" in text and "samples/s" in text

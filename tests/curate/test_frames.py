@@ -83,7 +83,7 @@ def test_interrupted_run_leaves_no_partial_set_and_resumes(tmp_path: Path, video
 
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
-        extract_frames(videos, out, on_progress=stop)
+        extract_frames(videos, out, progress=stop)
     for folder in out.rglob("*"):
         if folder.is_dir() and not folder.name.startswith("."):
             pngs = list(folder.glob("*.png"))
@@ -194,7 +194,7 @@ def test_progress_total_walks_the_inputs_once_more_only_when_asked(
     real = frames_mod._found
     monkeypatch.setattr(frames_mod, "_found", lambda inputs: (walks.append(1), real(inputs))[1])
     calls: list[tuple[int, int | None]] = []
-    extract_frames(videos, tmp_path / "a", on_progress=lambda done, total, **_: calls.append((done, total)))
+    extract_frames(videos, tmp_path / "a", progress=lambda done, total, **_: calls.append((done, total)))
     assert len(walks) == 2  # one to count for the bar, one to do the work
     assert calls and all(total == 5 for _, total in calls) and calls[-1][0] == 5  # every video file, audio-only too
     walks.clear()

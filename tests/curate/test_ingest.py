@@ -152,7 +152,7 @@ def test_interrupted_ingest_resumes_to_the_same_store(tmp_path: Path, media: Pat
             raise KeyboardInterrupt
 
     with Store(tmp_path / "a.db") as store, pytest.raises(KeyboardInterrupt):
-        ingest([media], store, on_progress=stop_after_two)
+        ingest([media], store, progress=stop_after_two)
     with Store(tmp_path / "a.db") as store:
         ingest([media], store)
         resumed = sorted((s.id, s.path, s.frames) for s in _samples(store))

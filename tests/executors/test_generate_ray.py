@@ -140,7 +140,7 @@ def test_ctrl_c_on_ray_finishes_the_batches_in_flight_then_resumes(
     db = tmp_path / "s.db"
     with Store(db) as store:
         first = generate(csv, f"sd:{tiny_sd}", tmp_path / "o", store=store, settings=settings, stop=stop,
-                         on_progress=on_progress, executor="ray", executor_options=options)  # fmt: skip
+                         progress=on_progress, executor="ray", executor_options=options)  # fmt: skip
         assert first.interrupted and len(first.samples) == 2  # two batches were in flight for one worker
         rest = generate(csv, f"sd:{tiny_sd}", tmp_path / "o", store=store, settings=settings, executor="ray",
                         executor_options=options)  # fmt: skip

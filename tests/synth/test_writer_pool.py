@@ -113,7 +113,7 @@ def test_ctrl_c_finishes_the_batches_in_flight_then_resume(tiny_pipes: dict[str,
             os.kill(os.getpid(), signal.SIGINT)
 
     with Store(tmp_path / "run.db") as store:
-        first = generate(csv, gen, tmp_path / "o", store=store, on_progress=progress)
+        first = generate(csv, gen, tmp_path / "o", store=store, progress=progress)
         assert first.interrupted and len(first.written) == len(first.samples) == 2
         assert written_ids(first.written) == order_of(csv)[:2]
         second = generate(csv, gen, tmp_path / "o", store=store)

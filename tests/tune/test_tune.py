@@ -190,7 +190,7 @@ def test_resume_after_a_kill_continues_from_the_last_epoch(
                 os.kill(os.getpid(), signal.SIGKILL)
         hf = {{"device": "cpu", "dtype": "float32"}}
         cfg = TuneConfig(model={str(tiny_instructblip_dir)!r}, epochs=3, lr=1e-2, hf=hf)
-        train(cfg, load_items({str(labels)!r}), {str(tmp_path / "ckpt")!r}, on_progress=die)
+        train(cfg, load_items({str(labels)!r}), {str(tmp_path / "ckpt")!r}, progress=die)
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

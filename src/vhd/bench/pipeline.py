@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError
-from vhd.progress import ProgressFn
+from vhd.progress import ProgressFn, renamed_on_progress
 
 if TYPE_CHECKING:
     from vhd.bench.calibration import Calibration
@@ -156,6 +156,7 @@ def _calibrate(
     return {k: v for k, v in cals.items() if any(r.label == k for r in bench_run.detectors)}
 
 
+@renamed_on_progress
 def benchmark(
     labels: str | os.PathLike[str],
     detectors: Sequence[Detector],
@@ -172,7 +173,7 @@ def benchmark(
     resamples: int = 1000,
     plots: bool = True,
     unblurred: bool = False,
-    on_progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None,
     label_options: LabelOptions | None = None,
     store: str | os.PathLike[str] | None = None,
     executor: str | Executor = "local",
@@ -199,7 +200,7 @@ def benchmark(
         resamples: Bootstrap resamples per confidence interval.
         plots: Draw PNG plots (needs matplotlib).
         unblurred: Also include clear thumbnails behind a click.
-        on_progress: Called with (samples done, samples to do).
+        progress: Called with (samples done, samples to do).
         label_options: ``--path-prefix``, ``--allow-outside-paths`` and ``--duplicates`` of a
             labels file (`vhd.labels.rules.LabelOptions`).
         store: With a labels file: the vhd store its rows may name (by path or id) wherever
@@ -240,7 +241,7 @@ def benchmark(
             cache=cache,
             settings=settings,
             concurrency=concurrency,
-            on_progress=on_progress,
+            progress=progress,
             executor=executor,
             executor_options=executor_options,
         )

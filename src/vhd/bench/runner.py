@@ -32,7 +32,7 @@ from vhd.bench.predictions import PredictionLog
 from vhd.bench.work import DetectWork, Entry, Outcome, predict_item
 from vhd.detectors.base import Detector, Prediction
 from vhd.errors import ConfigError, WorkerLostError
-from vhd.progress import ProgressFn
+from vhd.progress import ProgressFn, renamed_on_progress
 
 if TYPE_CHECKING:
     from vhd.bench.data import BenchItem, BenchSet
@@ -137,7 +137,7 @@ class _Job:
         cache: PredictionCache | None,
         settings: MediaSettings | None,
         concurrency: int,
-        on_progress: ProgressFn | None,
+        progress: ProgressFn | None,
         pool: Pool[Entry, list[Outcome]] | None = None,
     ) -> None:
         self.detectors = detectors
@@ -149,7 +149,7 @@ class _Job:
         self.slots = asyncio.Semaphore(concurrency)
         self.pending: list[dict[str, Prediction]] = [{} for _ in detectors]
         self.spans: list[list[float]] = [[] for _ in detectors]
-        self.on_progress = on_progress
+        self.progress = progress
         self.done = 0
 
     def flush(self, index: int, force: bool = False) -> None:
@@ -180,8 +180,8 @@ class _Job:
         for index, pred, start, end in found:
             self.record(index, item.id, pred, start, end)
         self.done += 1
-        if self.on_progress is not None:
-            self.on_progress(self.done, total)
+        if self.progress is not None:
+            self.progress(self.done, total)
 
     async def run(self, work: Iterator[tuple[BenchItem, list[int]]], total: int, concurrency: int) -> None:
         """Judge ``total`` samples from ``work``, fed through a queue of at most twice the workers."""
@@ -215,7 +215,7 @@ async def arun_bench(
     cache: PredictionCache | None = None,
     settings: MediaSettings | None = None,
     concurrency: int = 4,
-    on_progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None,
     executor: Executor | None = None,
 ) -> BenchRun:
     """Run detectors over a labelled set (async form of `run_bench`)."""
@@ -254,19 +254,20 @@ async def arun_bench(
     if executor is not None and not executor.in_process and total:  # detectors load on the workers
         share = -(-concurrency // max(1, executor.options.workers))
         async with executor.pool(DetectWork(detectors, sorted(needed), settings, share)) as pool:
-            job = _Job(detectors, runs, logs, cache, settings, concurrency, on_progress, pool)
+            job = _Job(detectors, runs, logs, cache, settings, concurrency, progress, pool)
             await job.run(work, total, concurrency)
         return BenchRun(bench=bench, detectors=runs)
     try:
         for i in sorted(needed):
             await detectors[i].check()
-        await _Job(detectors, runs, logs, cache, settings, concurrency, on_progress).run(work, total, concurrency)
+        await _Job(detectors, runs, logs, cache, settings, concurrency, progress).run(work, total, concurrency)
     finally:
         for i in sorted(needed):
             await detectors[i].aclose()
     return BenchRun(bench=bench, detectors=runs)
 
 
+@renamed_on_progress
 def run_bench(
     bench: BenchSet,
     detectors: Sequence[Detector],
@@ -274,7 +275,7 @@ def run_bench(
     cache: PredictionCache | None = None,
     settings: MediaSettings | None = None,
     concurrency: int = 4,
-    on_progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None,
     executor: str | Executor = "local",
     executor_options: ExecutorOptions | None = None,
 ) -> BenchRun:
@@ -286,7 +287,7 @@ def run_bench(
         cache: Where predictions are kept between runs (None: nothing cached).
         settings: How media is prepared (frames per video, image size).
         concurrency: Detector calls in flight at once, across all detectors.
-        on_progress: Called with (samples done, samples to do) after each sample.
+        progress: Called with (samples done, samples to do) after each sample.
         executor: Where detectors run: ``local`` (here) or ``ray`` (Ray actors, each loading its
             own copy of the detectors and reading media by path); the cache is written here.
         executor_options: Workers, Ray address, CPUs/GPUs per worker.
@@ -308,7 +309,7 @@ def run_bench(
             cache=cache,
             settings=settings,
             concurrency=concurrency,
-            on_progress=on_progress,
+            progress=progress,
             executor=None if runner.in_process else runner,
         )
     )

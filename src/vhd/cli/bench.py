@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 resamples=args.bootstrap,
                 plots=not args.no_plots,
                 unblurred=args.unblurred_previews,
-                on_progress=on_progress,
+                progress=on_progress,
                 executor=args.executor,
                 executor_options=executor_options(args),
             )

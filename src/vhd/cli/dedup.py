@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             frame_folders=args.frame_folders,
             n_frames=args.n,
             first_frames=args.first,
-            on_progress=on_progress,
+            progress=on_progress,
             allow_outside_paths=args.allow_outside_paths,
             executor=args.executor,
             executor_options=options,

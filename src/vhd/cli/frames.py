@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 layout=args.layout,
                 jobs=args.jobs,
                 strategy="decode" if args.decode_all else "auto",
-                on_progress=on_progress if drawn else None,
+                progress=on_progress if drawn else None,
                 on_outcome=outcome,
                 on_skip=rows.skip,
             )

@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             keep_frames=args.keep_frames,
             first_frames=args.first_frames,
             block_list=args.block_hashes,
-            on_progress=on_progress,
+            progress=on_progress,
             executor=args.executor,
             executor_options=options,
         )

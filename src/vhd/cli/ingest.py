@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             frame_folders=args.frame_folders,
             jobs=args.jobs,
             rehash=args.rehash,
-            on_progress=on_progress,
+            progress=on_progress,
             allow_outside_paths=args.allow_outside_paths,
         )
     if args.json:

@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             val_fraction=args.val_fraction,
             balance_mode=args.balance,
             on_problem=note,
-            on_progress=on_progress,
+            progress=on_progress,
         )
     result, n_train, n_val = run.result, run.train_n, run.val_n
     summary = {

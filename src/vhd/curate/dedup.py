@@ -49,7 +49,7 @@ from vhd.curate.members import ClusterView, Member
 from vhd.errors import ConfigError
 from vhd.execution import Executor, ExecutorOptions
 from vhd.fileio import atomic_write, escape_cell, open_regular
-from vhd.progress import ProgressFn
+from vhd.progress import ProgressFn, renamed_on_progress
 from vhd.store.sqlite import Store
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -159,6 +159,7 @@ def is_store_file(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+@renamed_on_progress
 def find_duplicates(
     inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
     *,
@@ -170,7 +171,7 @@ def find_duplicates(
     n_frames: int = 5,
     first_frames: int = 4000,
     max_pixels: int = 64_000_000,
-    on_progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None,
     allow_outside_paths: bool = False,
     executor: str | Executor = "local",
     executor_options: ExecutorOptions | None = None,
@@ -190,7 +191,7 @@ def find_duplicates(
         n_frames: Frames sampled per video.
         first_frames: Window of frames sampled from.
         max_pixels: Images declaring more pixels are reported unreadable.
-        on_progress: Called as ``on_progress(done, total, stage=...)`` now and then; stages
+        progress: Called as ``progress(done, total, stage=...)`` now and then; stages
             are ``hash`` and ``link``.
         allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
             (rows naming a sample of ``store`` are always accepted).
@@ -236,8 +237,8 @@ def find_duplicates(
     workers = max(1, jobs if jobs else (os.cpu_count() or 1))
 
     def hashed(done: int) -> None:
-        if on_progress is not None:
-            on_progress(done, max(done, discovered), stage="hash")  # unknown while folders are walked
+        if progress is not None:
+            progress(done, max(done, discovered), stage="hash")  # unknown while folders are walked
 
     from vhd.execution import executor as find_executor
 
@@ -250,8 +251,8 @@ def find_duplicates(
         result.unreadable.extend((path, error) for _, path, error in sorted(table.errors))
 
         def linked(done: int) -> None:
-            if on_progress is not None:
-                on_progress(done, total, stage="link")
+            if progress is not None:
+                progress(done, total, stage="link")
 
         result.members = link(table, threshold=threshold, keep=keep, on_done=linked)
     except BaseException:

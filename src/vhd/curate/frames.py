@@ -15,7 +15,7 @@ a journal (``OUT/.vhd-frames.jsonl``) records each finished video with its size,
 time and settings: a re-run skips what is done and redoes only what is missing or changed, and
 a killed run leaves no partial frame set under a final name.
 
-Memory does not grow with the number of videos: discovery is streamed (with ``on_progress``, a first walk
+Memory does not grow with the number of videos: discovery is streamed (with ``progress``, a first walk
 counts the videos for the total, a second feeds the work), the journal, the names claimed and the
 paths met are kept in temporary files (`vhd.store.statindex`), and `FramesResult` keeps counts
 and the first `KEEP_EXAMPLES` outcomes; every outcome goes to ``on_outcome`` as it is made.
@@ -37,7 +37,7 @@ from vhd.boundary import ItemFailure, guarded, is_run_fault
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
-from vhd.progress import ProgressFn
+from vhd.progress import ProgressFn, renamed_on_progress
 
 LAYOUTS = ("folders", "flat")
 """Output layouts."""
@@ -214,6 +214,7 @@ def _write_set(frames: Any, folder: Path, stem: str, layout: str) -> list[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@renamed_on_progress
 def extract_frames(
     inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -223,7 +224,7 @@ def extract_frames(
     layout: str = "folders",
     jobs: int = 1,
     strategy: str = "auto",
-    on_progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None,
     on_outcome: Callable[[VideoOutcome], None] | None = None,
     on_skip: Callable[[str, str], None] | None = None,
 ) -> FramesResult:
@@ -237,7 +238,7 @@ def extract_frames(
         layout: ``folders`` (one folder per video) or ``flat``.
         jobs: Videos decoded at once (threads).
         strategy: Passed to `read_frames` (``auto`` or ``decode``).
-        on_progress: Called with (videos done, videos in total).
+        progress: Called with (videos done, videos in total).
         on_outcome: Called with every video's outcome, in input order, as it is made.
         on_skip: Called with ``(path, reason)`` of every input skipped.
 
@@ -265,7 +266,7 @@ def extract_frames(
     from vhd.media.discover import check_inputs
 
     check_inputs([os.fspath(p) for p in paths])  # a missing input fails before any work
-    total = 0 if on_progress is None else _count_videos(paths)  # a second walk only for a progress bar
+    total = 0 if progress is None else _count_videos(paths)  # a second walk only for a progress bar
     journal = _Journal(out_dir)
     from vhd.media.discover import Skipped
     from vhd.records import Kind
@@ -346,8 +347,8 @@ def extract_frames(
             result.add(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)
-            if on_progress is not None:
-                on_progress(result.total, total)
+            if progress is not None:
+                progress(result.total, total)
     finally:
         journal.close()
         claimed.close()

@@ -31,7 +31,7 @@ from vhd.boundary import ItemFailure, guarded, item_boundary
 from vhd.curate.parallel import thread_map
 from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
-from vhd.progress import ProgressFn
+from vhd.progress import ProgressFn, renamed_on_progress
 from vhd.records import Kind, MediaItem, Source
 from vhd.store.sqlite import Store, StoreLike, using_store
 
@@ -249,6 +249,7 @@ def _record(store: Store, checked: _Checked, result: IngestResult, folder: Path 
         result.note("added" if new else "updated", sample.id)
 
 
+@renamed_on_progress
 def ingest(
     inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
     store: StoreLike,
@@ -259,7 +260,7 @@ def ingest(
     frame_folders: bool = False,
     settings: Any = None,
     jobs: int = 2,
-    on_progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None,
     allow_outside_paths: bool = False,
     rehash: bool = False,
     listed: int = LISTED,
@@ -277,7 +278,7 @@ def ingest(
         settings: `vhd.media.MediaSettings` (limits, frames per video); defaults to the
             annotator's.
         jobs: Files validated at once (threads).
-        on_progress: Called with (files done, files in total) after each file.
+        progress: Called with (files done, files in total) after each file.
         allow_outside_paths: Accept manifest rows whose paths lead outside the manifest's folder
             (rows naming a sample the store holds are always accepted).
         rehash: Read and hash every file again instead of trusting the store's stat index.
@@ -295,7 +296,7 @@ def ingest(
         with using_store(store, create=True) as db:
             return ingest(
                 inputs, db, defaults=defaults, block_list=block_list, quarantine_dir=quarantine_dir,
-                frame_folders=frame_folders, settings=settings, jobs=jobs, on_progress=on_progress,
+                frame_folders=frame_folders, settings=settings, jobs=jobs, progress=progress,
                 allow_outside_paths=allow_outside_paths, rehash=rehash, listed=listed,
             )  # fmt: skip
     from vhd.media.discover import Skipped, check_inputs, iter_discover
@@ -371,8 +372,8 @@ def ingest(
                 path = display_path(checked.item.path)
                 store.record_skip(None, path, f"ingest: {b.failure.reason}")
                 result.note("invalid", (path, b.failure.reason))
-            if on_progress is not None:
-                on_progress(done, max(done, discovered))  # the total grows while folders are walked
+            if progress is not None:
+                progress(done, max(done, discovered))  # the total grows while folders are walked
     finally:
         seen.close()
     result.elapsed_s = time.perf_counter() - start

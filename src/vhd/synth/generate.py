@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from vhd.boundary import disk_full, one_line
 from vhd.errors import ConfigError
-from vhd.progress import ProgressFn
+from vhd.progress import ProgressFn, renamed_on_progress
 from vhd.records import Kind, Source
 from vhd.redaction import hide_local_spec
 from vhd.store.sqlite import Store
@@ -189,6 +189,7 @@ def finish_batch_on_interrupt(stop: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+@renamed_on_progress
 def generate(
     prompts: str | os.PathLike[str],
     generator: str | Generator,
@@ -201,7 +202,7 @@ def generate(
     keep_frames: str | os.PathLike[str] | None = None,
     first_frames: str | os.PathLike[str] | None = None,
     block_list: Any = None,
-    on_progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None,
     stop: threading.Event | None = None,
     executor: str | Executor = "local",
     executor_options: ExecutorOptions | None = None,
@@ -219,7 +220,7 @@ def generate(
         keep_frames: Also write each video's frames as ``DIR/<stem>/<stem>_<k:04d>.png``.
         first_frames: Image-to-video: a folder of images made earlier (found by PNG provenance).
         block_list: A `vhd.collect.blocklist.BlockList` (or its path) the ingest applies.
-        on_progress: Called with (prompts done, prompts in total) after each batch.
+        progress: Called with (prompts done, prompts in total) after each batch.
         stop: Set it (or press Ctrl-C) to stop after the batches in flight.
         executor: ``ray`` generates on Ray actors, each loading the pipeline once (on the GPU
             ``executor_options.num_gpus`` gives it); files and store rows are written here, the
@@ -290,8 +291,8 @@ def generate(
     def advance(rows: int) -> None:
         nonlocal handled
         handled += rows
-        if on_progress is not None:
-            on_progress(handled, len(todo), info=f"{result.per_second:.2f} {unit}/s")
+        if progress is not None:
+            progress(handled, len(todo), info=f"{result.per_second:.2f} {unit}/s")
 
     def batches() -> Iterator[Batch]:
         """The batches to generate, planned lazily on the driver; stops pulling once ``stop`` is set.

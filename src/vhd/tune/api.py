@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vhd.errors import ConfigError
-from vhd.progress import ProgressFn, no_progress
+from vhd.progress import ProgressFn, no_progress, renamed_on_progress
 from vhd.tune.data import Balance, balance, load_items, split_validation
 from vhd.tune.train import TuneConfig, TuneResult, train
 
@@ -33,6 +33,7 @@ class TuneRun:
     val_n: int
 
 
+@renamed_on_progress
 def tune(
     config: TuneConfig,
     out: str | os.PathLike[str],
@@ -47,7 +48,7 @@ def tune(
     val_fraction: float | None = None,
     balance_mode: Balance = "undersample",
     on_problem: Callable[[str], None] | None = None,
-    on_progress: ProgressFn = no_progress,
+    progress: ProgressFn = no_progress,
 ) -> TuneRun:
     """Train S* on a labels file, a labelled set or a store's annotations, and write ``out``.
 
@@ -64,7 +65,7 @@ def tune(
         val_fraction: Hold out this seeded, stratified share of the training data instead.
         balance_mode: ``undersample``, ``weight`` or ``none``.
         on_problem: Called with one line per row left out.
-        on_progress: Progress callback.
+        progress: Progress callback.
 
     Raises:
         ConfigError: Bad data or settings (one line with the fix).
@@ -83,5 +84,5 @@ def tune(
         items, val = split_validation(items, val_fraction, config.seed)
     kept, weights = balance(items, balance_mode, config.seed)
     config.data_rules = {"balance": balance_mode, "val_fraction": val_fraction, "split": split, "kind": kind}
-    result = train(config, kept, out, weights=weights, val=val, on_progress=on_progress)
+    result = train(config, kept, out, weights=weights, val=val, progress=progress)
     return TuneRun(result, len(kept), len(val))

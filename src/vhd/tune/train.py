@@ -36,7 +36,7 @@ from typing import Any
 from vhd.backends.soft_prompt import SoftPrompt
 from vhd.backends.soft_prompt_ckpt import CheckpointMeta, read_checkpoint
 from vhd.errors import ConfigError
-from vhd.progress import ProgressFn, no_progress
+from vhd.progress import ProgressFn, no_progress, renamed_on_progress
 from vhd.records import LabelledSample
 from vhd.tune.config import RUNTIME_ONLY, TuneConfig, TuneResult
 from vhd.tune.data import data_hash, modality
@@ -153,6 +153,7 @@ def _meta(
     )
 
 
+@renamed_on_progress
 def train(
     config: TuneConfig,
     items: Sequence[LabelledSample],
@@ -160,7 +161,7 @@ def train(
     *,
     weights: Sequence[float] | None = None,
     val: Sequence[LabelledSample] = (),
-    on_progress: ProgressFn = no_progress,
+    progress: ProgressFn = no_progress,
     soft: SoftPrompt | None = None,
 ) -> TuneResult:
     """Train S* and write the checkpoint folder ``out`` (resuming a run found there).
@@ -171,7 +172,7 @@ def train(
         out: Checkpoint folder: only S*, its JSON and the resume state go there.
         weights: One loss weight per training sample (``--balance weight``); default all 1.
         val: Validation samples (model selection and early stopping).
-        on_progress: Called with (steps done, total steps) and an info text (loss, lr, samples/s).
+        progress: Called with (steps done, total steps) and an info text (loss, lr, samples/s).
         soft: A model already loaded with `load_tuning_model` (benchmarks, tests); default: load it.
 
     Raises:
@@ -295,7 +296,7 @@ def train(
                             rate = seen * w.size / max(time.perf_counter() - started, 1e-9)
                             last = f"{float(epoch_losses[-1]) / epoch_weights[-1]:.4f}" if epoch_losses else "n/a"
                             info = f"epoch {epoch + 1} loss {last} lr {sched.get_last_lr()[0]:.2e} {rate:.1f} samples/s"
-                        on_progress(step, total, stage="tune", info=info)
+                        progress(step, total, stage="tune", info=info)
                     if step >= total:
                         break
             del built
