@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Point .venv at the cached test venv for this tree's pins, so the README's test command reuses it.
+#   tools/ci_venv.sh        -> prints the cache folder it linked
+# The cache key is a hash of pyproject.toml, constraints/test.txt and the Python version: any
+# change there gets a fresh venv (made by the README's command through the link). A venv whose
+# last install did not finish has no .vhd-complete marker and is made again; the README's command
+# writes none, so `tools/ci_venv.sh --mark` (after it) marks the linked venv complete when its
+# packages are consistent (`pip check`, but for the watermark package's opencv) and vhd, pytest and the no-deps watermark package import.
+# VHD_CI_VENV_CACHE picks the parent folder (default ~/.cache/vhd); VHD_CI_NO_CACHE=1 uses a plain .venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="${PYTHON:-python3.11}"
+if [[ "${1:-}" == --mark ]]; then
+  [[ -L .venv ]] || exit 0
+  # invisible-watermark is installed without its opencv-python on purpose (.ci/run says why)
+  problems=$(.venv/bin/python -m pip check 2>&1 | grep -v -e '^invisible-watermark .* requires opencv-python' \
+    -e '^No broken requirements' || true)
+  [[ -z "$problems" ]] && .venv/bin/python -c "import vhd, pytest, imwatermark" && touch "$(readlink .venv)/.vhd-complete"
+  exit $?
+fi
+if [[ "${VHD_CI_NO_CACHE:-}" == 1 ]]; then
+  [[ -L .venv ]] && rm -f .venv
+  rm -rf .venv
+  exit 0
+fi
+key=$({ cat pyproject.toml constraints/test.txt; "$python" -VV; } | sha256sum | cut -c1-16)
+parent="${VHD_CI_VENV_CACHE:-$HOME/.cache/vhd}"
+venv="$parent/ci-venv-$key"
+mkdir -p "$parent"
+if [[ ! -f "$venv/.vhd-complete" ]]; then
+  rm -rf "$venv"
+fi
+# keep the three newest caches; older keys are dead
+ls -dt "$parent"/ci-venv-* 2>/dev/null | tail -n +4 | xargs -r rm -rf
+[[ -L .venv || ! -e .venv ]] || rm -rf .venv
+ln -sfn "$venv" .venv
+echo "$venv"
