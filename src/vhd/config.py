@@ -65,6 +65,8 @@ class MediaConfig(_Strict):
     first_frames: int = Field(default=4000, ge=1)
     max_pixels: int = Field(default=64_000_000, ge=1)
     max_file_mb: float = Field(default=50.0, gt=0)
+    max_frame_pixels: int = Field(default=7680 * 4320, ge=1)
+    """Largest width x height of a video or animation frame (8K UHD by default), checked before decoding."""
 
 
 class Price(_Strict):

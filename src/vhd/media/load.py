@@ -36,7 +36,7 @@ class MediaSettings:
         quality: JPEG/WebP quality (1-100).
         n_frames: Frames shown per video.
         first_frames: Only the first this-many frames of a video are sampled.
-        limits: Size limits for image files.
+        limits: Size limits for image files, and the frame size limit of videos and animations.
     """
 
     max_side: int = 1024
@@ -79,7 +79,9 @@ class MediaSettings:
 
 def media_settings(m: MediaConfig) -> MediaSettings:
     """`MediaSettings` from the configuration's ``[media]`` table."""
-    limits = ImageLimits(max_pixels=m.max_pixels, max_bytes=int(m.max_file_mb * 1024 * 1024))
+    limits = ImageLimits(
+        max_pixels=m.max_pixels, max_bytes=int(m.max_file_mb * 1024 * 1024), max_frame_pixels=m.max_frame_pixels
+    )
     return MediaSettings(
         max_side=m.max_side,
         fmt=m.format,
@@ -146,7 +148,9 @@ def _load_frame_folder(item: MediaItem, settings: MediaSettings) -> tuple[str, l
 
 
 def _load_video_file(item: MediaItem, settings: MediaSettings) -> tuple[str, list[int], list[EncodedImage]]:
-    frames = read_frames(item.path, settings.n_frames, settings.first_frames)
+    frames = read_frames(
+        item.path, settings.n_frames, settings.first_frames, max_pixels=settings.limits.effective_max_frame_pixels
+    )
     images = [
         encode_image(img, max_side=settings.max_side, fmt=settings.fmt, quality=settings.quality)
         for img in frames.images
