@@ -67,6 +67,8 @@ class MediaConfig(_Strict):
     max_file_mb: float = Field(default=50.0, gt=0)
     max_frame_pixels: int = Field(default=7680 * 4320, ge=1)
     """Largest width x height of a video or animation frame (8K UHD by default), checked before decoding."""
+    decode_memory_mb: float = Field(default=2048.0, gt=0)
+    """Memory the decodes of one process may hold at once, shared by all its workers (`vhd.media.budget`)."""
 
 
 class Price(_Strict):

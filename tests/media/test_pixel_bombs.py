@@ -168,3 +168,33 @@ def test_container_headers_give_the_frame_size(name: str, encoder: str, fmt: str
     assert declared_frame_size(path, demuxer) == (80, 48)
     (tmp_path / "cut").write_bytes(path.read_bytes()[:40])  # a header cut short says nothing
     assert declared_frame_size(tmp_path / "cut", demuxer) is None
+
+
+def test_decodes_wait_for_room_in_one_budget_shared_by_the_process(tmp_path: Path) -> None:
+    """`load_sample` in any thread waits while the process's decode budget is taken (`vhd.media.budget`)."""
+    import threading
+
+    from PIL import Image
+
+    from vhd.media.budget import decode_budget, video_cost
+    from vhd.media.load import MediaSettings, load_sample
+    from vhd.records import Kind, MediaItem
+
+    need_module("av", "pip install 'vhd[video]'")
+    clip, still = tmp_path / "c.mp4", tmp_path / "s.png"
+    clip.write_bytes(video_bomb("libx264", "mp4", (96, 64), frames=3))
+    Image.new("RGB", (64, 48)).save(still)
+    settings = MediaSettings(decode_memory=3 * 2**30 + 12345)  # a budget of its own for this test
+    budget = decode_budget(settings.decode_memory)
+    assert decode_budget(settings.decode_memory) is budget  # one per process and size
+    assert video_cost((96, 64), 5) < video_cost((7680, 4320), 5) < budget.total
+    for item in (MediaItem(path=clip, kind=Kind.VIDEO), MediaItem(path=still, kind=Kind.IMAGE)):
+        done: list[Any] = []
+        with budget.hold(budget.total):  # every byte taken, as by a large decode in another worker
+            worker = threading.Thread(target=lambda item=item, done=done: done.append(load_sample(item, settings)))
+            worker.start()
+            worker.join(0.5)
+            assert worker.is_alive() and not done  # waiting for room, nothing decoded
+        worker.join(30)
+        assert done and done[0].images and budget.used == 0
+    assert budget.peak == budget.total  # nothing ran beside the large holder
