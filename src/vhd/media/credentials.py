@@ -366,10 +366,10 @@ def credentials_summary(meta: dict[str, Any]) -> str | None:
         parts.append(f"generator {claimed!r} (claimed)")
     if signer:
         parts.append(f"signer {signer!r} (as named by its certificate)")
-    if record.get("overrode_source"):  # recorded by a vhd that acted on any valid claim
-        parts.append(f"an older vhd changed the declared source {record['overrode_source']}")
-    elif trust != TRUSTED:
+    if trust != TRUSTED:
         parts.append("not acted on")
     elif record.get("disagrees_with_source"):
         parts.append(f"the declared source {record['disagrees_with_source']} was kept")
+    if record.get("restored_source"):  # an older vhd had let the claim change it (store migration 0015)
+        parts.append(f"the declared source {record['restored_source']} was restored")
     return "; ".join(parts)
