@@ -128,6 +128,10 @@ def test_a_configured_frame_limit_applies_to_videos_and_animations(tmp_path: Pat
     with pytest.raises(MediaError, match=r"animated image frames are 128x128"):
         load_sample(MediaItem(path=anim, kind=Kind.IMAGE), settings)
     assert load_sample(MediaItem(path=still, kind=Kind.IMAGE), settings).images
+    photo = tmp_path / "p.jpg"  # a multi-picture JPEG (a phone photo with its depth map) is no animation
+    Image.new("RGB", (128, 128)).save(photo, "MPO", save_all=True, append_images=[Image.new("RGB", (64, 64))])
+    assert Image.open(photo).format == "MPO"
+    assert load_sample(MediaItem(path=photo, kind=Kind.IMAGE), settings).images
     assert load_sample(MediaItem(path=clip, kind=Kind.VIDEO)).sample.frames == [0, 1]  # the default allows it
 
 

@@ -141,6 +141,10 @@ def _check_pixels(size: tuple[int, int], limits: ImageLimits, *, animated: bool 
         )
 
 
+ANIMATED_FORMATS: Final = frozenset({"GIF", "PNG", "WEBP"})
+"""Formats whose animations are held to the frame limit (`ImageLimits.max_frame_pixels`)."""
+
+
 def is_animated(img: Image.Image) -> bool:
     """Whether an opened image has more than one frame (read from its header, without counting them)."""
     return bool(getattr(img, "is_animated", False))
@@ -175,12 +179,13 @@ def _open_loaded(
         raise MediaError("empty file (0 bytes)")
     img = open_untrusted(data)
     declared = img.size
-    animated = is_animated(img)  # a GIF's frames are not all counted (`n_frames` would walk them)
-    _check_pixels(declared, limits, animated=animated)
+    several = is_animated(img)  # a GIF's frames are not all counted (`n_frames` would walk them)
+    # an animation composes every frame on its whole canvas; a multi-picture JPEG's pictures are separate
+    _check_pixels(declared, limits, animated=several and img.format in ANIMATED_FORMATS)
     try:
-        if animated:
+        if several:
             img.seek(0)
-        if draft_side is not None and img.format == "JPEG" and max(img.size) > draft_side and not animated:
+        if draft_side is not None and img.format == "JPEG" and max(img.size) > draft_side and not several:
             img.draft(None, _draft_size(img.size, draft_side))
         img.load()
     except MediaError:
