@@ -1,10 +1,11 @@
 """One decode memory budget per process, shared by every worker thread that decodes media.
 
-``vhd ingest --jobs N``, ``vhd annotate`` (up to ``concurrency`` samples loading at once) and
-``vhd fetch --store`` decode media in worker threads. Each decode is bounded on its own (the
+``vhd ingest --jobs N``, ``vhd annotate`` (up to ``concurrency`` samples loading at once),
+``vhd fetch --store``, ``vhd frames --jobs N`` and ``vhd dedup`` decode media in worker threads. Each decode is bounded on its own (the
 pixel limits of `vhd.media.image.ImageLimits`), but N of them at once are not: four 8K videos
 decoded together hold four times the memory. `load_sample` therefore waits for room in one
-`MemoryBudget` per process before it decodes: what a decode needs is estimated from the file's
+`MemoryBudget` per process before it decodes (and so do the video decodes of ``frames`` and
+``dedup``): what a decode needs is estimated from the file's
 header (`vhd.media.image.decode_cost`, `video_cost`), so many large files arriving together are decoded a few at
 a time, and small ones never wait for each other. One decode larger than the whole budget still
 runs, alone.
@@ -17,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import Final
@@ -92,3 +94,18 @@ def video_cost(frame: tuple[int, int] | None, kept: int, threads: int = 4) -> in
     width, height = frame or _UNKNOWN_FRAME
     pixels = width * height
     return int(pixels * (3 * kept + 1.5 * (threads + 4))) + 2**24
+
+
+def video_file_cost(path: str | os.PathLike[str], kept: int) -> int:
+    """`video_cost` of a video file, its frame size read from the container's header (nothing decoded)."""
+    from vhd.media.untrusted import HEAD_BYTES, video_demuxer
+    from vhd.media.videoframes import DECODE_THREADS
+    from vhd.media.videosize import declared_frame_size
+
+    try:
+        with open(path, "rb") as fh:
+            demuxer = video_demuxer(fh.read(HEAD_BYTES))
+    except OSError:
+        return video_cost(None, kept, DECODE_THREADS)  # the decode itself says what is wrong
+    size = declared_frame_size(path, demuxer) if demuxer else None
+    return video_cost(size, kept, DECODE_THREADS)

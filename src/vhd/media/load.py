@@ -9,7 +9,7 @@ from typing import Any
 from vhd.config import MediaConfig
 from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
-from vhd.media.budget import decode_budget, video_cost
+from vhd.media.budget import decode_budget, video_file_cost
 from vhd.media.discover import frame_folder_frames
 from vhd.media.encoded import EncodedImage
 from vhd.media.hashing import combine_hashes, is_sha256_hex, sha256_bytes, sha256_file
@@ -175,21 +175,16 @@ def _decode_cost(item: MediaItem, folder: bool, settings: MediaSettings) -> int:
 
     1 MiB when the header cannot be read: the decode itself then says what is wrong.
     """
-    from vhd.media.untrusted import HEAD_BYTES, open_untrusted, video_demuxer
-    from vhd.media.videoframes import DECODE_THREADS
-    from vhd.media.videosize import declared_frame_size
+    from vhd.media.untrusted import open_untrusted
 
+    if item.kind is not Kind.IMAGE and not folder:
+        return video_file_cost(item.path, settings.n_frames)
     try:
-        if item.kind is Kind.IMAGE or folder:
-            first = frame_folder_frames(item.path) if folder else [Path(item.path)]
-            if not first:
-                return 2**20
-            with open_untrusted(first[0]) as img:  # the header only
-                return decode_cost(img, settings.max_side)
-        with open(item.path, "rb") as fh:
-            demuxer = video_demuxer(fh.read(HEAD_BYTES))
-        size = declared_frame_size(item.path, demuxer) if demuxer else None
-        return video_cost(size, settings.n_frames, DECODE_THREADS)
+        first = frame_folder_frames(item.path) if folder else [Path(item.path)]
+        if not first:
+            return 2**20
+        with open_untrusted(first[0]) as img:  # the header only
+            return decode_cost(img, settings.max_side)
     except (OSError, MediaError):
         return 2**20
 
