@@ -1,14 +1,15 @@
 """One decode memory budget per process, shared by every worker thread that decodes media.
 
 ``vhd ingest --jobs N``, ``vhd annotate`` (up to ``concurrency`` samples loading at once),
-``vhd fetch --store``, ``vhd frames --jobs N`` and ``vhd dedup`` decode media in worker threads. Each decode is bounded on its own (the
-pixel limits of `vhd.media.image.ImageLimits`), but N of them at once are not: four 8K videos
-decoded together hold four times the memory. `load_sample` therefore waits for room in one
-`MemoryBudget` per process before it decodes (and so do the video decodes of ``frames`` and
-``dedup``): what a decode needs is estimated from the file's
-header (`vhd.media.image.decode_cost`, `video_cost`), so many large files arriving together are decoded a few at
-a time, and small ones never wait for each other. One decode larger than the whole budget still
-runs, alone.
+``vhd fetch --store``, ``vhd frames --jobs N`` and ``vhd dedup`` decode media in worker threads.
+Each decode is bounded on its own (the pixel limits of `vhd.media.image.ImageLimits`), but N of
+them at once are not: four 8K videos decoded together hold four times the memory. So
+`load_sample` (and the video decodes of ``frames`` and ``dedup``) first waits for room in one
+`MemoryBudget` per process: what a decode needs is estimated from the file's header
+(`vhd.media.image.decode_cost`, `video_cost`), so many large files arriving together are
+decoded a few at a time, and small ones never wait for each other. One decode larger than the
+whole budget still runs, alone. (The review app's previews keep a budget of their own,
+``--preview-memory``.)
 
 Example:
     >>> with decode_budget().hold(video_cost((1920, 1080), 5)):  # doctest: +SKIP
