@@ -202,3 +202,33 @@ def test_decodes_wait_for_room_in_one_budget_shared_by_the_process(tmp_path: Pat
         worker.join(30)
         assert done and done[0].images and budget.used == 0
     assert budget.peak == budget.total  # nothing ran beside the large holder
+
+
+def test_hostile_headers_give_no_size_and_no_error(tmp_path: Path) -> None:
+    """Boxes nested thousands deep, millions of empty boxes, sizes past the end: None, quickly."""
+    import struct
+    import time
+
+    from vhd.media.videosize import declared_frame_size
+
+    def box(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I4s", 8 + len(body), kind) + body
+
+    deep = b""
+    for _ in range(5000):
+        deep = box(b"mdia", deep)
+    cases = {
+        "deep.mp4": box(b"ftyp", b"isom") + box(b"moov", box(b"trak", deep)),
+        "many.mp4": box(b"ftyp", b"isom") + box(b"moov", b"\0\0\0\x08free" * 200_000),
+        "past.mp4": box(b"ftyp", b"isom") + struct.pack(">I4s", 2**31, b"moov"),
+        "huge.mp4": box(b"ftyp", b"isom") + struct.pack(">I4sQ", 1, b"moov", 2**62),
+        "deep.avi": b"RIFF\0\0\0\0AVI " + b"".join(struct.pack("<4sI4s", b"LIST", 10**6, b"hdrl") for _ in range(5000)),
+        # an EBML header, a Segment of unknown size, then 100,000 empty Void elements
+        "unknown.webm": b"\x1a\x45\xdf\xa3\x80\x18\x53\x80\x67\x01" + b"\xff" * 7 + b"\xec\x80" * 100_000,
+    }
+    started = time.perf_counter()
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        demuxer = {".mp4": "mov", ".avi": "avi", ".webm": "matroska"}[Path(name).suffix]
+        assert declared_frame_size(tmp_path / name, demuxer) is None, name
+    assert time.perf_counter() - started < 5  # a few thousand boxes read at most per file

@@ -26,7 +26,9 @@ from typing import BinaryIO, Final
 MAX_BOXES: Final = 4096
 """Boxes or elements read per file before giving up (a header made of millions of tiny boxes)."""
 
-_MP4_CONTAINERS: Final = frozenset({b"moov", b"trak", b"mdia", b"minf", b"stbl"})
+MAX_DEPTH: Final = 4
+"""Nesting followed below a track (``mdia`` > ``minf`` > ``stbl``) or an AVI header list: no deeper."""
+
 _EBML_SEGMENT: Final = 0x18538067
 _EBML_TRACKS: Final = 0x1654AE6B
 _EBML_TRACK_ENTRY: Final = 0xAE
@@ -107,11 +109,11 @@ def _mp4_track(fh: BinaryIO, start: int, end: int, sizes: list[tuple[int, int]],
     found: list[tuple[int, int]] = []
     handler = b""
 
-    def walk(first: int, last: int) -> None:
+    def walk(first: int, last: int, depth: int = 0) -> None:
         nonlocal handler
         for kind, body, stop in _boxes(fh, first, last, budget):
-            if kind in (b"mdia", b"minf", b"stbl"):
-                walk(body, stop)
+            if kind in (b"mdia", b"minf", b"stbl") and depth < MAX_DEPTH:
+                walk(body, stop, depth + 1)
             elif kind == b"hdlr":
                 fh.seek(body + 8)  # version and flags, pre_defined
                 handler = fh.read(4)
@@ -236,10 +238,10 @@ def _chunks(fh: BinaryIO, start: int, end: int, budget: _Budget) -> Iterator[tup
 def _avi(fh: BinaryIO, size: int, sizes: list[tuple[int, int]]) -> None:
     budget = _Budget()
 
-    def walk(start: int, end: int) -> None:
+    def walk(start: int, end: int, depth: int = 0) -> None:
         for kind, body, stop in _chunks(fh, start, end, budget):
-            if kind in (b"LISThdrl", b"LISTstrl"):
-                walk(body, stop)
+            if kind in (b"LISThdrl", b"LISTstrl") and depth < MAX_DEPTH:
+                walk(body, stop, depth + 1)
             elif kind == b"avih" and stop - body >= 40:  # MainAVIHeader: width, height at bytes 32-39
                 fh.seek(body + 32)
                 sizes.append(struct.unpack("<II", fh.read(8)))
