@@ -3,7 +3,9 @@
 `media_corpus` writes, for each accepted image format and each video codec vhd decodes, one good
 file and its corrupt variants: truncated at several points, bytes flipped in the header area
 (first 1%) and in the payload (at 1/3), a zeroed block, a wrong extension, plus files that pose as
-media (a playlist named ``.mp4``, zero bytes, a PNG header claiming huge dimensions). `text_corpus`
+media (a playlist named ``.mp4``, zero bytes, a PNG header claiming huge dimensions) and pixel
+bombs: an 8192 x 8192 H.264 clip and 7000 x 7000 animated GIF, APNG and WebP files of 30 frames
+(kilobytes each, gigabytes decoded). `text_corpus`
 writes hostile manifests and label files: JSON nested 100,000 deep, NUL bytes in paths,
 unterminated quotes, duplicated headers, BOMs, UTF-16, ragged rows and formula cells.
 
@@ -174,7 +176,161 @@ def media_corpus(folder: Path, *, videos: bool = True) -> list[Path]:
     put("empty.jpg", b"")
     put("empty.mp4", b"")
     put("huge_dimensions.png", huge_png())
+    for fmt, ext in (("GIF", ".gif"), ("PNG", ".png"), ("WEBP", ".webp")):
+        put(f"bomb_animated_7000{ext}", animated_bomb(fmt))
+    if videos:
+        written.append(write_video_bomb(folder / "bomb_h264_8192.mp4"))
     return written
+
+
+# --- pixel bombs: a few kilobytes that decode to gigabytes ------------------------------------
+
+BOMB_SIDE = 8192
+"""Side of the video bombs: 67 megapixels a frame, over the default frame limit (8K UHD, 33 megapixels)."""
+
+ANIMATION_SIDE = 7000
+"""Side of the animation bombs: 49 megapixels a frame, under the still-image limit (64) but over the frame limit."""
+
+
+def video_bomb(
+    encoder: str = "libx264", fmt: str = "mp4", size: int | tuple[int, int] = BOMB_SIDE, frames: int = 1
+) -> bytes:
+    """A clip of ``frames`` flat-coloured frames of ``size`` (one side, or width and height): kilobytes.
+
+    H.264 (``libx264``, ultrafast, one thread) takes a second or two a frame at 8192 x 8192 and
+    0.7 GB while encoding (`write_video_bomb` does it in a child process); VP9 (``libvpx-vp9``)
+    takes far longer and is left to the benchmark.
+    """
+    import av
+
+    width, height = (size, size) if isinstance(size, int) else size
+
+    options = {
+        "libx264": {"preset": "ultrafast", "tune": "zerolatency", "threads": "1"},
+        "libvpx-vp9": {"deadline": "realtime", "cpu-used": "8", "lag-in-frames": "0", "threads": "1"},
+        "libvpx": {"deadline": "realtime", "cpu-used": "16", "threads": "1"},
+    }.get(encoder, {})
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=fmt) as out:
+        stream = out.add_stream(encoder, rate=12, options=options)
+        stream.width, stream.height = width, height
+        stream.pix_fmt = "yuv420p"
+        frame = av.VideoFrame(width, height, "yuv420p")
+        for plane, value in zip(frame.planes, (90, 100, 160), strict=True):
+            plane.update(bytes([value]) * plane.buffer_size)
+        for i in range(frames):
+            frame.pts = i
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return buf.getvalue()
+
+
+def write_video_bomb(path: Path, encoder: str = "libx264", fmt: str = "mp4", frames: int = 1) -> Path:
+    """Write `video_bomb` (8192 x 8192) to ``path`` from a child process, so that its encoder's memory is not ours."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys; from pathlib import Path; from tests.hostile_corpus import video_bomb; "
+        "Path(sys.argv[1]).write_bytes(video_bomb(sys.argv[2], sys.argv[3], frames=int(sys.argv[4])))"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path), encoder, fmt, str(frames)], check=True, cwd=root)
+    return path
+
+
+def _tile(fmt: str, side: int = 16) -> bytes:
+    """A small drawn tile encoded by Pillow: the piece an animation bomb repeats."""
+    buf = io.BytesIO()
+    img = Image.fromarray(_frame(1, side))
+    img = img.convert("P", palette=Image.Palette.ADAPTIVE, colors=16) if fmt == "GIF" else img
+    img.save(buf, fmt, **({"lossless": True} if fmt == "WEBP" else {}))
+    return buf.getvalue()
+
+
+def _gif_pieces(data: bytes) -> tuple[bytes, bytes]:
+    """The global colour table and the first image's LZW data (code size + sub-blocks + terminator)."""
+    flags = data[10]
+    table_end = 13 + (3 * 2 ** ((flags & 7) + 1) if flags & 0x80 else 0)
+    pos = table_end
+    while data[pos] == 0x21:  # extensions: label, then sub-blocks
+        pos += 2
+        while data[pos]:
+            pos += data[pos] + 1
+        pos += 1
+    assert data[pos] == 0x2C, "no image descriptor"
+    start = pos + 10 + (3 * 2 ** ((data[pos + 9] & 7) + 1) if data[pos + 9] & 0x80 else 0)
+    pos = start + 1
+    while data[pos]:
+        pos += data[pos] + 1
+    return data[13:table_end], data[start : pos + 1]
+
+
+def _spots(frames: int, side: int, tile: int) -> list[tuple[int, int]]:
+    """Where each frame's tile goes: a diagonal across the canvas (even offsets, as WebP needs)."""
+    step = max(2, (side - tile) // max(1, frames) // 2 * 2)
+    return [(i * step, i * step) for i in range(frames)]
+
+
+def animated_bomb(fmt: str, side: int = ANIMATION_SIDE, frames: int = 30) -> bytes:
+    """An animated GIF, APNG or WebP whose canvas is ``side`` x ``side`` and whose frames are 16 x 16 tiles.
+
+    Written chunk by chunk around tiles Pillow encodes, so it is built in milliseconds and weighs
+    a few kilobytes; a decoder still composes every frame on the whole canvas.
+    """
+    tile = 16
+    spots = _spots(frames, side, tile)
+    if fmt == "GIF":
+        table, lzw = _gif_pieces(_tile("GIF", tile))
+        size_bits = max(0, (len(table) // 3).bit_length() - 2)
+        out = b"GIF89a" + struct.pack("<HHBBB", side, side, 0x80 | 0x70 | size_bits, 0, 0) + table
+        out += b"\x21\xff\x0bNETSCAPE2.0\x03\x01\x00\x00\x00"  # loop forever
+        for x, y in spots:
+            out += b"\x21\xf9\x04\x04" + struct.pack("<H", 10) + b"\x00\x00"  # 0.1 s, keep the canvas
+            out += b"\x2c" + struct.pack("<HHHHB", x, y, tile, tile, 0) + lzw
+        return out + b"\x3b"
+    if fmt == "PNG":
+        return _apng(side, spots, tile)
+    if fmt == "WEBP":
+        data = _tile("WEBP", tile)
+        assert data[12:16] == b"VP8L", "Pillow did not write a lossless WebP"
+        vp8l = data[12 : 20 + struct.unpack("<I", data[16:20])[0]]
+
+        def chunk(kind: bytes, payload: bytes) -> bytes:
+            return kind + struct.pack("<I", len(payload)) + payload + (b"\x00" if len(payload) % 2 else b"")
+
+        def u24(value: int) -> bytes:
+            return value.to_bytes(3, "little")
+
+        body = chunk(b"VP8X", b"\x02\x00\x00\x00" + u24(side - 1) + u24(side - 1))  # animation flag
+        body += chunk(b"ANIM", b"\xff\xff\xff\xff\x00\x00")
+        for x, y in spots:
+            head = u24(x // 2) + u24(y // 2) + u24(tile - 1) + u24(tile - 1) + u24(100) + b"\x02"  # no blending
+            body += chunk(b"ANMF", head + vp8l)
+        return b"RIFF" + struct.pack("<I", 4 + len(body)) + b"WEBP" + body
+    raise ValueError(f"no animation bomb in {fmt}")
+
+
+def _apng(side: int, spots: list[tuple[int, int]], tile: int) -> bytes:
+    def chunk(kind: bytes, payload: bytes) -> bytes:
+        return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+
+    def control(seq: int, width: int, height: int, x: int, y: int) -> bytes:
+        return chunk(b"fcTL", struct.pack(">IIIIIHHBB", seq, width, height, x, y, 1, 10, 0, 0))
+
+    whole = zlib.compressobj(9)
+    row = bytes(side + 1)  # filter byte 0, then gray 0
+    first = b"".join(whole.compress(row) for _ in range(side)) + whole.flush()
+    small = zlib.compress(b"".join(b"\x00" + bytes([(x * 16) % 256 for x in range(tile)]) for _ in range(tile)), 9)
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0))
+    out += chunk(b"acTL", struct.pack(">II", len(spots), 0)) + control(0, side, side, 0, 0) + chunk(b"IDAT", first)
+    seq = 1
+    for x, y in spots[1:]:
+        out += control(seq, tile, tile, x, y) + chunk(b"fdAT", struct.pack(">I", seq + 1) + small)
+        seq += 2
+    return out + chunk(b"IEND", b"")
 
 
 def deep_json(kind: str = "list", depth: int = DEEP) -> str:

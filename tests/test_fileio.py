@@ -53,3 +53,15 @@ def test_csv_cell_escape_examples() -> None:
     assert escape_cell("=HYPERLINK(1)") == "'=HYPERLINK(1)"
     assert escape_cell("'=x") == "''=x" and escape_cell("'quoted") == "'quoted"
     assert escape_cell("plain") == "plain" and escape_cell(-1.5) == -1.5 and escape_cell(None) is None
+
+
+def test_untrusted_text_is_printable_one_line_and_bounded() -> None:
+    from vhd.fileio import untrusted_text
+
+    assert untrusted_text("DALL\u202e-E\r\n\x1b[31m3\x1b[0m") == "DALL-E 3"  # bidi, CR/LF, colour codes
+    assert untrusted_text("\x1b]0;new title\x07ok\u200b\u2028go") == "ok go"  # OSC, zero-width, line separator
+    assert untrusted_text("<script>alert(1)</script>") == "<script>alert(1)</script>"  # escaped where shown
+    assert untrusted_text("\x00\x07 \t ") is None and untrusted_text(42) == "42"
+    cut = untrusted_text("A" * 60_000)
+    assert cut is not None and len(cut) == 256 and cut.endswith("\u2026")
+    assert untrusted_text("abc", limit=2) == "a\u2026"

@@ -209,3 +209,13 @@ def test_fetch_with_store_finishes_over_the_hostile_corpus(
     again = json.loads(text)
     assert sum(again["counts"].values()) == len(urls)
     assert sum(server.hits.values()) - hits <= len(urls) - first["counts"]["ok"]  # fetched files are not fetched again
+
+
+def test_pixel_bombs_in_the_corpus_are_refused_for_their_frame_size(
+    corpus: Corpus, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = run(capsys, ["ingest", str(corpus.media), "--store", str(tmp_path / "s.db"), "--json"])
+    bombs = {p.name for p in corpus.files if p.name.startswith("bomb_")}
+    assert len(bombs) == 4  # the H.264 clip and the GIF, APNG and WebP animations
+    reasons = {Path(e["path"]).name: e["reason"] for e in _parse(out)["invalid"]}
+    assert all("over the frame limit" in reasons.get(name, "") for name in bombs), reasons

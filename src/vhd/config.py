@@ -65,6 +65,10 @@ class MediaConfig(_Strict):
     first_frames: int = Field(default=4000, ge=1)
     max_pixels: int = Field(default=64_000_000, ge=1)
     max_file_mb: float = Field(default=50.0, gt=0)
+    max_frame_pixels: int = Field(default=7680 * 4320, ge=1)
+    """Largest width x height of a video or animation frame (8K UHD by default), checked before decoding."""
+    decode_memory_mb: float = Field(default=2048.0, gt=0)
+    """Memory the decodes of one process may hold at once, shared by all its workers (`vhd.media.budget`)."""
 
 
 class Price(_Strict):
@@ -105,9 +109,14 @@ class AnnotateConfig(_Strict):
     """How long a sample stays leased to a run after the run last renewed it (every quarter of
     this while it works): another run on the same store skips it meanwhile. A run that died
     leaves its samples to others after this long (at once to a run on the same machine)."""
-    c2pa: dict[Literal["cert", "key", "alg", "tsa_url"], str] = Field(default_factory=dict)
+    c2pa: dict[Literal["cert", "key", "alg", "tsa_url", "trust_anchors", "user_anchors"], str] = Field(
+        default_factory=dict
+    )
     """``[c2pa]``: the certificate `vhd generate` signs Content Credentials with (``cert``: PEM chain,
-    ``key``: PEM private key, ``alg``: es256 by default, ``tsa_url``); none: a self-signed test one."""
+    ``key``: PEM private key, ``alg``: es256 by default, ``tsa_url``); none: a self-signed test one.
+    ``trust_anchors`` (the C2PA trust list: a PEM file or folder) and ``user_anchors`` (your own CAs):
+    what a manifest's signer must chain to before `vhd ingest` and ``vhd fetch --store`` act on its
+    claims (`vhd.media.credentials`)."""
     base_dir: str | None = None
     """Folder that relative paths in the config file resolve against (set when loading)."""
 

@@ -199,6 +199,47 @@ def printable(text: object, *, multiline: bool = False) -> str:
     )
 
 
+UNTRUSTED_TEXT_LIMIT = 256
+"""Characters kept of a string another party wrote (a manifest's claimed generator, a signer name)."""
+
+_TERMINAL_SEQUENCE = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]"
+)
+"""ANSI escape sequences (CSI, OSC, two-character escapes): removed whole, not only their ESC."""
+
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+"""Controls, format characters (bidirectional and zero-width ones included), surrogates,
+private-use and unassigned code points, line and paragraph separators."""
+
+
+def untrusted_text(text: object, limit: int = UNTRUSTED_TEXT_LIMIT) -> str | None:
+    r"""A string written by someone else, made safe to keep, show and export: printable, one line, bounded.
+
+    Terminal escape sequences are removed whole; control, format (bidirectional and zero-width),
+    surrogate, private-use and unassigned characters are dropped; any run of white space (CR and
+    LF included) becomes one space; the result is cut to ``limit`` characters, the last one an
+    ellipsis when something was cut. Markup such as ``<script>`` is kept as text: whoever shows
+    it escapes it (the review app's templates do). Nothing printable left gives None.
+
+    Args:
+        text: Anything; non-strings are converted with ``str()``.
+        limit: Most characters kept (at least 1).
+
+    Example:
+        >>> untrusted_text("DALL\u202e-E\r\n\x1b[31m3\x1b[0m")
+        'DALL-E 3'
+    """
+    value = text if isinstance(text, str) else str(text)
+    cut = len(value) > limit * 8  # only this much is read: plenty to fill `limit` once cleaned
+    value = _TERMINAL_SEQUENCE.sub("", value[: limit * 8])
+    kept = " ".join(
+        "".join(c for c in value if c.isspace() or unicodedata.category(c) not in _INVISIBLE_CATEGORIES).split()
+    )
+    if kept and (cut or len(kept) > limit):
+        kept = kept[: max(0, limit - 1)] + "\u2026"
+    return kept or None
+
+
 _FILE_KINDS = (
     (stat.S_ISDIR, "directory"),
     (stat.S_ISFIFO, "fifo"),

@@ -238,6 +238,26 @@ class Sample(Record):
         return cls(**d)
 
 
+CREDENTIALS_TRUST = ("trusted", "untrusted", "invalid")
+"""What a file's C2PA manifest is worth (`vhd.media.credentials`): only ``trusted`` claims change a sample."""
+
+
+def credentials_trust(meta: dict[str, Any]) -> str | None:
+    """The trust of the C2PA manifest recorded in a sample's ``meta``, or None without one.
+
+    A record written before vhd told trust apart carries only the c2pa state: ``Trusted`` is
+    ``trusted``, ``Valid`` is ``untrusted``, anything else ``invalid``.
+    """
+    record = meta.get("content_credentials")
+    if not isinstance(record, dict):
+        return None
+    trust = record.get("trust")
+    if trust in CREDENTIALS_TRUST:
+        return str(trust)
+    state = record.get("state")
+    return "trusted" if state == "Trusted" else "untrusted" if state == "Valid" else "invalid"
+
+
 @dataclass(kw_only=True)
 class LabelledSample(Record):
     """A human-labelled sample with its content id and media (a benchmark item, a labelled set's item).

@@ -289,7 +289,7 @@ def test_the_migration_marks_shared_bytes_and_caches_final_verdicts(tmp_path: Pa
         "INSERT INTO annotations (sample_id, run_id, config_hash, status) "
         "VALUES ('y', 'r', 'cfg', 'refused'), ('x', 'r', 'cfg', 'ok')"
     )
-    assert apply_migrations(conn) == ["0012_resume_index", "0013_reveals", "0014_truncated"]
+    assert apply_migrations(conn) == [name for name, _ in MIGRATIONS if name >= "0012"]
     marked = conn.execute("SELECT path, shared, final_config, final_status FROM stat_index ORDER BY path").fetchall()
     assert marked == [("/a", 1, None, None), ("/b", 1, None, None), ("/c", 0, "cfg", "refused")]
     conn.close()

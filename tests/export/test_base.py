@@ -36,8 +36,8 @@ ARGS_2 = [
 
 FLAT_COLUMNS = [
     "id", "kind", "path", "source", "keyword", "generator", "split", "label", "frames", "meta", "prompt", "seed",
-    "harmful", "reason", "categories", "score", "status", "refused", "calls", "prompt_tokens", "completion_tokens",
-    "cost", "config_hash", "run_id", "error", "started_at", "finished_at", "decided_by", "turns",
+    "credentials", "harmful", "reason", "categories", "score", "status", "refused", "calls", "prompt_tokens",
+    "completion_tokens", "cost", "config_hash", "run_id", "error", "started_at", "finished_at", "decided_by", "turns",
 ]  # fmt: skip
 
 

@@ -267,3 +267,45 @@ def test_truncated_migration_keeps_old_turns_and_admits_the_new_status(
         other.execute(insert, (run_id, "f", "maybe"))
     other.close()
     conn.close()
+
+
+def test_credentials_migration_gives_back_the_sources_forged_claims_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Samples an older vhd relabelled from an untrusted C2PA claim get their declared source back."""
+    import json
+
+    from vhd.records import Source
+
+    db = tmp_path / "vhd.db"
+    with monkeypatch.context() as m:  # a store as the vhd before 0015 left it
+        m.setattr(mig, "MIGRATIONS", [x for x in mig.MIGRATIONS if x[0] != "0015_credentials_are_claims"])
+        _old_store_with_a_run(db)
+    old = {"ai_generated": True, "claimed_generator": "OpenAI DALL-E 3", "signer": "Adobe Content Authenticity Signer"}
+    rows = {  # id: (source, generator, content_credentials), as the older vhd stored them
+        "forged": ("synthetic", "claimed:OpenAI DALL-E 3", {**old, "state": "Valid", "overrode_source": "real"}),
+        "open": ("synthetic", "claimed:OpenAI DALL-E 3", {**old, "state": "Valid"}),
+        "trusted": ("synthetic", "claimed:sdxl", {**old, "state": "Trusted"}),
+        "broken": ("real", None, {**old, "state": "Invalid"}),
+        "plain": ("real", "mine", None),
+    }
+    conn = sqlite3.connect(db, isolation_level=None)
+    for ident, (source, generator, record) in rows.items():
+        meta = json.dumps({"keyword": "cat", **({"content_credentials": record} if record else {})})
+        conn.execute(
+            "INSERT INTO samples (id, path, kind, source, generator, meta_json) VALUES (?, ?, 'image', ?, ?, ?)",
+            (ident, f"/{ident}.png", source, generator, meta),
+        )
+    conn.close()
+    with Store(db) as store:
+        got = {ident: store.get_sample(ident) for ident in rows}
+    forged, open_, trusted, broken, plain = (got[k] for k in rows)
+    assert forged is not None and forged.source is Source.REAL and forged.generator is None
+    assert forged.meta["content_credentials"]["trust"] == "untrusted"
+    assert forged.meta["content_credentials"]["restored_source"] == "real"
+    assert "overrode_source" not in forged.meta["content_credentials"] and forged.meta["keyword"] == "cat"
+    assert open_ is not None and open_.source is Source.SYNTHETIC and open_.generator is None  # cannot tell
+    assert trusted is not None and trusted.generator == "claimed:sdxl"
+    assert trusted.meta["content_credentials"]["trust"] == "trusted"
+    assert broken is not None and broken.meta["content_credentials"]["trust"] == "invalid"
+    assert plain is not None and plain.generator == "mine" and plain.meta == {"keyword": "cat"}

@@ -121,7 +121,8 @@ def _user_signing() -> dict[str, str]:
     from vhd.config import load_config
 
     config = load_config(None)
-    found: dict[str, str] = {str(k): v for k, v in config.c2pa.items()}
+    signing = ("cert", "key", "alg", "tsa_url")  # the trust anchors of the same table are for reading
+    found: dict[str, str] = {str(k): v for k, v in config.c2pa.items() if k in signing}
     for key in ("cert", "key"):
         if key in found and config.base_dir and not Path(found[key]).expanduser().is_absolute():
             found[key] = str(Path(config.base_dir) / found[key])

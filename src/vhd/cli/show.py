@@ -101,6 +101,12 @@ def run(args: argparse.Namespace) -> int:
             f": {printable(v.reason or '-')}   status {v.status.value}{' (refusal)' if v.refused else ''}{score}",
         )
     )
+    from vhd.media.credentials import credentials_summary
+
+    claim = credentials_summary(sample.meta)
+    if claim is not None:  # trust first, in capitals: a claim is not a fact
+        style = "green" if claim.startswith("TRUSTED") else "yellow"
+        console.print(Text.assemble(("content credentials: ", style), printable(claim)))
     if v.categories:
         console.print(Text("categories: " + "; ".join(printable(c) for c in v.categories)))
     if ann.decided_by is not None:

@@ -1,7 +1,8 @@
 """Register fetched files as samples in a store, after validating them like the annotator does.
 
-Content Credentials (C2PA) are read as `vhd ingest` reads them: a valid manifest declaring AI
-generation makes the sample synthetic, with the claimed generator (`vhd.media.credentials`).
+Content Credentials (C2PA) are read as `vhd ingest` reads them: a trusted manifest declaring AI
+generation makes a sample whose row declares no source synthetic, with the claimed generator;
+any other manifest is only recorded (`vhd.media.credentials`).
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ class Registrar:
     Args:
         store: A `vhd.store.Store`.
         settings: The fetch settings (the image size limit applies to validation too).
+        anchors: `vhd.media.credentials.TrustAnchors` for Content Credentials; default: the
+            user config's ``[c2pa]`` ``trust_anchors`` / ``user_anchors``.
     """
 
-    def __init__(self, store: Any, settings: FetchSettings) -> None:
+    def __init__(self, store: Any, settings: FetchSettings, anchors: Any = None) -> None:
+        from vhd.media.credentials import TrustAnchors, c2pa_available
         from vhd.media.image import ImageLimits
         from vhd.media.load import MediaSettings
 
         self.store = store
+        self.anchors = anchors if anchors is not None or not c2pa_available() else TrustAnchors.from_config()
         self.media = MediaSettings(limits=ImageLimits(max_bytes=settings.max_image_bytes))
         self._slots = asyncio.Semaphore(_DECODERS)
 
@@ -56,7 +61,7 @@ class Registrar:
         loaded = guarded(load_sample, item, self.media)  # damaged, a missing extra (named), or a surprise
         if isinstance(loaded, ItemFailure):
             return f"not a valid {item.kind.value}: {loaded.reason}"
-        self.store.upsert_sample(mark_from_credentials(loaded.sample, path))
+        self.store.upsert_sample(mark_from_credentials(loaded.sample, path, self.anchors))
         return None
 
     async def register(self, path: Path, row: UrlRow, outcome: FetchOutcome) -> str | None:

@@ -170,6 +170,7 @@ def _image(job: Job) -> Fingerprint:
 
 def _frames(job: Job) -> tuple[list[Image.Image], str, int]:
     """Return a video's sampled frames, its id and its size in bytes."""
+    from vhd.media.budget import decode_budget, video_file_cost
     from vhd.media.discover import frame_folder_frames
     from vhd.media.hashing import combine_hashes, sha256_file
     from vhd.media.image import ImageLimits, open_image
@@ -184,7 +185,8 @@ def _frames(job: Job) -> tuple[list[Image.Image], str, int]:
         chosen = frame_indices(len(files), job.n_frames, job.first_frames)
         images = [open_image(files[k], limits) for k in chosen]
         return images, combine_hashes(sha256_file(f) for f in files), sum(f.stat().st_size for f in files)
-    frames = read_frames(path, job.n_frames, job.first_frames)
+    with decode_budget().hold(video_file_cost(path, job.n_frames)):  # shared by the worker threads
+        frames = read_frames(path, job.n_frames, job.first_frames)
     return frames.images, sha256_file(path), path.stat().st_size
 
 

@@ -250,6 +250,7 @@ def extract_frames(
         ConfigError: Bad settings, a missing input, or an unwritable output folder.
         MissingDependencyError: PyAV is not installed.
     """
+    from vhd.media.budget import decode_budget, video_file_cost
     from vhd.media.video import frame_indices, read_frames
 
     if layout not in LAYOUTS:
@@ -322,8 +323,9 @@ def extract_frames(
         if entry and entry.get("signature") == signature and all(Path(f).exists() for f in entry["files"]):
             return VideoOutcome(label, "done", entry["indices"], entry["total_frames"], entry["files"])
         try:
-            frames = read_frames(video, n, first, strategy=strategy)
-            files = [str(p) for p in _write_set(frames, folder, video.stem, layout)]
+            with decode_budget().hold(video_file_cost(video, n)):  # shared by the --jobs threads
+                frames = read_frames(video, n, first, strategy=strategy)
+                files = [str(p) for p in _write_set(frames, folder, video.stem, layout)]
         except MediaError as exc:
             return VideoOutcome(label, "failed", reason=str(exc))
         except OSError as exc:

@@ -264,6 +264,7 @@ def ingest(
     allow_outside_paths: bool = False,
     rehash: bool = False,
     listed: int = LISTED,
+    anchors: Any = None,
 ) -> IngestResult:
     """Register files, folders and manifests as samples of a store.
 
@@ -283,6 +284,8 @@ def ingest(
             (rows naming a sample the store holds are always accepted).
         rehash: Read and hash every file again instead of trusting the store's stat index.
         listed: Ids or files of each kind the result keeps (the rest are counted).
+        anchors: `vhd.media.credentials.TrustAnchors` a C2PA signer must chain to for its
+            claims to count; default: ``[c2pa]`` ``trust_anchors`` / ``user_anchors`` of the user config.
 
     Returns:
         What was added, updated, skipped and blocked: counts, and the first `LISTED` ids or
@@ -315,6 +318,10 @@ def ingest(
     from vhd.store.statindex import ScratchSet
 
     check_inputs([os.fspath(p) for p in paths])
+    from vhd.media.credentials import TrustAnchors, c2pa_available
+
+    if anchors is None and c2pa_available():
+        anchors = TrustAnchors.from_config()
     result = IngestResult(listed=listed)
     discovered = 0
     seen = ScratchSet()
@@ -361,7 +368,7 @@ def ingest(
             loaded = load_sample(item, settings)
         except MediaError as exc:
             return _Checked(item, ident, "invalid", str(exc))
-        loaded.sample = mark_from_credentials(loaded.sample, item.path)
+        loaded.sample = mark_from_credentials(loaded.sample, item.path, anchors)
         return _Checked(item, ident, "ok", loaded=loaded)
 
     try:

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Annotation, Kind, Role, Sample, Source, Status
+from vhd.records import Annotation, Kind, Role, Sample, Source, Status, credentials_trust
 from vhd.store.reads import (
     ROW_CALLS,
     ROW_CATEGORIES,
@@ -235,6 +235,10 @@ def _page_seed(page: AnnotationPage) -> list[int | None]:
     ]
 
 
+def _page_credentials(page: AnnotationPage) -> list[str | None]:
+    return [credentials_trust(meta) for meta in _page_metas(page)]
+
+
 def _page_cell(at: int) -> Callable[[AnnotationPage], list[Any]]:
     def cells(page: AnnotationPage) -> list[Any]:
         return [r[at] for r in page.rows]
@@ -337,6 +341,13 @@ RECORD_COLUMNS: list[Column] = [
     Column("prompt", _string, lambda s, a: s.meta.get("prompt"), "a synthetic sample's prompt text", _page_prompt),
     Column("seed", _int, _seed, "a synthetic sample's derived seed", _page_seed),
     Column(
+        "credentials",
+        _string,
+        lambda s, a: credentials_trust(s.meta),
+        "the file's C2PA manifest: trusted, untrusted (a claim only) or invalid; null without one",
+        _page_credentials,
+    ),
+    Column(
         "harmful",
         _bool,
         lambda s, a: a.verdict.harmful,
@@ -417,7 +428,8 @@ def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
 
     The sample (``id``, ``kind``, ``path``, ``source``, ``keyword``, ``generator``, ``split``,
     ``label``, ``frames``, ``meta`` as JSON text), a synthetic sample's ``prompt`` and ``seed``,
-    the verdict (``harmful``, ``reason``, ``categories``, ``score``, ``status``, ``refused``),
+    ``credentials`` (the trust of the file's C2PA manifest), the verdict (``harmful``, ``reason``,
+    ``categories``, ``score``, ``status``, ``refused``),
     the usage (``calls``, ``prompt_tokens``, ``completion_tokens``, ``cost``), ``config_hash``,
     ``run_id``, ``error``, ``started_at`` and ``finished_at`` (UTC `datetime`, None when unknown),
     ``decided_by`` (the cascade stage that decided, ``debate``, or None outside a cascade) and

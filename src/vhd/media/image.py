@@ -24,7 +24,7 @@ from PIL import ExifTags, Image, ImageOps
 
 from vhd.errors import ConfigError, MediaError
 from vhd.media.encoded import EncodedImage
-from vhd.media.untrusted import ACCEPTED, jpeg_damage, open_untrusted
+from vhd.media.untrusted import ACCEPTED, DEFAULT_MAX_FRAME_PIXELS, frame_pixels_refusal, jpeg_damage, open_untrusted
 
 __all__ = [
     "ACCEPTED",
@@ -60,14 +60,22 @@ class ImageLimits:
             megapixels by default) also applies: an image Pillow would only warn about is
             rejected here too, so the effective limit is the smaller of the two.
         max_bytes: Largest accepted file size in bytes.
+        max_frame_pixels: Largest accepted width x height of one frame of a video or an animated
+            GIF/WebP/PNG (the still-image limit applies too, whichever is smaller). A few small
+            kilobytes of video or animation can declare an 8192 x 8192 picture and decoders hold
+            several frames at once, so it is lower than ``max_pixels``: 8K UHD (7680 x 4320), the
+            largest standard video frame. Checked from the header before any frame is decoded.
     """
 
     max_pixels: int = 64_000_000
     max_bytes: int = 50 * 1024 * 1024
+    max_frame_pixels: int = DEFAULT_MAX_FRAME_PIXELS
 
     def __post_init__(self) -> None:
         if self.max_pixels < 1:
             raise ConfigError(f"max_pixels must be at least 1, got {self.max_pixels}")
+        if self.max_frame_pixels < 1:
+            raise ConfigError(f"max_frame_pixels must be at least 1, got {self.max_frame_pixels}")
         if self.max_bytes < 1:
             raise ConfigError(f"max_bytes must be at least 1, got {self.max_bytes}")
 
@@ -76,6 +84,11 @@ class ImageLimits:
         """The pixel limit actually enforced: ``max_pixels`` capped by Pillow's ceiling."""
         pillow = Image.MAX_IMAGE_PIXELS
         return self.max_pixels if pillow is None else min(self.max_pixels, int(pillow))
+
+    @property
+    def effective_max_frame_pixels(self) -> int:
+        """The pixel limit of a video or animation frame: ``max_frame_pixels``, never above `effective_max_pixels`."""
+        return min(self.max_frame_pixels, self.effective_max_pixels)
 
 
 def _reason(exc: BaseException) -> str:
@@ -113,17 +126,28 @@ def read_image_bytes(path: str | Path, limits: ImageLimits | None = None) -> byt
         raise MediaError(f"cannot read file ({_reason(exc)})") from exc
 
 
-def _check_pixels(size: tuple[int, int], limits: ImageLimits) -> None:
+def _check_pixels(size: tuple[int, int], limits: ImageLimits, *, animated: bool = False) -> None:
     width, height = size
     if width < 1 or height < 1:
         raise MediaError(f"image declares an empty size {width}x{height}")
     pixels = width * height
+    if animated and pixels > limits.effective_max_frame_pixels:
+        raise MediaError(frame_pixels_refusal("animated image", width, height, limits.effective_max_frame_pixels))
     limit = limits.effective_max_pixels
     if pixels > limit:
         raise MediaError(
             f"image is {width}x{height} = {pixels:,} pixels, over the limit of {limit:,} "
             "(possible decompression bomb; raise max_pixels to accept it)"
         )
+
+
+ANIMATED_FORMATS: Final = frozenset({"GIF", "PNG", "WEBP"})
+"""Formats whose animations are held to the frame limit (`ImageLimits.max_frame_pixels`)."""
+
+
+def is_animated(img: Image.Image) -> bool:
+    """Whether an opened image has more than one frame (read from its header, without counting them)."""
+    return bool(getattr(img, "is_animated", False))
 
 
 def _draft_size(size: tuple[int, int], max_side: int) -> tuple[int, int]:
@@ -155,16 +179,13 @@ def _open_loaded(
         raise MediaError("empty file (0 bytes)")
     img = open_untrusted(data)
     declared = img.size
-    _check_pixels(declared, limits)
+    several = is_animated(img)  # a GIF's frames are not all counted (`n_frames` would walk them)
+    # an animation composes every frame on its whole canvas; a multi-picture JPEG's pictures are separate
+    _check_pixels(declared, limits, animated=several and img.format in ANIMATED_FORMATS)
     try:
-        if getattr(img, "n_frames", 1) > 1:
+        if several:
             img.seek(0)
-        if (
-            draft_side is not None
-            and img.format == "JPEG"
-            and max(img.size) > draft_side
-            and getattr(img, "n_frames", 1) == 1
-        ):
+        if draft_side is not None and img.format == "JPEG" and max(img.size) > draft_side and not several:
             img.draft(None, _draft_size(img.size, draft_side))
         img.load()
     except MediaError:

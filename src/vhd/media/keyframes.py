@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from vhd.media.videoframes import (
     REWIND,
     VideoFrames,
+    bounded,
+    check_frame_size,
     duration_s,
     frame_indices,
     observed_total,
@@ -143,13 +145,14 @@ def _useful(plan: list[int], keyframes: list[int]) -> bool:
     return False
 
 
-def try_plan(container: Any, n: int, first: int) -> tuple[VideoFrames | None, Any]:
+def try_plan(container: Any, n: int, first: int, max_pixels: int | None = None) -> tuple[VideoFrames | None, Any]:
     """Read the planned frames of an open video with the keyframe plan, if it applies.
 
     Args:
         container: An open PyAV input container (nothing read from it yet).
         n: Frames wanted.
         first: Only frames ``0 .. first - 1`` are considered.
+        max_pixels: Largest frame accepted (width x height; None: no limit).
 
     Returns:
         ``(frames, None)`` when the plan found them: exactly those forward decoding gives.
@@ -166,9 +169,9 @@ def try_plan(container: Any, n: int, first: int) -> tuple[VideoFrames | None, An
         stream = container.streams.video[0]
         if stream.codec_context is None:  # no decoder (a damaged codec description): forward decoding names it
             return None, REWIND
+        bounded(stream, max_pixels)  # a frame over the limit: refused here, before any is decoded
         if stream.codec_context.codec.canonical_name not in SEEKABLE_CODECS:
             return None, REWIND
-        stream.thread_type = "AUTO"
         # Strict decoding: a damaged frame abandons the plan, and forward decoding names the damage.
         # Seeking into an open GOP also abandons it (the leading pictures and reference marking
         # refer to frames before the keyframe, which FFmpeg's strict check reports as errors).
@@ -176,20 +179,22 @@ def try_plan(container: Any, n: int, first: int) -> tuple[VideoFrames | None, An
         scan = scan_packets(container, stream, first + REORDER_MARGIN)
         if not scan.pts:
             return None, None
-        planned = _read(container, stream, scan, n, first)
+        planned = _read(container, stream, scan, n, first, max_pixels)
         return planned, (None if planned is not None else scan.pts[0])
     except (_Untrusted, av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError):
         return None, None
 
 
-def _read(container: Any, stream: Any, scan: PacketScan, n: int, first: int) -> VideoFrames | None:
+def _read(
+    container: Any, stream: Any, scan: PacketScan, n: int, first: int, max_pixels: int | None
+) -> VideoFrames | None:
     rate = stream.average_rate or stream.guessed_rate
     fps = float(rate) if rate else None
     plan_on, total = _plan_total(container, stream, scan, first, fps)
     plan = frame_indices(plan_on, n, first)
     if not plan or plan[-1] >= len(scan.pts) or not scan.keyframes or not _useful(plan, scan.keyframes):
         return None
-    images, decoded, seeks = _decode_plan(container, stream, scan, plan)
+    images, decoded, seeks = _decode_plan(container, stream, scan, plan, max_pixels)
     return VideoFrames(
         images=[images[i] for i in plan],
         indices=plan,
@@ -202,7 +207,7 @@ def _read(container: Any, stream: Any, scan: PacketScan, n: int, first: int) -> 
 
 
 def _decode_plan(
-    container: Any, stream: Any, scan: PacketScan, plan: list[int]
+    container: Any, stream: Any, scan: PacketScan, plan: list[int], max_pixels: int | None = None
 ) -> tuple[dict[int, Image.Image], int, int]:
     """Seek and decode along the plan, checking every frame against the scan.
 
@@ -234,6 +239,7 @@ def _decode_plan(
             if frame is None or frame.pts is None:
                 raise _Untrusted
             decoded += 1
+            check_frame_size(frame.width, frame.height, max_pixels)  # a stream can change its size midway
             if fresh and frame.pts < pts[k]:
                 continue  # a leading picture of an open GOP, shown before the keyframe
             if frame.pts != pts[expected] or (fresh and not frame.key_frame):

@@ -9,12 +9,14 @@ from typing import Any
 from vhd.config import MediaConfig
 from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
+from vhd.media.budget import decode_budget, video_file_cost
 from vhd.media.discover import frame_folder_frames
 from vhd.media.encoded import EncodedImage
 from vhd.media.hashing import combine_hashes, is_sha256_hex, sha256_bytes, sha256_file
 from vhd.media.image import (
     FORMATS,
     ImageLimits,
+    decode_cost,
     encode_image,
     encode_image_bytes,
     read_image_bytes,
@@ -36,7 +38,9 @@ class MediaSettings:
         quality: JPEG/WebP quality (1-100).
         n_frames: Frames shown per video.
         first_frames: Only the first this-many frames of a video are sampled.
-        limits: Size limits for image files.
+        limits: Size limits for image files, and the frame size limit of videos and animations.
+        decode_memory: Bytes every `load_sample` of the process may hold decoding at once, shared
+            by all its threads (`vhd.media.budget`); None: `vhd.media.budget.DEFAULT_DECODE_MEMORY`.
     """
 
     max_side: int = 1024
@@ -45,6 +49,7 @@ class MediaSettings:
     n_frames: int = DEFAULT_FRAMES
     first_frames: int = DEFAULT_FIRST
     limits: ImageLimits = field(default_factory=ImageLimits)
+    decode_memory: int | None = None
 
     def __post_init__(self) -> None:
         fmt = self.fmt.lower()
@@ -61,6 +66,8 @@ class MediaSettings:
             raise ConfigError(f"frames per video must be at least 1, got {self.n_frames}")
         if self.first_frames < 1:
             raise ConfigError(f"first_frames must be at least 1, got {self.first_frames}")
+        if self.decode_memory is not None and self.decode_memory < 1:
+            raise ConfigError(f"decode_memory must be at least 1 byte, got {self.decode_memory}")
 
     def identity(self) -> dict[str, Any]:
         """Return the settings that change what a model is shown (for configuration hashes).
@@ -79,7 +86,9 @@ class MediaSettings:
 
 def media_settings(m: MediaConfig) -> MediaSettings:
     """`MediaSettings` from the configuration's ``[media]`` table."""
-    limits = ImageLimits(max_pixels=m.max_pixels, max_bytes=int(m.max_file_mb * 1024 * 1024))
+    limits = ImageLimits(
+        max_pixels=m.max_pixels, max_bytes=int(m.max_file_mb * 1024 * 1024), max_frame_pixels=m.max_frame_pixels
+    )
     return MediaSettings(
         max_side=m.max_side,
         fmt=m.format,
@@ -87,6 +96,7 @@ def media_settings(m: MediaConfig) -> MediaSettings:
         n_frames=m.frames,
         first_frames=m.first_frames,
         limits=limits,
+        decode_memory=int(m.decode_memory_mb * 2**20),
     )
 
 
@@ -146,7 +156,9 @@ def _load_frame_folder(item: MediaItem, settings: MediaSettings) -> tuple[str, l
 
 
 def _load_video_file(item: MediaItem, settings: MediaSettings) -> tuple[str, list[int], list[EncodedImage]]:
-    frames = read_frames(item.path, settings.n_frames, settings.first_frames)
+    frames = read_frames(
+        item.path, settings.n_frames, settings.first_frames, max_pixels=settings.limits.effective_max_frame_pixels
+    )
     images = [
         encode_image(img, max_side=settings.max_side, fmt=settings.fmt, quality=settings.quality)
         for img in frames.images
@@ -156,6 +168,25 @@ def _load_video_file(item: MediaItem, settings: MediaSettings) -> tuple[str, lis
     except OSError as exc:
         raise MediaError(f"cannot read file ({exc.strerror})") from exc
     return digest, frames.indices, images
+
+
+def _decode_cost(item: MediaItem, folder: bool, settings: MediaSettings) -> int:
+    """What decoding an item may hold, from its header only.
+
+    1 MiB when the header cannot be read: the decode itself then says what is wrong.
+    """
+    from vhd.media.untrusted import open_untrusted
+
+    if item.kind is not Kind.IMAGE and not folder:
+        return video_file_cost(item.path, settings.n_frames)
+    try:
+        first = frame_folder_frames(item.path) if folder else [Path(item.path)]
+        if not first:
+            return 2**20
+        with open_untrusted(first[0]) as img:  # the header only
+            return decode_cost(img, settings.max_side)
+    except (OSError, MediaError):
+        return 2**20
 
 
 def sample_id(item: MediaItem) -> str:
@@ -210,13 +241,15 @@ def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> Loade
     settings = settings or MediaSettings()
     path = Path(item.path)
     frames: list[int] = []
-    if item.kind is Kind.IMAGE:
-        digest, encoded = _encode_image_file(item, settings)
-        images = [encoded]
-    elif item.is_frame_folder or path.is_dir():
-        digest, frames, images = _load_frame_folder(item, settings)
-    else:
-        digest, frames, images = _load_video_file(item, settings)
+    folder = item.kind is not Kind.IMAGE and (item.is_frame_folder or path.is_dir())
+    with decode_budget(settings.decode_memory).hold(_decode_cost(item, folder, settings)):
+        if item.kind is Kind.IMAGE:
+            digest, encoded = _encode_image_file(item, settings)
+            images = [encoded]
+        elif folder:
+            digest, frames, images = _load_frame_folder(item, settings)
+        else:
+            digest, frames, images = _load_video_file(item, settings)
 
     meta: dict[str, Any] = dict(item.meta)
     if item.id is not None:

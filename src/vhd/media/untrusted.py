@@ -217,6 +217,18 @@ def video_demuxer(head: bytes) -> str | None:
     return None
 
 
+DEFAULT_MAX_FRAME_PIXELS: Final = 7680 * 4320
+"""Default pixel limit of one video or animation frame: 8K UHD, the largest standard video frame."""
+
+
+def frame_pixels_refusal(what: str, width: int, height: int, limit: int) -> str:
+    """The one-line reason a video or an animation is refused for its frame size."""
+    return (
+        f"{what} frames are {width}x{height} = {width * height:,} pixels, over the frame limit of {limit:,} "
+        "(possible decompression bomb; refused before decoding; raise max_frame_pixels to accept it)"
+    )
+
+
 def video_refusal(head: bytes) -> str:
     """The one-line reason a file is not opened as a video."""
     name = describe(head)

@@ -33,13 +33,15 @@ from typing import TYPE_CHECKING, Any
 from vhd.boundary import is_run_fault
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.keyframes import SEEKABLE_CODECS, try_plan
-from vhd.media.untrusted import HEAD_BYTES, video_demuxer, video_refusal
+from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS, HEAD_BYTES, video_demuxer, video_refusal
 from vhd.media.videoframes import (
     DEFAULT_FIRST,
     DEFAULT_FRAMES,
     REWIND,
     VideoFrames,
+    bounded,
     check_counts,
+    check_frame_size,
     decode_strictly,
     duration_s,
     frame_indices,
@@ -48,6 +50,7 @@ from vhd.media.videoframes import (
     tolerance,
     upright,
 )
+from vhd.media.videosize import declared_frame_size
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -109,6 +112,7 @@ def _decode_pass(
     known_total: int | None = None,
     container: Any = None,
     start_pts: Any = None,
+    max_pixels: int | None = None,
 ) -> _Pass:
     """Open the file, plan the frames and decode forward, keeping the planned ones.
 
@@ -122,16 +126,18 @@ def _decode_pass(
     """
     try:
         if container is not None:
-            return _decode_container(container, n, first, known_total, start_pts)
+            return _decode_container(container, n, first, known_total, start_pts, max_pixels)
         with av.open(str(path), format=demuxer) as opened:
-            return _decode_container(opened, n, first, known_total, REWIND)
+            return _decode_container(opened, n, first, known_total, REWIND, max_pixels)
     except (MediaError, _Rewound):
         raise
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
         raise MediaError(f"cannot decode video ({_reason(exc)})") from exc
 
 
-def _decode_container(container: Any, n: int, first: int, known_total: int | None, start_pts: Any) -> _Pass:
+def _decode_container(
+    container: Any, n: int, first: int, known_total: int | None, start_pts: Any, max_pixels: int | None
+) -> _Pass:
     if not container.streams.video:
         raise MediaError("no video stream (audio-only or data file)")
     stream = container.streams.video[0]
@@ -140,7 +146,7 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
             "damaged: the video stream has no decoder (its codec description is unknown or damaged); "
             "re-download or re-encode it"
         )
-    stream.thread_type = "AUTO"
+    bounded(stream, max_pixels)
     strict(stream)
     rate = stream.average_rate or stream.guessed_rate
     fps = float(rate) if rate else None
@@ -163,7 +169,7 @@ def _decode_container(container: Any, n: int, first: int, known_total: int | Non
     start_s = end_s = 0.0
     if start_pts is not REWIND:
         container.seek(start_pts, stream=stream, backward=True, any_frame=False)
-    for index, frame in enumerate(decode_strictly(container, stream)):
+    for index, frame in enumerate(decode_strictly(container, stream, max_pixels)):
         if index == 0 and start_pts is not REWIND and frame.pts != start_pts:
             raise _Rewound
         decoded = index + 1
@@ -185,7 +191,12 @@ def _ended_early(got: int, missing: int, expected: int, how: str) -> MediaError:
 
 
 def read_frames(
-    path: str | Path, n: int = DEFAULT_FRAMES, first: int = DEFAULT_FIRST, *, strategy: str = "auto"
+    path: str | Path,
+    n: int = DEFAULT_FRAMES,
+    first: int = DEFAULT_FIRST,
+    *,
+    strategy: str = "auto",
+    max_pixels: int | None = DEFAULT_MAX_FRAME_PIXELS,
 ) -> VideoFrames:
     """Decode the frames that represent a video (see `frame_indices`).
 
@@ -199,17 +210,24 @@ def read_frames(
     with a second pass; a larger shortfall means the file is cut short and is an error.
     Rotation metadata (display matrix) is applied to every frame.
 
+    Frames larger than ``max_pixels`` are refused before any is decoded: the size the
+    container's header declares is read first (`vhd.media.videosize`), before FFmpeg opens the
+    file; then the size the stream's own headers give, when it is opened; then every decoded
+    frame's. Each decoder uses at most `vhd.media.videoframes.DECODE_THREADS` threads.
+
     Args:
         path: The video file.
         n: Frames wanted.
         first: Only frames ``0 .. first - 1`` are considered.
         strategy: ``auto`` (keyframe plan, falling back to forward decoding) or ``decode``.
+        max_pixels: Largest frame accepted, width x height (default 8K UHD; None: no limit).
 
     Returns:
         The chosen frames; fewer than ``n`` when the video is shorter than ``n`` frames.
 
     Raises:
-        MediaError: Unreadable, empty, truncated or corrupt file, or no video stream.
+        MediaError: Unreadable, empty, truncated or corrupt file, no video stream, or frames
+            over ``max_pixels``.
         MissingDependencyError: PyAV is not installed.
         ConfigError: ``n`` or ``first`` is below 1, or ``strategy`` is unknown.
     """
@@ -229,11 +247,14 @@ def read_frames(
     demuxer = video_demuxer(head)
     if demuxer is None:
         raise MediaError(video_refusal(head))
-    scan = _first_pass(av, path, demuxer, n, first) if strategy == "auto" else None
+    declared = declared_frame_size(path, demuxer)
+    if declared is not None:  # before FFmpeg opens it: opening already decodes a frame or more of some codecs
+        check_frame_size(*declared, max_pixels)
+    scan = _first_pass(av, path, demuxer, n, first, max_pixels) if strategy == "auto" else None
     if isinstance(scan, VideoFrames):
         return scan
     if scan is None:
-        scan = _decode_pass(av, path, demuxer, n, first)
+        scan = _decode_pass(av, path, demuxer, n, first, max_pixels=max_pixels)
     missing = [i for i in scan.plan if i not in scan.images]
     if scan.estimated:
         actual = scan.decoded if scan.reached_end else first
@@ -256,14 +277,16 @@ def read_frames(
     plan = frame_indices(actual, n, first)
     if all(i in scan.images for i in plan):
         return _result(plan, scan.images, scan, actual, scan.decoded)
-    again = _decode_pass(av, path, demuxer, n, first, known_total=actual)
+    again = _decode_pass(av, path, demuxer, n, first, known_total=actual, max_pixels=max_pixels)
     lost = [i for i in again.plan if i not in again.images]
     if lost:
         raise _ended_early(again.decoded, lost[0], actual, "counted on a first pass")
     return _result(again.plan, again.images, scan, actual, scan.decoded + again.decoded)
 
 
-def _first_pass(av: Any, path: Path, demuxer: str, n: int, first: int) -> VideoFrames | _Pass | None:
+def _first_pass(
+    av: Any, path: Path, demuxer: str, n: int, first: int, max_pixels: int | None
+) -> VideoFrames | _Pass | None:
     """Try the keyframe plan; when it does not apply, decode forward in the same open file.
 
     Returns:
@@ -275,13 +298,15 @@ def _first_pass(av: Any, path: Path, demuxer: str, n: int, first: int) -> VideoF
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError):
         return None  # the fresh pass reports the error
     with container:
-        planned, start = try_plan(container, n, first)
+        planned, start = try_plan(container, n, first, max_pixels)
         if planned is not None:
             return planned
         if start is None:
             return None
         try:
-            return _decode_pass(av, path, demuxer, n, first, container=container, start_pts=start)
+            return _decode_pass(
+                av, path, demuxer, n, first, container=container, start_pts=start, max_pixels=max_pixels
+            )
         except _Rewound:
             return None
 

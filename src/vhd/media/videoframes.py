@@ -9,13 +9,14 @@ keyframe plan (`vhd.media.keyframes`) share them here, below both.
 from __future__ import annotations
 
 import math
+import os
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError, MediaError
-from vhd.media.untrusted import STRICT
+from vhd.media.untrusted import STRICT, frame_pixels_refusal
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -167,6 +168,36 @@ def strict(stream: Any) -> None:
     stream.codec_context.options = {**stream.codec_context.options, **STRICT}
 
 
+DECODE_THREADS = 4
+"""Most threads one video's decoder uses. FFmpeg's default is one per core (up to 16), and with
+frame threading each thread holds a frame of its own: 16 frames of an 8K video are 0.8 GB."""
+
+
+def check_frame_size(width: int, height: int, max_pixels: int | None) -> None:
+    """Refuse a video frame size over ``max_pixels`` (None: no limit).
+
+    Raises:
+        MediaError: One line with the size, the limit and the setting that raises it.
+    """
+    if max_pixels is not None and width * height > max_pixels:
+        raise MediaError(frame_pixels_refusal("video", width, height, max_pixels))
+
+
+def bounded(stream: Any, max_pixels: int | None) -> None:
+    """Check the frame size a stream's decoder was set up with, and bound its threads.
+
+    Call after the file is opened and before the first frame is decoded: the size is the one
+    FFmpeg found in the stream's own headers (the container's may differ).
+
+    Raises:
+        MediaError: The frame size is over ``max_pixels``.
+    """
+    context = stream.codec_context
+    check_frame_size(int(context.width or 0), int(context.height or 0), max_pixels)
+    stream.thread_type = "AUTO"
+    context.thread_count = min(DECODE_THREADS, os.cpu_count() or 1)
+
+
 _BIT_REVERSED = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
 
 FFV1_PROBE_PACKETS = 3
@@ -229,16 +260,17 @@ def _ffv1_checked(packets: Iterable[Any], name: str) -> Iterator[Any]:
     yield from held
 
 
-def decode_strictly(container: Any, stream: Any) -> Iterator[Any]:
+def decode_strictly(container: Any, stream: Any, max_pixels: int | None = None) -> Iterator[Any]:
     """Decode a stream's frames in order (as ``container.decode(stream)``), damage as a `MediaError`.
 
     The stream must have been made `strict`. Errors of the container (demuxing) pass through
     unchanged, to be reported by the caller. FFV1 frames are also checked against their slice
-    CRCs (`ffv1_slices_intact`).
+    CRCs (`ffv1_slices_intact`), and every frame's size against ``max_pixels`` (a stream can
+    change its size midway).
 
     Raises:
         MediaError: ``damaged: ...``, when the decoder finds invalid data or an FFV1 slice fails
-            its CRC.
+            its CRC; or a frame over ``max_pixels``.
     """
     import av
 
@@ -257,4 +289,5 @@ def decode_strictly(container: Any, stream: Any) -> Iterator[Any]:
             ) from exc
         for frame in frames:
             decoded += 1
+            check_frame_size(frame.width, frame.height, max_pixels)
             yield frame

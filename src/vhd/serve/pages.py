@@ -15,7 +15,8 @@ from vhd.annotate.cascade import DEBATE, run_stage_models, stage_model
 from vhd.errors import VhdError
 from vhd.fileio import escape_cell
 from vhd.labels.files import CATEGORIES
-from vhd.records import Sample
+from vhd.media.credentials import credentials_summary
+from vhd.records import Sample, credentials_trust
 from vhd.serve.agreement import fleiss_kappa
 from vhd.serve.labelling import category_keys, histograms, instructions
 from vhd.serve.security import same
@@ -233,6 +234,8 @@ async def sample_page(request: Request) -> Response:
         stage=stage,
         provenance=provenance_items(provenance.data) if provenance else [],
         provenance_row=provenance,
+        credentials=credentials_summary(sample.meta),
+        credentials_trust=credentials_trust(sample.meta),
         others=st.store.sample_annotations(sample_id),
         reviews=reviews,
         disputed=len(votes) > 1 and not any(r.adjudication for r in reviews),

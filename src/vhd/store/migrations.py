@@ -518,6 +518,36 @@ MIGRATIONS: list[tuple[str, str]] = [
         PRAGMA writable_schema = RESET;
         """,
     ),
+    (
+        "0015_credentials_are_claims",
+        # A C2PA manifest now changes a sample only when its signer is trusted, and never a declared
+        # source (`vhd.media.credentials`). Samples an older vhd relabelled from a valid but untrusted
+        # (or any) claim get the source that was declared back (it was kept as `overrode_source`), and
+        # lose the generator taken from the claim; every record gets its `trust`. A sample whose
+        # source was empty before an untrusted claim made it synthetic cannot be told from one
+        # declared synthetic, so its source stays (its record says `untrusted`).
+        """
+        UPDATE samples SET
+            source = json_extract(meta_json, '$.content_credentials.overrode_source'),
+            generator = IIF(generator LIKE 'claimed:%', NULL, generator),
+            meta_json = json_set(
+                json_remove(meta_json, '$.content_credentials.overrode_source'),
+                '$.content_credentials.restored_source',
+                json_extract(meta_json, '$.content_credentials.overrode_source')
+            )
+        WHERE json_valid(meta_json)
+            AND json_extract(meta_json, '$.content_credentials.overrode_source') IS NOT NULL;
+        UPDATE samples SET generator = NULL
+        WHERE generator LIKE 'claimed:%' AND json_valid(meta_json)
+            AND json_type(meta_json, '$.content_credentials') = 'object'
+            AND json_extract(meta_json, '$.content_credentials.state') IS NOT 'Trusted';
+        UPDATE samples SET meta_json = json_set(meta_json, '$.content_credentials.trust',
+            CASE json_extract(meta_json, '$.content_credentials.state')
+                WHEN 'Trusted' THEN 'trusted' WHEN 'Valid' THEN 'untrusted' ELSE 'invalid' END)
+        WHERE json_valid(meta_json) AND json_type(meta_json, '$.content_credentials') = 'object'
+            AND json_extract(meta_json, '$.content_credentials.trust') IS NULL;
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 
