@@ -67,7 +67,9 @@ class ReplyTooSlow(ReplyRefused, TimeoutError):
 
 
 def _mib(n: int) -> str:
-    return f"{n / 1048576:.3g} MiB" if n >= 1048576 else f"{n} bytes"
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.4g} GiB"
+    return f"{n / (1 << 20):.4g} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
 def _check_headers(headers: Any, max_bytes: int) -> None:
