@@ -35,6 +35,8 @@ from vhd.fileio import JSON_MAX_DEPTH, JSONTooDeep, json_depth
 __all__ = [
     "BYTES_PER_NODE",
     "DEFAULT_MAX_REPLY_BYTES",
+    "MAX_BYTES",
+    "TIMEOUT",
     "ReplyRefused",
     "ReplyTooLarge",
     "ReplyTooSlow",
@@ -52,6 +54,12 @@ default cap): a real reply has tens to a few thousand, and each costs 60-200 byt
 
 _DEADLINE = "vhd_deadline"
 """The request extension that holds its deadline (``time.monotonic()`` seconds)."""
+
+MAX_BYTES = "vhd_max_bytes"
+"""A request extension that sets that request's byte cap instead of the client's (a bulk export)."""
+
+TIMEOUT = "vhd_timeout"
+"""A request extension that sets that request's deadline, in seconds, instead of the client's."""
 
 
 class ReplyRefused(ValueError):
@@ -137,6 +145,8 @@ def client_limits(
     Reading a body past ``max_bytes`` or past ``timeout`` seconds after its request was sent raises
     `ReplyTooLarge` or `ReplyTooSlow`, wherever it is read (the caller's code or a library's). The
     deadline is checked as chunks arrive; async callers also wrap the call in ``asyncio.timeout``.
+    One request may set its own cap and deadline with the `MAX_BYTES` and `TIMEOUT` extensions
+    (``client.get(url, extensions={MAX_BYTES: 1 << 30, TIMEOUT: 600.0})``).
 
     Args:
         module: The ``httpx`` or ``httpx2`` module the client comes from.
@@ -152,12 +162,14 @@ def client_limits(
     stream_cls = _stream_class(module)
 
     def on_request(request: Any) -> None:
-        request.extensions[_DEADLINE] = time.monotonic() + timeout
+        request.extensions[_DEADLINE] = time.monotonic() + float(request.extensions.get(TIMEOUT, timeout))
 
     def on_response(response: Any) -> None:
-        _check_headers(response.headers, max_bytes)
-        deadline = response.request.extensions.get(_DEADLINE)
-        response.stream = stream_cls(response.stream, max_bytes, deadline, timeout)
+        extensions = response.request.extensions
+        cap = int(extensions.get(MAX_BYTES, max_bytes))
+        _check_headers(response.headers, cap)
+        seconds = float(extensions.get(TIMEOUT, timeout))
+        response.stream = stream_cls(response.stream, cap, extensions.get(_DEADLINE), seconds)
 
     async def on_request_async(request: Any) -> None:
         on_request(request)
