@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from vhd.fileio import JSON_MAX_DEPTH, JSONTooDeep, json_depth
@@ -42,6 +44,7 @@ __all__ = [
     "ReplyTooSlow",
     "client_limits",
     "parse_json",
+    "reply_limits",
 ]
 
 DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024
@@ -72,6 +75,24 @@ class ReplyTooLarge(ReplyRefused):
 
 class ReplyTooSlow(ReplyRefused, TimeoutError):
     """A reply still arriving at its deadline."""
+
+
+_OVERRIDE: ContextVar[dict[str, float]] = ContextVar("vhd_reply_limits", default={})  # noqa: B039 - never mutated
+
+
+@contextmanager
+def reply_limits(*, max_bytes: int | None = None, timeout: float | None = None) -> Iterator[None]:
+    """Give the requests sent inside this block their own byte cap and deadline (a bulk download).
+
+    For calls whose request a library builds (so no extension can be passed): the client's request
+    hook reads the override from a context variable, which follows the running task.
+    """
+    limits = {MAX_BYTES: max_bytes, TIMEOUT: timeout}
+    token = _OVERRIDE.set({k: v for k, v in limits.items() if v is not None})
+    try:
+        yield
+    finally:
+        _OVERRIDE.reset(token)
 
 
 def _mib(n: int) -> str:
@@ -162,6 +183,8 @@ def client_limits(
     stream_cls = _stream_class(module)
 
     def on_request(request: Any) -> None:
+        for name, value in _OVERRIDE.get().items():
+            request.extensions.setdefault(name, value)
         request.extensions[_DEADLINE] = time.monotonic() + float(request.extensions.get(TIMEOUT, timeout))
 
     def on_response(response: Any) -> None:
