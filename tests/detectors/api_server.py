@@ -90,6 +90,8 @@ class ApiServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            do_GET = do_POST  # the same answers (Pexels' search is a GET)
+
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
