@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.hostile_corpus import media_corpus, text_corpus
+from tests.hostile_corpus import endpoint_replies, media_corpus, text_corpus
 from tests.optional import need_module
 from vhd.cli.main import main
 from vhd.media.discover import kind_for
@@ -209,3 +209,28 @@ def test_fetch_with_store_finishes_over_the_hostile_corpus(
     again = json.loads(text)
     assert sum(again["counts"].values()) == len(urls)
     assert sum(server.hits.values()) - hits <= len(urls) - first["counts"]["ok"]  # fetched files are not fetched again
+
+
+@pytest.mark.timeout(120)
+def test_annotate_finishes_past_every_hostile_endpoint_reply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each hostile reply costs the one sample that met it; the others are stored; no traceback."""
+    from tests.servers.chat_server import ChatServer
+    from tests.test_annotate import judge_reply, make_images
+
+    replies = endpoint_replies(stall_s=20)
+    make_images(tmp_path / "m", len(replies) + 2)
+    with ChatServer(reply=judge_reply) as srv:
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(
+            f'[backends.openai]\nbase_url = "{srv.base_url}"\ntimeout = 1\nmax_retries = 0\n'
+            "max_reply_bytes = 1048576\n"
+        )
+        srv.fail_next(list(replies.values()))  # one sample at a time: each reply meets one sample's first call
+        args = ["annotate", str(tmp_path / "m"), "--model", "openai:m", "--config", str(cfg), "--concurrency", "1"]
+        started = time.monotonic()
+        code, out, _ = run(capsys, [*args, "--store", str(tmp_path / "s.db"), *JSON])
+    summary = json.loads(out)
+    assert code == 1 and (summary["annotated"], summary["errors"]) == (2, len(replies)), summary
+    assert time.monotonic() - started < 30  # three 1 s timeouts, the rest refused at once

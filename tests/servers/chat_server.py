@@ -558,7 +558,10 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # a client that refused a hostile body and left
+            self.close_connection = True
         with self.server_state._lock:
             self.server_state.log.append((self.command, self.path, status))
 
