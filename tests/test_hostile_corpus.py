@@ -224,8 +224,7 @@ def test_annotate_finishes_past_every_hostile_endpoint_reply(
     with ChatServer(reply=judge_reply) as srv:
         cfg = tmp_path / "c.toml"
         cfg.write_text(
-            f'[backends.openai]\nbase_url = "{srv.base_url}"\ntimeout = 1\nmax_retries = 0\n'
-            "max_reply_bytes = 1048576\n"
+            f'[backends.openai]\nbase_url = "{srv.base_url}"\ntimeout = 1\nmax_retries = 0\nmax_reply_bytes = 1048576\n'
         )
         srv.fail_next(list(replies.values()))  # one sample at a time: each reply meets one sample's first call
         args = ["annotate", str(tmp_path / "m"), "--model", "openai:m", "--config", str(cfg), "--concurrency", "1"]
