@@ -8,6 +8,10 @@ bombs: an 8192 x 8192 H.264 clip and 7000 x 7000 animated GIF, APNG and WebP fil
 (kilobytes each, gigabytes decoded). `text_corpus`
 writes hostile manifests and label files: JSON nested 100,000 deep, NUL bytes in paths,
 unterminated quotes, duplicated headers, BOMs, UTF-16, ragged rows and formula cells.
+`endpoint_replies` lists the hostile answers a model endpoint or API can give (a loopback server
+plays them, `tests.servers.chat_server.Failure`): silence after the headers, a trickle in the
+body or the headers, an endless chunked body, a huge one, JSON nested 200,000 deep, a million
+choices.
 
 Everything is drawn by code (gradients and shapes); nothing is downloaded. Deterministic: the
 same call writes the same bytes.
@@ -21,6 +25,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -370,6 +375,25 @@ def text_corpus(folder: Path, media: Path) -> dict[str, Path]:
             path.write_text(text, encoding="utf-8", newline="")
         out[name] = path
     return out
+
+
+def endpoint_replies(*, stall_s: float = 30.0) -> dict[str, Any]:
+    """Hostile answers of a model endpoint or detector API, by name (`Failure`s of the chat server).
+
+    Each must cost only its own call: ended by the configured timeout (the stalls and trickles,
+    which hold the connection ``stall_s`` seconds at most) or the byte cap (the others).
+    """
+    from tests.servers.chat_server import Failure
+
+    return {
+        "silent_after_headers": Failure.stall_after_headers(stall_s),
+        "trickled_body": Failure.trickle(every=0.3, seconds=stall_s),
+        "trickled_headers": Failure.trickle(every=0.3, seconds=stall_s, in_headers=True),
+        "endless_chunked": Failure.endless(limit=256 << 20),
+        "huge_200MB": Failure.huge(200 << 20),
+        "deep_200k": Failure.deep(200_000),
+        "million_choices": Failure.many_choices(1_000_000),
+    }
 
 
 if __name__ == "__main__":  # python tests/hostile_corpus.py OUT: write the corpus to look at

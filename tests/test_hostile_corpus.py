@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.hostile_corpus import media_corpus, text_corpus
+from tests.hostile_corpus import endpoint_replies, media_corpus, text_corpus
 from tests.optional import need_module
 from vhd.cli.main import main
 from vhd.media.discover import kind_for
@@ -219,3 +219,27 @@ def test_pixel_bombs_in_the_corpus_are_refused_for_their_frame_size(
     assert len(bombs) == 4  # the H.264 clip and the GIF, APNG and WebP animations
     reasons = {Path(e["path"]).name: e["reason"] for e in _parse(out)["invalid"]}
     assert all("over the frame limit" in reasons.get(name, "") for name in bombs), reasons
+
+
+@pytest.mark.timeout(120)
+def test_annotate_finishes_past_every_hostile_endpoint_reply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each hostile reply costs the one sample that met it; the others are stored; no traceback."""
+    from tests.annotate.test_api import judge_reply, make_images
+    from tests.servers.chat_server import ChatServer
+
+    replies = endpoint_replies(stall_s=20)
+    make_images(tmp_path / "m", len(replies) + 2)
+    with ChatServer(reply=judge_reply) as srv:
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(
+            f'[backends.openai]\nbase_url = "{srv.base_url}"\ntimeout = 1\nmax_retries = 0\nmax_reply_bytes = 1048576\n'
+        )
+        srv.fail_next(list(replies.values()))  # one sample at a time: each reply meets one sample's first call
+        args = ["annotate", str(tmp_path / "m"), "--model", "openai:m", "--config", str(cfg), "--concurrency", "1"]
+        started = time.monotonic()
+        code, out, _ = run(capsys, [*args, "--store", str(tmp_path / "s.db"), *JSON])
+    summary = json.loads(out)
+    assert code == 1 and (summary["annotated"], summary["errors"]) == (2, len(replies)), summary
+    assert time.monotonic() - started < 30  # three 1 s timeouts, the rest refused at once

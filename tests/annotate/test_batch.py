@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,43 @@ def test_batch_api_and_cascade_refuse_an_out_of_process_executor(tmp_path: Path)
             options=RunOptions(cascade=cascade, executor="ray"),
         )
     assert not (tmp_path / "z.db").exists()
+
+
+def test_a_result_line_nested_200000_deep_fails_its_sample_only(media: Path, tmp_path: Path) -> None:
+    deep = b"[" * 200_000 + b"]" * 200_000
+    mangled: list[str] = []
+
+    def mangle(body: dict[str, Any]) -> bytes | None:  # the first line of the first result file
+        mangled.append(json.dumps(body))
+        return deep if len(mangled) == 1 else None
+
+    with BatchServer(judge_reply) as srv:
+        srv.mangle = mangle
+        summary = _run(media, tmp_path / "b.db", _config(tmp_path, srv.base_url))
+    assert (summary.annotated, summary.errors) == (2, 1)
+
+
+@pytest.mark.timeout(60)
+def test_an_endless_result_file_fails_that_batch_at_the_cap_and_the_run_ends(media: Path, tmp_path: Path) -> None:
+    cfg = _config(tmp_path, "")
+    with BatchServer(judge_reply) as srv:
+        srv.endless_files = True
+        cfg.write_text(f'[backends.openai]\nbase_url = "{srv.base_url}"\nmax_retries = 0\nmax_reply_bytes = 65536\n')
+        summary = _run(media, tmp_path / "b.db", cfg)
+    assert (summary.annotated, summary.errors) == (0, 3)
+    with Store(tmp_path / "b.db") as store:
+        errors = {a.error for _, a in store.iter_annotations()}
+    assert len(errors) == 1 and "went past the cap" in str(errors.pop())
+
+
+def test_a_result_file_is_capped_per_request_not_as_one_reply(media: Path, tmp_path: Path) -> None:
+    cfg = _config(tmp_path, "")
+    with BatchServer(judge_reply) as srv:  # each result file (3 lines) is over 1 KiB; each line is under
+        cfg.write_text(f'[backends.openai]\nbase_url = "{srv.base_url}"\nmax_retries = 0\nmax_reply_bytes = 1024\n')
+        summary = _run(media, tmp_path / "b.db", cfg)
+        sizes = [
+            len(data)
+            for fid, data in srv.files.items()
+            if fid not in {b["input_file_id"] for b in srv.batches.values()}
+        ]
+    assert min(sizes) > 1024 and (summary.annotated, summary.errors) == (3, 0)

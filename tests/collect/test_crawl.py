@@ -10,6 +10,8 @@ import pytest
 from tests.collect.conftest import jpeg_bytes, mp4_bytes
 from tests.collect.media_server import MediaServer, Route
 from tests.collect.pexels_server import PexelsServer
+from tests.detectors.api_server import ApiServer
+from tests.servers.chat_server import Failure
 from vhd.cli.main import main
 from vhd.collect.crawl import CrawlHit, CrawlSource, crawl, create_source, source_names
 from vhd.collect.fetch import fetch
@@ -261,3 +263,24 @@ def test_live_ytdlp_youtube(tmp_path: Path) -> None:
 def test_live_pexels(tmp_path: Path) -> None:
     result = crawl(["toy"], source="pexels", per_keyword=3, out=tmp_path / "u.csv")
     assert result.rows == 6
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (Failure.deep(200_000), "unreadable JSON"),
+        (Failure.endless(limit=256 << 20), "went past the cap of 32 MiB"),
+        (Failure.trickle(every=0.3, seconds=30), "did not answer in time"),
+    ],
+    ids=["deep", "endless", "trickle"],
+)
+def test_a_hostile_search_answer_is_that_keywords_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failure: Failure, said: str
+) -> None:
+    monkeypatch.setenv("PEXELS_API_KEY", "test-key")
+    with ApiServer(lambda _r: (200, {"photos": [], "page": 1, "per_page": 5, "total_results": 0}, {})) as srv:
+        srv.hostile_next([failure, failure] if said == "did not answer in time" else [failure])  # retried
+        settings = {"base_url": srv.url, "timeout": 1, "retries": 1, "backoff": 0.01}
+        result = crawl(["a", "b"], source="pexels", per_keyword=5, out=tmp_path / "u.csv", settings=settings)
+    assert said in str(result.keywords[0].error) and result.keywords[1].error is None

@@ -2,7 +2,9 @@
 
 ``ApiServer(handler)`` where ``handler(request) -> (status, body, headers)``; ``request`` has
 ``path``, ``headers`` (lower-case keys), ``body`` (bytes) and ``files`` (multipart parts by
-field name -> bytes). Failures queued with ``fail_next([429, 500, ...])`` are answered first.
+field name -> bytes). Failures queued with ``fail_next([429, 500, ...])`` are answered first;
+hostile answers queued with ``hostile_next([Failure.trickle(), ...])`` (the chat server's
+`tests.servers.chat_server.Failure`: stalls, trickles, endless, huge and deep bodies) before them.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class ApiServer:
         self.handler = handler
         self.requests: list[Request] = []
         self.failures: deque[int] = deque()
+        self.hostile: deque[Any] = deque()
         outer = self
 
         class _H(BaseHTTPRequestHandler):
@@ -66,12 +69,19 @@ class ApiServer:
                 files = _multipart(ctype, body) if ctype.startswith("multipart/") else {}
                 req = Request(self.path, headers, body, files)
                 outer.requests.append(req)
-                if outer.failures:
+                if outer.hostile:
+                    failure = outer.hostile.popleft()
+                    if failure.write is not None:
+                        failure.write(self)
+                        return
+                    status, data, extra = failure.status, failure.body, {}
+                elif outer.failures:
                     status, payload = outer.failures.popleft(), {"error": "replayed failure"}
                     extra = {"Retry-After": "0", "retry-after-ms": "1"}
+                    data = json.dumps(payload).encode()
                 else:
                     status, payload, extra = outer.handler(req)
-                data = json.dumps(payload).encode()
+                    data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -79,6 +89,8 @@ class ApiServer:
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
+
+            do_GET = do_POST  # the same answers (Pexels' search is a GET)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self._server.daemon_threads = True
@@ -91,6 +103,10 @@ class ApiServer:
 
     def fail_next(self, statuses: Iterable[int]) -> None:
         self.failures.extend(statuses)
+
+    def hostile_next(self, failures: Iterable[Any]) -> None:
+        """Queue hostile answers (`tests.servers.chat_server.Failure` with ``write`` or a ``body``)."""
+        self.hostile.extend(failures)
 
     def __enter__(self) -> ApiServer:
         self._thread.start()

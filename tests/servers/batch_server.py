@@ -10,7 +10,10 @@ completion>}, "error": null}``; requests for which ``fail(body)`` is true go to 
 ``status_code`` 500. ``GET /v1/models`` answers an empty list (the backend's reachability check).
 
 ``broken`` makes every ``GET /v1/batches/{id}`` answer HTTP 500 (an endpoint down while batches
-are processed); the batches still complete on the server's side.
+are processed); the batches still complete on the server's side. Hostile result files:
+``mangle(body)`` returning bytes replaces that request's output line with them (a line nested
+200,000 deep...); ``endless_files`` makes ``GET /v1/files/{id}/content`` of a result file a chunked
+body that never ends.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class BatchServer:
         self.steps = steps
         self.fail = fail or (lambda _b: False)
         self.broken = False
+        self.mangle: Callable[[dict[str, Any]], bytes | None] = lambda _b: None
+        self.endless_files = False
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.polls: dict[str, int] = {}
@@ -154,9 +159,9 @@ class BatchServer:
                 }
             )
         if out:
-            batch["output_file_id"] = self.new_file(
-                "".join(json.dumps(x) + "\n" for x in out).encode(), "out.jsonl", "batch_output"
-            )["id"]
+            bodies = {line["custom_id"]: line["body"] for line in lines}
+            data = b"".join((self.mangle(bodies[x["custom_id"]]) or json.dumps(x).encode()) + b"\n" for x in out)
+            batch["output_file_id"] = self.new_file(data, "out.jsonl", "batch_output")["id"]
         if err:
             batch["error_file_id"] = self.new_file(
                 "".join(json.dumps(x) + "\n" for x in err).encode(), "err.jsonl", "batch_output"
@@ -181,6 +186,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.server_state.log.append((self.command, self.path, status))
 
+    def _endless(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        frame = b"10000\r\n" + b"\n" * 0x10000 + b"\r\n"
+        for _ in range(1 << 15):  # 2 GiB at most, should the client never stop
+            try:
+                self.wfile.write(frame)
+            except OSError:
+                break
+        self.close_connection = True
+
     def _body(self) -> bytes:
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
@@ -199,7 +217,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, s.advance(bid))
         elif path.startswith("/v1/files/") and path.endswith("/content"):
             fid = path.split("/")[3]
-            if fid in s.files:
+            if fid in s.files and s.endless_files and fid not in {b["input_file_id"] for b in s.batches.values()}:
+                self._endless()
+            elif fid in s.files:
                 self._send(200, None, raw=s.files[fid])
             else:
                 self._send(404, {"error": {"message": f"no file {fid}"}})

@@ -57,7 +57,11 @@ Each is a `Failure` or one of the names ``"429"``, ``"500"``, ``"503"``, ``"malf
 ``"empty"``, ``"content_policy"``, ``"content_filter"``, ``"azure_content_filter"``,
 ``"disconnect"``. `Failure` also builds any status with an OpenAI-style error body
 (``Failure.http(404, "no such model")``), slow answers (``Failure.hang(2.0)``) and 429s with
-``Retry-After`` in seconds, HTTP-date or ``retry-after-ms`` (``Failure.rate_limit(...)``).
+``Retry-After`` in seconds, HTTP-date or ``retry-after-ms`` (``Failure.rate_limit(...)``), and
+hostile answers: headers then silence (``Failure.stall_after_headers()``), a byte every two
+seconds (``Failure.trickle()``), an endless chunked body (``Failure.endless()``), a huge body
+(``Failure.huge(size)``), JSON nested 200,000 deep (``Failure.deep()``) and a million choices
+(``Failure.many_choices()``).
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ class Failure:
         delay: Seconds to wait before answering (use it to trigger client timeouts).
         disconnect: Close the connection without answering.
         finish_reason: For a 200 answer built from the normal reply, override finish_reason.
+        write: Writes the whole answer itself, status line included (the hostile answers below).
     """
 
     status: int = 500
@@ -94,6 +99,7 @@ class Failure:
     delay: float = 0.0
     disconnect: bool = False
     finish_reason: str | None = None
+    write: Callable[[BaseHTTPRequestHandler], None] | None = None
 
     @staticmethod
     def error_body(message: str, code: str | None = None, type_: str = "server_error") -> Any:
@@ -173,6 +179,82 @@ class Failure:
     def drop(cls) -> Failure:
         """Close the connection without any answer."""
         return cls(disconnect=True)
+
+    # -- hostile answers: a server that stalls, trickles, never ends, or sends a bomb ----------
+
+    @classmethod
+    def stall_after_headers(cls, seconds: float = 30.0) -> Failure:
+        """Send 200 and its headers (a 100-byte body announced), then nothing for ``seconds``."""
+
+        def write(handler: BaseHTTPRequestHandler) -> None:
+            _headers(handler, {"Content-Length": "100"})
+            _idle(handler, seconds)
+
+        return cls(status=200, write=write)
+
+    @classmethod
+    def trickle(cls, every: float = 2.0, seconds: float = 60.0, *, in_headers: bool = False) -> Failure:
+        """Send 200, headers, then one byte of a long body every ``every`` seconds for ``seconds``.
+
+        With ``in_headers``, the status line and then one byte of an endless header every ``every``
+        seconds (the answer never gets to its first body byte).
+        """
+
+        def write(handler: BaseHTTPRequestHandler) -> None:
+            end = time.monotonic() + seconds
+            if in_headers:
+                handler.close_connection = True
+                if not _send_bytes(handler, b"HTTP/1.1 200 OK\r\nX-Slow: "):
+                    return
+                while time.monotonic() < end and _send_bytes(handler, b"a"):
+                    time.sleep(every)
+                return
+            _headers(handler, {"Content-Length": "1000000"})
+            while time.monotonic() < end and _send_bytes(handler, b" "):
+                time.sleep(every)
+
+        return cls(status=200, write=write)
+
+    @classmethod
+    def endless(cls, chunk: int = 1 << 16, limit: int = 1 << 31) -> Failure:
+        """Send 200 and a chunked JSON body that never ends (until the client leaves, or ``limit`` bytes)."""
+
+        def write(handler: BaseHTTPRequestHandler) -> None:
+            _headers(handler, {"Transfer-Encoding": "chunked"})
+            frame = f"{chunk:x}\r\n".encode() + b" " * chunk + b"\r\n"
+            sent = 0
+            while sent < limit and _send_bytes(handler, frame):
+                sent += chunk
+
+        return cls(status=200, write=write)
+
+    @classmethod
+    def huge(cls, size: int, *, announce: bool = True) -> Failure:
+        """Send 200 and a ``size``-byte body of JSON whitespace around ``{}`` (``Content-Length`` with ``announce``)."""
+
+        def write(handler: BaseHTTPRequestHandler) -> None:
+            _headers(handler, {"Content-Length": str(size)} if announce else {"Connection": "close"})
+            handler.close_connection = True
+            block = b" " * (1 << 16)
+            left = size - 2
+            if not _send_bytes(handler, b"{"):
+                return
+            while left > 0 and _send_bytes(handler, block[: min(left, len(block))]):
+                left -= len(block)
+            _send_bytes(handler, b"}")
+
+        return cls(status=200, write=write)
+
+    @classmethod
+    def deep(cls, depth: int = 200_000) -> Failure:
+        """200 whose body is a list nested ``depth`` deep (parsing it recursively overflows)."""
+        return cls(status=200, body=b"[" * depth + b"]" * depth)
+
+    @classmethod
+    def many_choices(cls, n: int = 1_000_000) -> Failure:
+        """200 with ``n`` choices of the smallest shape (a few bytes each on the wire)."""
+        one = b'{"message":{"content":"No"}}'
+        return cls(status=200, body=b'{"choices":[' + b",".join([one] * n) + b"]}")
 
 
 _NAMED: dict[str, Callable[[], Failure]] = {
@@ -422,6 +504,38 @@ class ChatServer:
         return {"content": content, "refusal": None}
 
 
+def _headers(handler: BaseHTTPRequestHandler, headers: Mapping[str, str]) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    for name, value in headers.items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.flush()
+
+
+def _send_bytes(handler: BaseHTTPRequestHandler, data: bytes) -> bool:
+    """Write and flush; False once the client has gone."""
+    try:
+        handler.wfile.write(data)
+        handler.wfile.flush()
+    except OSError:
+        return False
+    return True
+
+
+def _idle(handler: BaseHTTPRequestHandler, seconds: float) -> None:
+    """Hold the connection open and silent for ``seconds`` (or until the client closes it)."""
+    import select
+    import socket
+
+    handler.close_connection = True
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        ready, _, _ = select.select([handler.connection], [], [], min(left, 0.2))
+        if ready and not handler.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):  # b"": closed
+            return
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 512
@@ -444,7 +558,10 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # a client that refused a hostile body and left
+            self.close_connection = True
         with self.server_state._lock:
             self.server_state.log.append((self.command, self.path, status))
 
@@ -511,6 +628,11 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(state.latency)
         if failure is not None and failure.delay:
             time.sleep(failure.delay)
+        if failure is not None and failure.write is not None:
+            failure.write(self)
+            with state._lock:
+                state.log.append((self.command, self.path, failure.status))
+            return
         if failure is not None and failure.disconnect:
             self.close_connection = True
             self.connection.shutdown(2)

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from vhd.errors import ConfigError
+from vhd.boundary import ItemFailure, is_run_fault
+from vhd.errors import BackendError, ConfigError
 from vhd.media.encoded import EncodedImage
 
 if TYPE_CHECKING:
@@ -216,3 +217,21 @@ class Backend(abc.ABC):
         Returns the spec and the options that change answers; never secrets.
         """
         return {"spec": self.spec}
+
+
+async def ask(backend: Backend, messages: Sequence[Message], config: GenerateConfig) -> Output | BackendError:
+    """One call of ``backend.generate`` whose failure is a value, so one sample's failure stays its own.
+
+    A `BackendError` is returned as it is. Anything else a backend raises for this call (a
+    `RecursionError` or `KeyError` from reading a hostile reply, a bug) becomes a `BackendError`
+    naming it (not retryable), the item boundary's rule (`vhd.boundary`); run faults (an
+    interrupt, memory, a full disk, an unavailable backend) pass.
+    """
+    try:
+        return await backend.generate(messages, config)
+    except BackendError as exc:
+        return exc
+    except Exception as exc:
+        if is_run_fault(exc):
+            raise
+        return BackendError(f"{backend.spec}: {ItemFailure.of(exc).reason}", retryable=False)

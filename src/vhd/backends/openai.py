@@ -58,6 +58,7 @@ from vhd.backends.openai_payload import (
     parse_retry_after,
 )
 from vhd.errors import BackendError, BackendUnavailableError, ConfigError
+from vhd.netread import ReplyRefused, client_limits
 from vhd.redaction import redact_text, redact_url, remember_secret, remember_secrets_in
 
 if TYPE_CHECKING:
@@ -204,8 +205,11 @@ class OpenAIBackend(Backend):
 
         opts, base_url = target.opts, target.base_url
         timeout = httpx2.Timeout(opts.timeout, connect=min(opts.timeout, 10.0))
+        # Every reply is read under a deadline and a byte cap (`vhd.netread`), the SDK's reads too.
+        limits = client_limits(httpx2, timeout=opts.timeout, max_bytes=opts.max_reply_bytes)
+        limits["timeout"] = timeout
         # One SSL context for every shard: loading the CA bundle costs ~15 ms each time.
-        http = openai.DefaultAsyncHttpxClient(verify=ssl_context, timeout=timeout)
+        http = openai.DefaultAsyncHttpxClient(verify=ssl_context, **limits)
         if opts.azure:
             version = opts.api_version or os.environ["OPENAI_API_VERSION"]
             if "/openai" in urlsplit(base_url).path:  # a full base URL, deployment included
@@ -225,7 +229,8 @@ class OpenAIBackend(Backend):
                 max_retries=0,
                 http_client=http,
             )
-        return openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0, http_client=http)
+        # The SDK's own timeout (600 s) would override the client's: pass ours.
+        return openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0, http_client=http)
 
     async def _clients_now(self) -> None:
         """Open the SDK clients of every endpoint for the running event loop (anew if the loop changed).
@@ -327,27 +332,41 @@ class OpenAIBackend(Backend):
         # Errors are handled outside the except blocks so that no BackendError we raise
         # carries the SDK exception (which holds the request and its headers) as context.
         failed: APIStatusError | None = None
+        refused: ReplyRefused | None = None
+        opts = target.opts
+        timed_out = _Retry(f"timed out after {opts.timeout:g} s")
         try:
             body = {"content": payload} if isinstance(payload, bytes) else {"body": payload}
-            response = await target.client().post(
-                "/chat/completions",
-                cast_to=httpx2.Response,
-                options={"security": {"bearer_auth": True}},
-                **body,
-            )
+            async with asyncio.timeout(opts.timeout):  # connect, first byte and whole body, however slow
+                response = await target.client().post(
+                    "/chat/completions",
+                    cast_to=httpx2.Response,
+                    options={"security": {"bearer_auth": True}},
+                    **body,
+                )
         except openai.APIStatusError as exc:
             failed = exc
-        except openai.APITimeoutError:
-            return _Retry(f"timed out after {target.opts.timeout:g} s")
+        except (openai.APITimeoutError, TimeoutError):  # ReplyTooSlow is a TimeoutError too
+            return timed_out
         except openai.APIConnectionError as exc:
             cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
             return _Retry(f"connection failed ({cause})")
+        except ReplyRefused as exc:  # too large, or compressed: asking again would not help
+            refused = exc
         if failed is not None:
             return self._on_status(target, failed)
-        try:
-            return parse_response(response.content)
-        except BackendError as exc:
-            return _Retry(redact_text(str(exc), self._secrets))
+        if refused is None:
+            try:
+                return parse_response(response.content, max_bytes=opts.max_reply_bytes)
+            except ReplyRefused as exc:
+                refused = exc
+            except BackendError as exc:
+                return _Retry(redact_text(str(exc), self._secrets))
+        raise BackendError(
+            f"openai: refused the reply of {_display_url(target.base_url)}: {refused} "
+            "(max_reply_bytes in the backend's table sets the cap)",
+            retryable=True,
+        )
 
     async def _send(self, endpoint: Endpoint, payload: bytes | dict[str, Any], tokens: int) -> Output | _Retry:
         """One attempt on a chosen endpoint: wait for its rate limits, send, count."""

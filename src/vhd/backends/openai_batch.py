@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from vhd.backends.base import Backend, GenerateConfig, Message, Output
 from vhd.backends.openai_payload import build_payload, is_content_policy_error, parse_response
 from vhd.errors import BackendError
+from vhd.netread import DEFAULT_MAX_REPLY_BYTES, parse_json, reply_limits
 
 if TYPE_CHECKING:
     from vhd.backends.openai import OpenAIBackend
@@ -46,6 +47,9 @@ LIVE = ("validating", "in_progress", "finalizing", "completed")
 
 MAX_REQUESTS = 50_000
 """OpenAI's limit on requests in one batch."""
+
+FILE_TIMEOUT = 600.0
+"""Seconds a result file may take to download, start to end (at least; the backend's timeout if longer)."""
 
 
 @dataclass(frozen=True)
@@ -94,12 +98,16 @@ def request_line(cid: str, body: Mapping[str, Any]) -> str:
     return json.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": body}, separators=(",", ":"))
 
 
-def read_results(text: str) -> dict[str, Output | BackendError]:
-    """Answers by ``custom_id`` from an output or error file's lines (bad lines are skipped)."""
+def read_results(text: str, max_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> dict[str, Output | BackendError]:
+    """Answers by ``custom_id`` from an output or error file's lines (bad lines are skipped).
+
+    Each line is read as one reply (`vhd.netread.parse_json` under ``max_bytes``): a line nested
+    too deeply or holding too many objects is skipped, so only its request goes unanswered.
+    """
     results: dict[str, Output | BackendError] = {}
     for line in text.splitlines():
         try:
-            item = json.loads(line)
+            item = parse_json(line, max_bytes=max_bytes)
         except ValueError:
             continue
         if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
@@ -264,10 +272,18 @@ class BatchRunner:
             await asyncio.sleep(self.poll_s)
         info = BatchInfo(batch_id, str(batch.input_file_id), status, batch.output_file_id, batch.error_file_id)
         results: dict[str, Output | BackendError] = {}
+        opts = self.backend.opts
+        # A result file holds one reply per request: its cap grows with them; it may take minutes.
+        total = getattr(getattr(batch, "request_counts", None), "total", None)
+        count = total if isinstance(total, int) and 0 < total <= self.max_requests else self.max_requests
+        cap, seconds = min(opts.max_reply_bytes * count + (1 << 20), 4 << 30), max(opts.timeout, FILE_TIMEOUT)
         for file_id in (info.error_file_id, info.output_file_id):
             if file_id:
-                content = await client.files.content(file_id)
-                results.update(read_results(content.content.decode("utf-8", "replace")))
+                with reply_limits(max_bytes=cap, timeout=seconds):
+                    async with asyncio.timeout(seconds):
+                        content = await client.files.content(file_id)
+                text = content.content.decode("utf-8", "replace")
+                results.update(read_results(text, opts.max_reply_bytes))
         if self.ledger is not None:
             self.ledger.updated(info, collected=True)
         self.on_event(f"batch {batch_id}: {status}, {len(results)} answer(s)")

@@ -1,6 +1,8 @@
 """Pure parts of the OpenAI-compatible backend: options, request payloads, response parsing.
 
-Nothing here does I/O or imports the OpenAI SDK, so all of it is unit-tested directly.
+Nothing here does I/O or imports the OpenAI SDK, so all of it is unit-tested directly. It is
+long (about 460 lines) because the options model documents every key of the backend's table in
+one place; splitting it would part each option from the code that reads it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vhd.backends.base import GenerateConfig, Message, Output, validate_table
 from vhd.errors import BackendError, ConfigError
 from vhd.media.encoded import EncodedImage
+from vhd.netread import DEFAULT_MAX_REPLY_BYTES, ReplyRefused, parse_json
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PLACEHOLDER_API_KEY = "sk-no-key-required"
@@ -40,7 +43,10 @@ class OpenAIOptions(BaseModel):
             Default ``OPENAI_API_KEY`` (``AZURE_OPENAI_API_KEY`` with ``azure = true``).
         azure: Talk to Azure OpenAI (the model part of the spec is the deployment name).
         api_version: Azure API version (else ``$OPENAI_API_VERSION``).
-        timeout: Seconds per HTTP attempt.
+        timeout: Seconds per HTTP attempt, from sending the request to the last byte of the
+            answer (a wall-clock deadline: a server that answers slowly byte by byte is cut off).
+        max_reply_bytes: Largest answer read (default 32 MiB); a longer one is refused, reading
+            stops at the cap, and the call fails with that reason.
         max_retries: Retries after the first attempt on 429, 408, 409, 5xx, timeouts and
             connection errors.
         backoff_base: First backoff ceiling in seconds; doubles every retry (full jitter).
@@ -73,6 +79,7 @@ class OpenAIOptions(BaseModel):
     azure: bool = False
     api_version: str | None = None
     timeout: float = Field(default=120.0, gt=0)
+    max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, ge=1024)
     max_retries: int = Field(default=6, ge=0)
     backoff_base: float = Field(default=0.5, ge=0)
     backoff_max: float = Field(default=60.0, ge=0)
@@ -314,11 +321,13 @@ def _reasoning_tokens(usage: dict[str, Any]) -> int | None:
         return None
 
 
-def parse_response(data: Any) -> Output:
+def parse_response(data: Any, *, max_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> Output:
     """Turn a Chat Completions response body into an `Output`.
 
     Args:
-        data: The decoded JSON body (raw ``bytes``/``str`` are decoded first).
+        data: The decoded JSON body (raw ``bytes``/``str`` are decoded first, by
+            `vhd.netread.parse_json`).
+        max_bytes: The byte cap the body was read under (bounds the lists and objects decoded).
 
     Returns:
         The output; ``latency_s`` is left at 0 for the caller to fill. A choice that stopped
@@ -327,13 +336,23 @@ def parse_response(data: Any) -> Output:
 
     Raises:
         BackendError: (retryable) when the body is not JSON or has no usable choice.
+        ReplyRefused: The body is nested too deeply or holds too many lists and objects.
     """
     if isinstance(data, bytes | bytearray | str):
         try:
-            data = json.loads(data)
+            data = parse_json(data, max_bytes=max_bytes)
+        except ReplyRefused:
+            raise
         except ValueError:
             text = data[:80].decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else data[:80]
             raise _malformed(f"not JSON ({text!r})") from None
+    try:
+        return _read_completion(data)
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # a field of the wrong type
+        raise _malformed(f"{type(exc).__name__}: {str(exc)[:120]}") from None
+
+
+def _read_completion(data: Any) -> Output:
     if not isinstance(data, dict):
         raise _malformed(f"expected a JSON object, got {type(data).__name__}")
     choices = data.get("choices")

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vhd.backends.base import Backend, GenerateConfig, Message, Part
+from vhd.backends.base import Backend, GenerateConfig, Message, Part, ask
 from vhd.debate.engine import media_parts
 from vhd.debate.prompts import quote_argument
 from vhd.errors import BackendError, MediaError, VhdError
@@ -151,10 +151,9 @@ async def categorize_with_llm(
             created_at=time.time(),
         )
         async with gate:
-            try:
-                out = await backend.generate(messages, config)
-            except BackendError as exc:
-                base.status, base.error = "error", str(exc).splitlines()[0][:500]
+            out = await ask(backend, messages, config)
+            if isinstance(out, BackendError):
+                base.status, base.error = "error", str(out).splitlines()[0][:500]
                 await _call(save, base)
                 return
         base.answer, base.prompt_tokens, base.completion_tokens = out.text, out.prompt_tokens, out.completion_tokens

@@ -11,7 +11,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 
-from vhd.backends.base import Backend, GenerateConfig, Message
+from vhd.backends.base import Backend, GenerateConfig, Message, ask
 from vhd.categorize.cluster import Cluster
 from vhd.errors import BackendError, VhdError
 
@@ -86,11 +86,9 @@ async def name_with_model(backend: Backend, clusters: Sequence[Cluster], *, conc
 
     async def one(cluster: Cluster) -> None:
         async with gate:
-            try:
-                out = await backend.generate(
-                    [Message("system", NAMER_SYSTEM), Message("user", cluster_prompt(cluster))], config
-                )
-            except BackendError:
+            asked = [Message("system", NAMER_SYSTEM), Message("user", cluster_prompt(cluster))]
+            out = await ask(backend, asked, config)
+            if isinstance(out, BackendError):
                 return
         blocks = parse_blocks(out.text)
         if blocks:

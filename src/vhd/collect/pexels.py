@@ -11,7 +11,8 @@ the photo's page are kept in the URL list (``photographer``, ``page_url``).
 Settings (``[crawl.pexels]`` in a config file, or keyword arguments): ``api_key_env`` (name of
 the variable holding the key, default ``PEXELS_API_KEY``), ``base_url``, ``image_size``
 (default ``original``), ``video_quality`` (default ``hd``), ``max_video_width`` (default 1920),
-``timeout`` (s, default 30), ``retries`` (default 3), ``backoff`` (s, default 1).
+``timeout`` (s, default 30), ``retries`` (default 3), ``backoff`` (s, default 1). Answers are read
+through `vhd.netread` (``timeout`` from request to last byte, at most 32 MiB, bounded JSON).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Final
 
 from vhd.collect.crawl import CrawlError, CrawlHit, CrawlSource
 from vhd.errors import ConfigError, require
+from vhd.netread import ReplyRefused, client_limits, parse_json
 from vhd.records import Kind
 from vhd.version import version
 
@@ -129,11 +131,11 @@ class PexelsSource(CrawlSource):
         self.max_video_width = int(s.get("max_video_width", 1920))
         self.retries = int(s.get("retries", 3))
         self.backoff = float(s.get("backoff", 1.0))
+        limits = client_limits(httpx, timeout=float(s.get("timeout", 30.0)), asynchronous=False)
         self._client = httpx.Client(
             base_url=str(s.get("base_url", DEFAULT_BASE_URL)).rstrip("/"),
-            headers={"Authorization": key, "User-Agent": f"vhd/{version()}"},
-            timeout=float(s.get("timeout", 30.0)),
             follow_redirects=True,
+            **limits | {"headers": limits["headers"] | {"Authorization": key, "User-Agent": f"vhd/{version()}"}},
         )
 
     def _get(self, path: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -147,13 +149,17 @@ class PexelsSource(CrawlSource):
                 response = self._client.get(path, params=dict(params))
             except httpx.HTTPError as exc:
                 problem = f"cannot reach Pexels ({type(exc).__name__}: {exc})"
+            except ReplyRefused as exc:  # too slow (a TimeoutError: tried again), too large, compressed
+                if not isinstance(exc, TimeoutError):
+                    raise CrawlError(f"Pexels' answer was refused: {exc}") from None
+                problem = f"Pexels did not answer in time ({exc})"
             else:
                 status = response.status_code
                 if status == 200:
                     try:
-                        data = response.json()
-                    except ValueError as exc:
-                        raise CrawlError(f"Pexels answered something that is not JSON ({exc})") from exc
+                        data = parse_json(response.content)
+                    except ValueError as exc:  # not JSON, too deep, too many objects
+                        raise CrawlError(f"Pexels answered unreadable JSON ({exc})") from None
                     if not isinstance(data, Mapping):
                         raise CrawlError("Pexels answered JSON that is not an object")
                     return data

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vhd.backends.base import Backend, GenerateConfig, Message, Output
+from vhd.backends.base import Backend, GenerateConfig, Message, Output, ask
 from vhd.errors import BackendError
 from vhd.store.cache import CacheTable, JsonCache
 
@@ -204,10 +204,9 @@ class SingleRunner:
                 logprobs=spec.k == 1 and self.backend.supports_logprobs,
                 tag=f"compare:{spec.name}",
             )
-            try:
-                out = await self.backend.generate(messages, gen)
-            except BackendError as exc:
-                return SampleOutcome(None, None, prompt, completion, calls, cost, error=str(exc))
+            out = await ask(self.backend, messages, gen)
+            if isinstance(out, BackendError):
+                return SampleOutcome(None, None, prompt, completion, calls, cost, error=str(out))
             calls += 1
             prompt, completion, cost = (
                 prompt + out.prompt_tokens,

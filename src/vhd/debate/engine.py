@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from vhd.backends.base import Backend, GenerateConfig, Message, Output, Part
+from vhd.backends.base import Backend, GenerateConfig, Message, Output, Part, ask
 from vhd.config import AnnotateConfig
 from vhd.debate.icl import ICLExample
 from vhd.debate.parse import is_refusal, parse_verdict
@@ -338,10 +338,7 @@ class Debate:
         """
         state = self.start(kind, images)
         while (call := self.next_call(state)) is not None:
-            try:
-                reply: Output | BackendError = await call.backend.generate(call.messages, call.config)
-            except BackendError as exc:
-                reply = exc
+            reply = await ask(call.backend, call.messages, call.config)
             self.accept(state, call, reply)
         assert state.result is not None
         return state.result

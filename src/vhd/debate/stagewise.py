@@ -42,7 +42,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from vhd.backends.base import Output
+from vhd.backends.base import Output, ask
 from vhd.debate.engine import Call, Debate, DebateResult, DebateState
 from vhd.errors import BackendError
 from vhd.media.encoded import EncodedImage
@@ -122,10 +122,7 @@ class StageWise:
 
 
 async def _ask(call: Call) -> Output | BackendError:
-    try:
-        return await call.backend.generate(call.messages, call.config)
-    except BackendError as exc:
-        return exc
+    return await ask(call.backend, call.messages, call.config)
 
 
 async def run_stagewise(debate: Debate, samples: Sequence[Sample]) -> list[DebateResult]:

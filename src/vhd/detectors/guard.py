@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from vhd.backends.base import Backend, GenerateConfig, Message
+from vhd.backends.base import Backend, GenerateConfig, Message, ask
 from vhd.detectors.base import Detector, Prediction
 from vhd.detectors.vlm import parse_options
 from vhd.errors import BackendError, ConfigError
@@ -107,10 +107,9 @@ class GuardDetector(Detector):
         start = time.perf_counter()
         if len(images) != 1:
             return Prediction(None, error=f"{self.name} judges one image at a time, got {len(images)}")
-        try:
-            out = await self.backend.generate(self.messages(images), self.generate_config)
-        except BackendError as exc:
-            return Prediction(None, error=str(exc), latency_s=time.perf_counter() - start)
+        out = await ask(self.backend, self.messages(images), self.generate_config)
+        if isinstance(out, BackendError):
+            return Prediction(None, error=str(out), latency_s=time.perf_counter() - start)
         if out.refused:
             pred = Prediction(None, raw=out.text or None, error="refused by the provider (content policy)")
         else:

@@ -13,8 +13,11 @@ Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
     labels: Harmful classes (default: the paper's 43; a list or a comma-separated string).
     api_key_env: Environment variable holding the key (default ``HIVE_API_KEY``).
     base_url: API root (default ``https://api.thehive.ai``).
-    timeout: Seconds per attempt (default 60).
+    timeout: Seconds per attempt, from sending to the answer's last byte (default 60).
     max_retries: Retries on 429, 5xx and network errors (default 4).
+
+Answers are read through `vhd.netread`: at most 32 MiB, uncompressed, JSON at most 100 levels
+deep; a larger, deeper or compressed answer is that image's error.
     backoff_base: First retry wait ceiling in seconds, doubled each retry (default 1).
 """
 
@@ -32,6 +35,7 @@ from vhd.detectors.base import Detector, Prediction, api_key
 from vhd.detectors.vlm import parse_options
 from vhd.errors import BackendError, ConfigError
 from vhd.media.encoded import EncodedImage
+from vhd.netread import ReplyRefused, client_limits, parse_json
 from vhd.records import Kind
 from vhd.redaction import redact_text, redact_url
 from vhd.taxonomy.crosswalk import default_crosswalk
@@ -184,7 +188,7 @@ class HiveDetector(Detector):
 
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            self._client = httpx.AsyncClient(timeout=self.opts.timeout)
+            self._client = httpx.AsyncClient(**client_limits(httpx, timeout=self.opts.timeout))
             self._client_loop = loop
         return self._client
 
@@ -205,14 +209,19 @@ class HiveDetector(Detector):
         for attempt in range(self.opts.max_retries + 1):
             wait: float | None = None
             try:
-                response = await self._http().post(self.endpoint, headers=headers, files=files)
-            except httpx.HTTPError as exc:
-                last = f"hive: {type(exc).__name__} reaching {where}"
+                async with asyncio.timeout(self.opts.timeout):  # the whole answer, however slowly it comes
+                    response = await self._http().post(self.endpoint, headers=headers, files=files)
+            except (httpx.HTTPError, TimeoutError) as exc:  # ReplyTooSlow is a TimeoutError
+                slow = isinstance(exc, TimeoutError | httpx.TimeoutException)
+                last = f"hive: timed out after {self.opts.timeout:g} s" if slow else f"hive: {type(exc).__name__}"
+                last += f" reaching {where}"
+            except ReplyRefused as exc:
+                raise BackendError(f"hive: refused the answer of {where}: {exc}", retryable=True) from None
             else:
                 if response.status_code == 200:
                     try:
-                        return parse_response(response.json())
-                    except ValueError as exc:
+                        return parse_response(parse_json(response.content))
+                    except ValueError as exc:  # not JSON, too deep, too many objects, a bad shape
                         raise BackendError(f"hive: {exc}") from None
                 if response.status_code in (401, 403):
                     raise BackendError(

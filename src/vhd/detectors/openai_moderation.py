@@ -12,8 +12,12 @@ Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
     threshold: Decide by category scores instead of OpenAI's ``flagged`` (default: flagged).
     api_key_env: Environment variable holding the key (default ``OPENAI_API_KEY``).
     base_url: API root (default ``$OPENAI_BASE_URL``, else ``https://api.openai.com/v1``).
-    timeout: Seconds per attempt (default 60).
+    timeout: Seconds per attempt, from sending to the answer's last byte (default 60).
     max_retries: Retries on 429, 5xx and network errors (default 4; the SDK's backoff).
+
+Answers are read through `vhd.netread` (at most 32 MiB, uncompressed, JSON at most 100 levels
+deep) and used as plain JSON; a call as a whole ends after ``timeout * (max_retries + 1)`` plus
+the SDK's waits between attempts.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from vhd.detectors.base import Detector, Prediction, api_key
 from vhd.detectors.vlm import parse_options
 from vhd.errors import BackendError
 from vhd.media.encoded import EncodedImage
+from vhd.netread import ReplyRefused, client_limits, parse_json
 from vhd.records import Kind
 from vhd.redaction import redact_text, redact_url
 from vhd.taxonomy.crosswalk import default_crosswalk
@@ -83,6 +88,7 @@ class OpenAIModerationDetector(Detector):
             await client.close()
 
     def _openai(self) -> Any:
+        import httpx2
         import openai
 
         loop = asyncio.get_running_loop()
@@ -92,6 +98,7 @@ class OpenAIModerationDetector(Detector):
                 base_url=self.base_url,
                 timeout=self.opts.timeout,
                 max_retries=self.opts.max_retries,
+                http_client=openai.DefaultAsyncHttpxClient(**client_limits(httpx2, timeout=self.opts.timeout)),
             )
             self._client_loop = loop
         return self._client
@@ -104,11 +111,22 @@ class OpenAIModerationDetector(Detector):
         """
         import openai
 
+        where = redact_url(self.base_url)
+        retries = self.opts.max_retries
         try:
-            response = await self._openai().moderations.create(
-                model=self.moderation_model,
-                input=[{"type": "image_url", "image_url": {"url": image.data_url}}],
-            )
+            # The SDK waits at most 8 s between attempts; its raw answer skips the pydantic models.
+            async with asyncio.timeout(self.opts.timeout * (retries + 1) + 8.0 * retries):
+                response = await self._openai().moderations.with_raw_response.create(
+                    model=self.moderation_model,
+                    input=[{"type": "image_url", "image_url": {"url": image.data_url}}],
+                )
+                body = parse_json(response.http_response.content)
+        except TimeoutError:  # ReplyTooSlow too
+            raise BackendError(f"openai-moderation: timed out reaching {where}", retryable=True) from None
+        except ReplyRefused as exc:
+            raise BackendError(f"openai-moderation: refused the answer of {where}: {exc}", retryable=True) from None
+        except ValueError as exc:
+            raise BackendError(f"openai-moderation: the answer of {where} is not JSON ({exc})") from None
         except openai.AuthenticationError:
             raise BackendError(
                 f"openai-moderation: the key in ${self.opts.api_key_env} was rejected by {redact_url(self.base_url)}"
@@ -120,17 +138,26 @@ class OpenAIModerationDetector(Detector):
             detail = redact_text(str(exc.message))
             message = f"openai-moderation: HTTP {exc.status_code} from {redact_url(self.base_url)}: {detail}"
             raise BackendError(message) from None
-        results = response.model_dump().get("results") or []
-        if not results:
+        results = body.get("results") if isinstance(body, dict) else None
+        if not isinstance(results, list) or not results or not isinstance(results[0], dict):
             raise BackendError("openai-moderation: the response holds no result")
         return dict(results[0])
 
     def judge(self, result: Mapping[str, Any]) -> Prediction:
-        """Turn one moderation result into a prediction."""
-        scores = {str(k): float(v) for k, v in (result.get("category_scores") or {}).items() if v is not None}
+        """Turn one moderation result into a prediction.
+
+        Raises:
+            BackendError: A score that is not a number, or categories that are not a mapping.
+        """
+        try:
+            raw_scores, raw_categories = result.get("category_scores") or {}, result.get("categories") or {}
+            scores = {str(k): float(v) for k, v in raw_scores.items() if v is not None}
+            named = [k for k, v in raw_categories.items() if v]
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise BackendError(f"openai-moderation: unexpected answer shape ({type(exc).__name__}: {exc})") from None
         if self.opts.threshold is None:
             harmful = bool(result.get("flagged"))
-            fired = [k for k, v in (result.get("categories") or {}).items() if v]
+            fired = named
         else:
             fired = [k for k, s in scores.items() if s >= self.opts.threshold]
             harmful = bool(fired)
@@ -148,9 +175,8 @@ class OpenAIModerationDetector(Detector):
         if len(images) != 1:
             return Prediction(None, error=f"openai-moderation judges one image at a time, got {len(images)}")
         try:
-            result = await self.moderate(images[0])
+            pred = self.judge(await self.moderate(images[0]))
         except BackendError as exc:
             return Prediction(None, error=str(exc), latency_s=time.perf_counter() - start)
-        pred = self.judge(result)
         pred.latency_s = time.perf_counter() - start
         return pred

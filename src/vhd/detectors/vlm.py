@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from vhd.backends.base import Backend, GenerateConfig, Message
+from vhd.backends.base import Backend, GenerateConfig, Message, ask
 from vhd.detectors.base import Detector, Prediction
 from vhd.detectors.vlm_prompts import (
     MULTICLASS_PROMPTS,
@@ -146,10 +146,9 @@ class VLMDetector(Detector):
     async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Ask the model about one image, or a video's numbered frames."""
         start = time.perf_counter()
-        try:
-            out = await self.backend.generate(self.messages(kind, images), self.generate_config)
-        except BackendError as exc:
-            return Prediction(None, error=str(exc), latency_s=time.perf_counter() - start)
+        out = await ask(self.backend, self.messages(kind, images), self.generate_config)
+        if isinstance(out, BackendError):
+            return Prediction(None, error=str(out), latency_s=time.perf_counter() - start)
         if out.refused:
             if self.opts.refusal_is_harmful:
                 pred = Prediction(True, score=1.0, raw=out.text or None)

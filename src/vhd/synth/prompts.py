@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.aio import run_sync
-from vhd.backends.base import Backend, GenerateConfig, Message
+from vhd.backends.base import Backend, GenerateConfig, Message, ask
 from vhd.errors import BackendError, ConfigError
 from vhd.fileio import atomic_write, escape_cell, unescape_cell
 from vhd.synth.floor import floor_reason
@@ -300,12 +300,11 @@ async def expand(
                 n = min(batch, report.short + max(2, report.short // 4))  # a few spare for duplicates
                 text = template.replace("{keyword}", keyword).replace("{n}", str(n))
                 cfg = config or GenerateConfig(temperature=0.9, max_tokens=60 * n + 40, tag="prompts")
-                try:
-                    answer = await backend.generate([Message("user", text)], cfg)
-                except BackendError as exc:
+                answer = await ask(backend, [Message("user", text)], cfg)
+                if isinstance(answer, BackendError):
                     report.errors += 1
-                    report.error = str(exc)
-                    if not exc.retryable:
+                    report.error = str(answer)
+                    if not answer.retryable:
                         break
                     continue
                 if answer.refused:

@@ -32,6 +32,7 @@ from vhd.labels.labelstudio.convert import (
     import_labelstudio,
     labeling_config,
 )
+from vhd.netread import MAX_BYTES, TIMEOUT, ReplyRefused, client_limits, parse_json
 from vhd.records import Kind
 from vhd.store.sqlite import StoreLike, store_path
 
@@ -43,6 +44,15 @@ DOCUMENT_ROOT_RULE = (
     "(pass that folder as --media-root; media may lie in any folders below it, never in it directly)"
 )
 """The document-root rule, in one line, for the errors that break it."""
+
+EXPORT_BYTES = 1 << 30
+"""Largest project export read (1 GiB: about half a million tasks); API answers take 32 MiB."""
+
+EXPORT_TIMEOUT = 600.0
+"""Seconds an export may take to arrive, start to end (other calls take the client's timeout)."""
+
+MAX_PAGES = 10_000
+"""Most pages of projects or tasks read (100 a page): a server that never ends its list stops here."""
 
 REFRESH = "/api/token/refresh/"
 """Where a Personal Access Token (a JWT refresh token) is exchanged for a short-lived access token."""
@@ -96,7 +106,9 @@ class LabelStudioApi:
         Args:
             url: The server, e.g. ``http://127.0.0.1:8080``.
             token: Personal Access Token or legacy token (default: ``$LABEL_STUDIO_API_KEY``).
-            timeout: Seconds per request.
+            timeout: Seconds per request, from sending it to the answer's last byte (an export
+                gets `EXPORT_TIMEOUT`). Answers are read through `vhd.netread`: at most 32 MiB
+                (an export `EXPORT_BYTES`), uncompressed, JSON at most 100 levels deep.
             transport: An ``httpx`` transport to talk through (default: the network).
 
         Raises:
@@ -115,12 +127,14 @@ class LabelStudioApi:
                 "(Label Studio > Account & Settings > Personal Access Token)"
             )
         self.url = url.rstrip("/")
+        self.timeout = timeout
         self.token = token
         claims = jwt_claims(token)
         self.personal = claims is not None and claims.get("token_type") == "refresh"
         self.kind = "Personal Access Token" if self.personal else "legacy token" if claims is None else "access token"
         self.expires = 0.0
-        self.client = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False, transport=transport)
+        limits = client_limits(httpx, timeout=timeout, asynchronous=False)
+        self.client = httpx.Client(base_url=self.url, trust_env=False, transport=transport, **limits)
         if self.personal:
             self.refresh()
         else:
@@ -181,13 +195,18 @@ class LabelStudioApi:
                 resp = self.client.request(method, path, headers={"Authorization": ""}, **kwargs)
         except httpx.HTTPError as exc:
             raise BackendError(f"Label Studio at {self.url} cannot be reached ({exc}): is it running?") from None
+        except ReplyRefused as exc:  # too slow, too large or compressed
+            raise BackendError(f"Label Studio {method} {path}: the answer was refused: {exc}") from None
         if resp.status_code == 401:
             raise self._refused(path, resp.text)
         if resp.status_code >= 400:
             rule = f"; {DOCUMENT_ROOT_RULE}" if "LOCAL_FILES_DOCUMENT_ROOT" in resp.text else ""
             raise BackendError(f"Label Studio {method} {path} answered {resp.status_code}: {_detail(resp.text)}{rule}")
         if not raw and "json" in resp.headers.get("content-type", ""):
-            return resp.json()
+            try:
+                return parse_json(resp.content)
+            except ValueError as exc:  # not JSON, too deep, too many objects
+                raise BackendError(f"Label Studio {method} {path} answered unreadable JSON: {exc}") from None
         return resp.content
 
     def request(self, method: str, path: str, *, raw: bool = False, **kwargs: Any) -> Any:
@@ -216,14 +235,23 @@ class LabelStudioApi:
     def find_project(self, title: str) -> int | None:
         """The id of the project with this title, or None."""
         page: str | None = "/api/projects?page_size=100"
+        seen: set[str] = set()
         while page:
+            if page in seen or len(seen) >= MAX_PAGES:
+                raise BackendError(f"Label Studio at {self.url} lists projects without end (page {page!r} again)")
+            seen.add(page)
             got = self.request("GET", page)
             items = got.get("results", []) if isinstance(got, dict) else got
-            for p in items:
-                if p.get("title") == title:
-                    return int(p["id"])
+            for p in items if isinstance(items, list) else ():
+                if isinstance(p, dict) and p.get("title") == title:
+                    return _id(p, "project")
             nxt = got.get("next") if isinstance(got, dict) else None
-            page = nxt[len(self.url) :] if isinstance(nxt, str) and nxt.startswith(self.url) else nxt
+            if isinstance(nxt, str) and nxt.startswith(self.url + "/"):
+                page = nxt[len(self.url) :]
+            elif nxt is None or nxt == "":
+                page = None
+            else:  # the token must never go to another server
+                raise BackendError(f"Label Studio at {self.url} sent a next page elsewhere ({str(nxt)[:100]!r})")
         return None
 
     def create_project(self, title: str, label_config: str) -> int:
@@ -241,16 +269,22 @@ class LabelStudioApi:
     def tasks(self, project: int) -> list[dict[str, Any]]:
         """Every task of the project, with its predictions (100 a page)."""
         out: list[dict[str, Any]] = []
-        page = 1
-        while True:
+        ids: set[Any] = set()
+        for page in range(1, MAX_PAGES + 1):
             params = {"project": project, "page": page, "page_size": 100, "fields": "all", "resolve_uri": "false"}
             got = self.request("GET", "/api/tasks", params=params)
             batch = got.get("tasks", []) if isinstance(got, dict) else got
-            out += batch
+            if not isinstance(batch, list) or len(batch) > 100:
+                raise BackendError(f"Label Studio at {self.url} answered /api/tasks page {page} with no list of 100")
+            fresh = [t for t in batch if isinstance(t, dict) and t.get("id") not in ids]
+            if batch and not fresh:  # a server that ignores `page` would be read forever
+                raise BackendError(f"Label Studio at {self.url} answered /api/tasks page {page} with tasks seen before")
+            ids.update(t.get("id") for t in fresh)
+            out += fresh
             total = got.get("total", len(out)) if isinstance(got, dict) else len(out)
-            if not batch or len(out) >= total:
+            if not batch or not isinstance(total, int) or len(out) >= total:
                 return out
-            page += 1
+        raise BackendError(f"Label Studio at {self.url} lists more than {MAX_PAGES * 100} tasks in a project")
 
     def import_tasks(self, project: int, tasks: list[dict[str, Any]]) -> int:
         """Import tasks (with predictions); how many the server took."""
@@ -281,8 +315,18 @@ class LabelStudioApi:
 
     def export(self, project: int, export_type: str = "JSON") -> bytes:
         """The project's export (``JSON`` or ``JSON_MIN``) as the server writes it."""
-        got = self.request("GET", f"/api/projects/{project}/export", raw=True, params={"exportType": export_type})
+        limits = {MAX_BYTES: EXPORT_BYTES, TIMEOUT: max(EXPORT_TIMEOUT, self.timeout)}
+        params = {"exportType": export_type}
+        got = self.request("GET", f"/api/projects/{project}/export", raw=True, params=params, extensions=limits)
         return bytes(got)
+
+
+def _id(item: dict[str, Any], what: str) -> int:
+    """An id from the server's answer, or a one-line error."""
+    value = item.get("id")
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+        return value
+    raise BackendError(f"Label Studio answered a {what} whose id is not a number ({str(value)[:40]!r})")
 
 
 def _same_prediction(old: dict[str, Any], new: dict[str, Any]) -> bool:

@@ -289,6 +289,8 @@ class _Samples:
             return "names no sample: its data needs sample_id, path, or a local-files image / video URL"
         if "\x00" in ref:
             return "its media URL names a path with a NUL character: fix data.image / data.video"
+        if ref and not data.path and os.path.commonpath([top := os.path.abspath(self.media_root), ref]) != top:
+            return "its media URL leads outside the media root (a '..' in it): fix data.image / data.video"
         if ref and ref not in self.by_ref:
             self.by_ref[ref] = self.db.find_samples(ref)
         found = self.by_ref.get(ref, [])
