@@ -3,7 +3,7 @@
 A small ``RLIMIT_FSIZE`` in a child process makes any write past that size fail with ``EFBIG``
 (``SIGXFSZ`` is ignored there), as a full disk fails with ``ENOSPC``: no root and no real full
 disk needed. The store's own full disk (``PRAGMA max_page_count``) is tested in
-tests/store/test_store_full.py and tests/annotate/test_store_full.py.
+tests/store/test_full.py and tests/annotate/test_store_full.py.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def test_ffv1_without_slice_crcs_is_read(tmp_path: Path) -> None:
 
 def test_damage_in_a_seeked_group_of_pictures_is_found(tmp_path: Path) -> None:
     """The keyframe plan decodes with the same strict check as forward decoding."""
-    from tests.media.test_media_video_plan import encode
+    from tests.media.test_video_plan import encode
     from vhd.media.video import read_frames
 
     good = encode(tmp_path / "good.mp4", 300, options={"g": "40"})
