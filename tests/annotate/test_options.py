@@ -55,3 +55,25 @@ def test_a_misspelt_setting_is_a_type_error_naming_the_valid_ones(tmp_path: Path
 def test_options_replace_keeps_the_rest() -> None:
     base = RunOptions(max_cost=2.0, command="vhd annotate x")
     assert base.replace(dry_run=True) == RunOptions(max_cost=2.0, command="vhd annotate x", dry_run=True)
+
+
+def test_the_workflows_that_annotate_take_the_same_shape() -> None:
+    import inspect
+
+    from vhd.align.smid import align_ratings
+    from vhd.icl.search import search_icl
+
+    for fn in (vhd.annotate, vhd.annotate_async, search_icl, align_ratings):
+        params = inspect.signature(fn).parameters
+        assert {"store", "config", "options", "progress"} <= set(params), fn.__name__
+        var = [p for p in params.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+        assert [p.annotation for p in var] in (["Unpack[ConfigOverrides]"], ["Unpack[ModelOverrides]"]), fn.__name__
+        assert not {"model", "judge", "max_cost", "command", "dry_run"} & set(params), fn.__name__
+
+
+def test_search_icl_refuses_an_icl_override(tmp_path: Path) -> None:
+    from vhd.errors import ConfigError
+    from vhd.icl.search import search_icl
+
+    with pytest.raises(ConfigError, match="chooses the judge's in-context examples itself"):
+        search_icl(tmp_path / "labels.csv", out=tmp_path / "o", icl=tmp_path / "ex.csv", model="scripted:demo")

@@ -16,15 +16,20 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from vhd.bench.metrics import BOOTSTRAP, Value, fmt
 from vhd.errors import ConfigError
 from vhd.progress import ProgressFn
 from vhd.store.sqlite import StoreLike, store_path
+
+if TYPE_CHECKING:
+    from vhd.annotate.options import RunOptions
+    from vhd.config import AnnotateConfig, ModelOverrides
 
 ID_COLUMN = "img_name"
 """The image-name column of SMID's published norms file."""
@@ -308,21 +313,16 @@ def align_ratings(
     ratings: str | Path,
     media: str | Path,
     *,
-    model: str | None = None,
-    debaters: str | None = None,
-    judge: str | None = None,
     store: StoreLike = "vhd.db",
-    config: Any = None,
-    icl: str | Path | None = None,
+    config: AnnotateConfig | str | os.PathLike[str] | None = None,
+    options: RunOptions | None = None,
+    progress: bool | ProgressFn = False,
     harmful_below: float = HARMFUL_BELOW,
     unharmful_above: float = UNHARMFUL_ABOVE,
     id_column: str | None = None,
     rating_column: str | None = None,
-    concurrency: int | None = None,
-    max_cost: float | None = None,
     resamples: int = BOOTSTRAP,
-    progress: bool | ProgressFn = False,
-    command: str = "",
+    **overrides: Unpack[ModelOverrides],
 ) -> AlignResult:
     """Annotate the rated images that carry a human label and score the annotator against them.
 
@@ -332,35 +332,34 @@ def align_ratings(
     Args:
         ratings: SMID's norms CSV, or any CSV named by ``id_column`` / ``rating_column``.
         media: Folder holding the images (searched recursively by name, any image extension).
-        model: ``BACKEND:MODEL`` for every role.
-        debaters: Model of both debaters.
-        judge: Model of the judge.
         store: SQLite store (created or resumed).
         config: An `AnnotateConfig` or a TOML/YAML config file.
-        icl: In-context examples for the judge.
+        options: How the annotation runs (`vhd.annotate.options.RunOptions`: ``max_cost`` stops it
+            at that spend, every role's model then needing a ``[prices]`` entry; ``command`` is
+            recorded with the run).
+        progress: True shows the annotation's progress bar on stderr (on a terminal); a
+            `vhd.progress.ProgressFn` is called instead.
         harmful_below: A mean rating strictly below this is harmful.
         unharmful_above: A mean rating strictly above this is unharmful.
         id_column: Column of the image name (default ``img_name``, else an unnamed first column).
         rating_column: Column of the mean rating (default ``moral_mean``).
-        concurrency: Samples in flight.
-        max_cost: Stop the annotation at this spend (dollars; every role's model needs a
-            ``[prices]`` entry, else nothing runs).
         resamples: Bootstrap resamples per interval (0: none).
-        progress: True shows the annotation's progress bar on stderr (on a terminal); a
-            `vhd.progress.ProgressFn` is called instead.
-        command: The command line, recorded with the run.
+        **overrides: Model settings over the configuration (`vhd.config.ModelOverrides`:
+            ``model``, ``debaters``, ``judge``, ``icl``, ``concurrency``, ...), as `vhd.annotate` takes them.
 
     Raises:
         ConfigError: Bad thresholds, file or columns, or no labelled image was found.
     """
     store = store_path(store)
-    from vhd.annotate.api import annotate, annotate_config
-    from vhd.annotate.options import RunOptions
+    from vhd.annotate.api import annotate
+    from vhd.annotate.options import split_legacy
+    from vhd.config import apply_overrides
     from vhd.media.hashing import sha256_file
     from vhd.store.sqlite import Store
 
-    if max_cost is not None:  # refuse an unkeepable budget before reading anything
-        annotate_config(config, model=model, debaters=debaters, judge=judge).check_max_cost(max_cost)
+    opts, rest = split_legacy(options, dict(overrides), "align_ratings")
+    if opts.max_cost is not None:  # refuse an unkeepable budget before reading anything
+        apply_overrides(config, cast("ModelOverrides", rest)).check_max_cost(opts.max_cost)
     if not harmful_below <= unharmful_above:
         raise ConfigError(
             f"--harmful-below ({harmful_below:g}) must not exceed --unharmful-above ({unharmful_above:g}): swap them"
@@ -384,18 +383,7 @@ def align_ratings(
             f"{media}: check --media and the columns"
         )
     paths = list(dict.fromkeys(s.path for s in result.samples))
-    summary = annotate(
-        paths,
-        model=model,
-        debaters=debaters,
-        judge=judge,
-        store=store,
-        config=config,
-        icl=icl,
-        concurrency=concurrency,
-        options=RunOptions(max_cost=max_cost, command=command),
-        progress=progress,
-    )
+    summary = annotate(paths, store=store, config=config, options=opts, progress=progress, **rest)
     result.run = summary.to_dict()
     result.exit_code = summary.exit_code()
     result.config_hash = summary.config_hash if summary.run_id else None

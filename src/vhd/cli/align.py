@@ -55,6 +55,7 @@ def add_parser(sub: Any, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.align.smid import align_ratings
+    from vhd.annotate.options import RunOptions
     from vhd.progress import bar
 
     with bar("annotating", not args.no_progress and not args.json, unit="samples") as on_progress:
@@ -72,10 +73,9 @@ def run(args: argparse.Namespace) -> int:
             id_column=args.id_column,
             rating_column=args.rating_column,
             concurrency=args.concurrency,
-            max_cost=args.max_cost,
+            options=RunOptions(max_cost=args.max_cost, command=shlex.join(["vhd", "align", *sys.argv[2:]])),
             resamples=args.resamples,
             progress=on_progress,
-            command=shlex.join(["vhd", "align", *sys.argv[2:]]),
         )
     if args.out:
         result.write_json(args.out)

@@ -57,6 +57,7 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    from vhd.annotate.options import RunOptions
     from vhd.icl.search import search_icl
     from vhd.progress import bar
 
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             holdout=args.holdout,
             seed=args.seed,
             max_calls=args.max_calls,
-            max_cost=args.max_cost,
+            options=RunOptions(max_cost=args.max_cost),
             progress=on_progress,
             on_event=lambda m: print(printable(m), file=sys.stderr),
             label_options=label_options(args),

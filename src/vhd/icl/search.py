@@ -19,10 +19,11 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack, cast
 
+from vhd.annotate.options import RunOptions, split_legacy
 from vhd.bench.metrics import fmt
-from vhd.config import AnnotateConfig, load_config
+from vhd.config import AnnotateConfig, ModelOverrides, apply_overrides
 from vhd.errors import ConfigError
 from vhd.icl.files import expected_answer, resolve_validation, write_examples, write_json, write_report
 from vhd.icl.metrics import ICL_METRICS
@@ -154,9 +155,11 @@ def search_icl(
     validation: str | os.PathLike[str],
     *,
     out: str | os.PathLike[str],
-    model: str | None = None,
     config: AnnotateConfig | str | os.PathLike[str] | None = None,
     store: StoreLike | None = None,
+    options: RunOptions | None = None,
+    progress: bool | ProgressFn = False,
+    on_event: Callable[[str], None] | None = None,
     max_rounds: int = 5,
     per_round: int = 3,
     metric: str = "f1",
@@ -164,19 +167,19 @@ def search_icl(
     holdout: float = 0.2,
     seed: int = 0,
     max_calls: int | None = None,
-    max_cost: float | None = None,
-    progress: bool | ProgressFn = False,
-    on_event: Callable[[str], None] | None = None,
     label_options: LabelOptions | None = None,
+    **overrides: Unpack[ModelOverrides],
 ) -> SearchResult:
     """Search for the judge's in-context examples on a human-labelled validation set.
 
     Args:
         validation: A labels file (CSV, or a VHD11K file) or the name of a labelled set in the store.
         out: Folder for rounds, the best example set (``best/examples.csv``) and the report.
-        model: ``BACKEND:MODEL`` for every role.
         config: An `AnnotateConfig` or a config file (its own ``icl`` is ignored).
         store: The store annotations go to (default ``<out>/icl.db``).
+        options: How the annotations run (`vhd.annotate.options.RunOptions`): ``max_cost`` stops
+            the search cleanly once that many dollars are spent (every role's model needs a
+            ``[prices]`` entry, else nothing runs).
         max_rounds: Rounds after round 0.
         per_round: Examples added a round (2 to 4).
         metric: ``f1``, ``balanced_accuracy``, ``tpr``, ``tnr`` or a plugin's (`ICL_METRICS`).
@@ -184,16 +187,20 @@ def search_icl(
         holdout: Share of the samples (per label) kept for the final estimate only.
         seed: Seed of the holdout split and of tie-breaking.
         max_calls: Stop cleanly before a round that would exceed this many model calls.
-        max_cost: Stop cleanly once this many dollars are spent (every role's model needs a
-            ``[prices]`` entry, else nothing runs).
         progress: True shows annotation progress bars on stderr (on a terminal); a
             `vhd.progress.ProgressFn` is called instead, each annotation run under its own stage.
         on_event: Called with one-line progress messages (and the labels file's rows left out).
         label_options: How a labels file's rows are read (``--media``, ``--path-prefix``,
             ``--allow-outside-paths``, ``--duplicates``).
+        **overrides: Model settings over the configuration (`vhd.config.ModelOverrides`:
+            ``model``, ``judge``, ``debaters``, ``concurrency``, ...); not ``icl``, which the search chooses.
 
     Returns:
         Every round, the best set and the holdout estimate; also written under ``out``.
+
+    Raises:
+        ConfigError: An ``icl`` override (the search chooses the examples), a bad metric or
+            setting, or too few labels of one kind.
     """
     store = None if store is None else file_of_store(store)
     ICL_METRICS.load(metric)  # an unknown metric fails before any annotation, listing the valid ones
@@ -204,8 +211,11 @@ def search_icl(
     say = on_event or (lambda _m: None)
     out_dir = Path(out)
     store_path = Path(store) if store is not None else out_dir / "icl.db"
-    cfg = config if isinstance(config, AnnotateConfig) else load_config(None if config is None else Path(config))
-    cfg = cfg.with_overrides(model=model).model_copy(update={"icl": None})
+    opts, rest = split_legacy(options, dict(overrides), "search_icl")
+    if rest.get("icl") is not None:
+        raise ConfigError("search_icl chooses the judge's in-context examples itself: drop icl=")
+    cfg = apply_overrides(config, cast("ModelOverrides", rest)).model_copy(update={"icl": None})
+    max_cost = opts.max_cost
     cfg.check_max_cost(max_cost)
     items = resolve_validation(validation, store_path, label_options, say)
     search, held = split_holdout(items, holdout, seed)
