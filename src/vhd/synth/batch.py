@@ -134,6 +134,9 @@ def finish_batch(
     settings = generator.settings
     marker = Watermarker() if settings.watermark else None
     out: list[Generated] = []
+    # the prompts the pipeline call held, not the setting: a resumed run's or the last batch's call
+    # holds fewer, and the call's size changes pixels (image-to-video runs one prompt a call)
+    called = {"batch_size": len(jobs) if generator.batchable else 1}
     for k, (row, job, made) in enumerate(zip(rows, jobs, results, strict=True)):
         frames = made.frames
         n, height, width = frames.shape[:3]
@@ -142,7 +145,7 @@ def finish_batch(
             mark = "on" if marker.applies(width, height) else "skipped"
             frames = marker.apply(frames)
         prov = Provenance(
-            **{k2: v for k2, v in ident.items() if k2 in Provenance.__dataclass_fields__},
+            **{k2: v for k2, v in {**ident, **called}.items() if k2 in Provenance.__dataclass_fields__},
             prompt=row.prompt,
             full_prompt=job.full_prompt,
             prompt_id=row.id,

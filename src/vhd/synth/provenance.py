@@ -70,7 +70,8 @@ class Provenance:
         scheduler: The scheduler's class name.
         device: Torch device the pipeline ran on.
         dtype: Weight dtype.
-        batch_size: Prompts per pipeline call (changes bytes).
+        batch_size: Prompts in the pipeline call that made it (changes pixels; fewer than the
+            setting in a last or resumed batch).
         torch_threads: ``torch.get_num_threads()`` (changes bytes on CPU).
         safety_checker: ``on`` (kept), ``off`` (``--no-safety-checker``) or ``none`` (the pipeline has none).
         watermark: ``on``, ``off``, or ``skipped`` (smaller than 256 px).
