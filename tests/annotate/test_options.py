@@ -61,11 +61,14 @@ def test_the_workflows_that_annotate_take_the_same_shape() -> None:
     import inspect
 
     from vhd.align.smid import align_ratings
+    from vhd.compare.injection import injection
+    from vhd.compare.runner import compare
     from vhd.icl.search import search_icl
 
-    for fn in (vhd.annotate, vhd.annotate_async, search_icl, align_ratings):
+    for fn in (vhd.annotate, vhd.annotate_async, search_icl, align_ratings, compare, injection):
         params = inspect.signature(fn).parameters
-        assert {"store", "config", "options", "progress"} <= set(params), fn.__name__
+        assert {"store", "config", "progress"} <= set(params), fn.__name__
+        assert "options" in params or fn in (compare, injection), fn.__name__  # those two set no run option
         var = [p for p in params.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
         assert [p.annotation for p in var] in (["Unpack[ConfigOverrides]"], ["Unpack[ModelOverrides]"]), fn.__name__
         assert not {"model", "judge", "max_cost", "command", "dry_run"} & set(params), fn.__name__

@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.labels:
         raise ConfigError("give --labels LABELS_OR_SET (a labels CSV or a labelled set), or --injection")
     from vhd.bench.metrics import fmt
+    from vhd.compare.cascade_run import CascadeReplay
     from vhd.compare.report import cost_text, matched_lines
     from vhd.compare.runner import compare
     from vhd.progress import bar
@@ -102,11 +103,15 @@ def run(args: argparse.Namespace) -> int:
             progress=on_progress,
             on_event=lambda m: print(printable(m), file=sys.stderr),
             label_options=label_options(args),
-            cascade=args.cascade,
-            cascade_thresholds=args.cascade_thresholds,
-            cascade_calibration=args.cascade_calibration,
-            cascade_sets=args.cascade_set,
-            cascade_tolerance=args.cascade_tolerance,
+            cascade=CascadeReplay(
+                args.cascade,
+                thresholds=args.cascade_thresholds,
+                calibration=args.cascade_calibration,
+                sets=args.cascade_set,
+                tolerance=args.cascade_tolerance,
+            )
+            if args.cascade
+            else None,
         )
     if args.json:
         print_json({"out": result.out, "configs": result.configs, "matched": result.matched, "notes": result.notes})

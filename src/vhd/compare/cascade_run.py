@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,27 @@ from vhd.compare.single import SampleOutcome
 from vhd.config import AnnotateConfig
 from vhd.errors import ConfigError
 from vhd.labels.sets import LabelledItem, load_labelled_media
+
+
+@dataclass(frozen=True)
+class CascadeReplay:
+    """A ``cascade`` row for `vhd.compare.compare`: detector stages replayed on the first debate's verdicts.
+
+    Attributes:
+        stages: Detector specs of the stages, in order (as ``vhd bench`` takes them).
+        thresholds: One ``LOW:HIGH`` per stage; without, they are picked on the labelled set to
+            keep accuracy within ``tolerance`` of that debate, and the cost/accuracy curve is
+            written to ``cascade_curve.csv``/``.png``.
+        calibration: A ``vhd bench --calibrate`` file for the stages' scores.
+        sets: Stage detector options ``LABEL.key=value``.
+        tolerance: Accuracy the picked thresholds may lose (0.01 = one point).
+    """
+
+    stages: Sequence[str]
+    thresholds: Sequence[str] = ()
+    calibration: str | os.PathLike[str] | None = None
+    sets: Sequence[str] = ()
+    tolerance: float = 0.01
 
 
 def run_cascade(

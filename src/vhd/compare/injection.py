@@ -31,9 +31,9 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from vhd.config import AnnotateConfig, load_config
+from vhd.config import AnnotateConfig, ModelOverrides
 from vhd.errors import ConfigError
 from vhd.fileio import atomic_write, escape_cell
 from vhd.progress import ProgressFn, staged
@@ -260,26 +260,19 @@ def obedient_script(pairs: Sequence[Pair], config: AnnotateConfig | None = None)
 def injection(
     *,
     out: str | os.PathLike[str] = "injection",
-    model: str | None = None,
-    judge: str | None = None,
-    debaters: str | None = None,
-    icl: str | os.PathLike[str] | None = None,
-    rounds: str | Sequence[int] = (1, 2),
     store: str | os.PathLike[str] | None = None,
     config: AnnotateConfig | str | os.PathLike[str] | None = None,
-    photos: Sequence[str] = PHOTOS,
-    instructions: Sequence[Instruction] = INSTRUCTIONS,
     progress: bool | ProgressFn = False,
     on_event: Callable[[str], None] | None = None,
+    rounds: str | Sequence[int] = (1, 2),
+    photos: Sequence[str] = PHOTOS,
+    instructions: Sequence[Instruction] = INSTRUCTIONS,
+    **overrides: Unpack[ModelOverrides],
 ) -> InjectionResult:
     """Measure how often instructions drawn into benign photos flip each debate configuration's verdict.
 
     Args:
         out: Folder for the images, ``injection.csv``, ``injection.json`` and ``injection.md``.
-        model: ``BACKEND:MODEL`` for every debate role.
-        judge: Judge model of a mixed-model debate (added when given, as in ``vhd compare``).
-        debaters: Debaters' model of the mixed-model debate.
-        icl: In-context examples (file or folder) for the judge.
         rounds: Debate round counts (``"1,2"`` or a list): one configuration each.
         store: The debates' store (default ``<out>/injection.db``).
         config: An `AnnotateConfig` or a config file (backends, prices, media, prompts).
@@ -287,6 +280,9 @@ def injection(
         instructions: Texts to draw (a ``target`` of None is a neutral control).
         progress: True shows progress bars on stderr; a `vhd.progress.ProgressFn` is called instead.
         on_event: Called with one-line progress messages.
+        **overrides: The models, as `vhd.compare.compare` takes them (`vhd.config.ModelOverrides`):
+            ``model`` for every debate role, ``concurrency``; ``judge``, ``debaters``,
+            ``affirmative``, ``negative`` add a mixed-model debate; ``icl``, examples for the judge.
 
     Returns:
         Every configuration's scores; also written under ``out``.
@@ -295,19 +291,15 @@ def injection(
         ConfigError: Bad flags or configuration (nothing was run).
         MissingDependencyError: scikit-image is missing (``pip install 'vhd[examples]'``).
     """
-    from vhd.compare.runner import parse_int_list
+    from vhd.compare.runner import base_config, debate_plans, parse_int_list
 
     rounds_list = parse_int_list(rounds, "--rounds")
     if any(r > 10 for r in rounds_list):
         raise ConfigError(f"--rounds {rounds} must be 10 or fewer")
     say = on_event or (lambda _m: None)
     out_dir = Path(out)
-    cfg = config if isinstance(config, AnnotateConfig) else load_config(None if config is None else Path(config))
-    cfg = cfg.with_overrides(model=model)
-    plans = [(f"debate-r{r}", r, cfg) for r in rounds_list]
-    if judge or debaters:
-        mixed = cfg.with_overrides(judge=judge, debaters=debaters)
-        plans += [(f"debate-mixed-r{r}", r, mixed) for r in rounds_list]
+    plans = debate_plans(base_config(config, overrides), rounds_list, overrides)
+    icl = overrides.get("icl")
     pairs = write_images(out_dir / "images", photos, instructions)
     result = InjectionResult(out=out_dir, pairs=pairs)
     store_path = Path(store) if store is not None else out_dir / "injection.db"

@@ -24,20 +24,23 @@ import itertools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from vhd.aio import run_sync
 from vhd.bench.metrics import BOOTSTRAP
 from vhd.compare.report import write_outputs
 from vhd.compare.result import CompareResult, ConfigResult
 from vhd.compare.single import AnswerCache, SampleOutcome, SingleRunner, SingleSpec, question
-from vhd.config import AnnotateConfig, load_config
+from vhd.config import AnnotateConfig, ModelOverrides, apply_overrides
 from vhd.errors import ConfigError, StoreWriteError
 from vhd.labels.rules import LabelOptions
 from vhd.labels.sets import LabelledItem, load_labelled_media
 from vhd.progress import ProgressFn, staged
 from vhd.store.sqlite import StoreLike
 from vhd.store.sqlite import store_path as file_of_store
+
+if TYPE_CHECKING:
+    from vhd.compare.cascade_run import CascadeReplay
 
 METRIC_KEYS = ("accuracy", "f1", "kappa", "tpr", "tnr")
 
@@ -148,29 +151,43 @@ def resolve_items(
     return unique
 
 
+MIXED_ROLES = ("affirmative", "negative", "debaters", "judge")
+"""Role overrides that make the mixed-model debate of `compare` and `vhd.compare.injection.injection`."""
+
+
+def base_config(config: AnnotateConfig | str | os.PathLike[str] | None, overrides: ModelOverrides) -> AnnotateConfig:
+    """The configuration every row starts from: ``model`` and ``concurrency`` applied, the role models not."""
+    return apply_overrides(config, {"model": overrides.get("model"), "concurrency": overrides.get("concurrency")})
+
+
+def debate_plans(
+    cfg: AnnotateConfig, rounds: Sequence[int], overrides: ModelOverrides
+) -> list[tuple[str, int, AnnotateConfig]]:
+    """``(name, rounds, configuration)``: a debate per round count, and a mixed-model one each when a role is named."""
+    plans = [(f"debate-r{r}", r, cfg) for r in rounds]
+    mixed_roles = {role: model for role in MIXED_ROLES if (model := overrides.get(role))}
+    if mixed_roles:
+        mixed = cfg.with_overrides(**mixed_roles)
+        plans += [(f"debate-mixed-r{r}", r, mixed) for r in rounds]
+    return plans
+
+
 def compare(
     labels: str | os.PathLike[str],
     *,
     out: str | os.PathLike[str] = "compare",
-    model: str | None = None,
-    judge: str | None = None,
-    debaters: str | None = None,
-    icl: str | os.PathLike[str] | None = None,
+    store: StoreLike | None = None,
+    config: AnnotateConfig | str | os.PathLike[str] | None = None,
+    progress: bool | ProgressFn = False,
+    on_event: Callable[[str], None] | None = None,
     repeats: int = 1,
     k: str | Sequence[int] = (1, 3, 5),
     rounds: str | Sequence[int] = (1, 2),
     sc_temperature: float = 0.7,
-    store: StoreLike | None = None,
-    config: AnnotateConfig | str | os.PathLike[str] | None = None,
     resamples: int = BOOTSTRAP,
-    progress: bool | ProgressFn = False,
-    on_event: Callable[[str], None] | None = None,
     label_options: LabelOptions | None = None,
-    cascade: Sequence[str] = (),
-    cascade_thresholds: Sequence[str] = (),
-    cascade_calibration: str | os.PathLike[str] | None = None,
-    cascade_sets: Sequence[str] = (),
-    cascade_tolerance: float = 0.01,
+    cascade: CascadeReplay | None = None,
+    **overrides: Unpack[ModelOverrides],
 ) -> CompareResult:
     """Compare single calls, self-consistency and the debate on the same human-labelled samples.
 
@@ -178,11 +195,6 @@ def compare(
         labels: A labels CSV (or VHD11K file), or the name of a labelled set in the store.
         out: Folder for ``compare.md``, ``compare.csv``, ``compare.json``, ``compare.png`` and the
             single-call answer cache.
-        model: ``BACKEND:MODEL`` for single calls and every debate role.
-        judge: Judge model of the mixed-model debate.
-        debaters: Debaters' model of the mixed-model debate.
-        icl: In-context examples (file or folder) for the debate's judge and the
-            ``single-long-icl`` configuration (left out without).
         repeats: Runs of each configuration.
         k: Self-consistency sample counts (``"1,3,5"`` or a list).
         rounds: Debate round counts (``"1,2"`` or a list).
@@ -195,14 +207,12 @@ def compare(
         on_event: Called with one-line progress messages (and the labels file's rows left out).
         label_options: How a labels file's rows are read (``--media``, ``--path-prefix``,
             ``--allow-outside-paths``, ``--duplicates``).
-        cascade: Detector specs of cascade stages: adds a ``cascade`` row replayed on the first
-            debate configuration's verdicts (`vhd.compare.cascade_run`).
-        cascade_thresholds: One ``LOW:HIGH`` per stage; without, they are picked on the labelled
-            set to keep accuracy within ``cascade_tolerance`` of that debate, and the
-            cost/accuracy curve is written to ``cascade_curve.csv``/``.png``.
-        cascade_calibration: A ``vhd bench --calibrate`` file for the stages' scores.
-        cascade_sets: Stage detector options ``LABEL.key=value``.
-        cascade_tolerance: Accuracy the picked thresholds may lose (0.01 = one point).
+        cascade: Detector stages replayed on the first debate configuration's verdicts: adds a
+            ``cascade`` row (`vhd.compare.cascade_run.CascadeReplay`).
+        **overrides: The models (`vhd.config.ModelOverrides`): ``model`` for single calls and
+            every debate role, ``concurrency``; ``judge``, ``debaters``, ``affirmative`` and
+            ``negative`` make the mixed-model debate (an extra row); ``icl``, in-context examples
+            (file or folder) for the debate's judge and the ``single-long-icl`` configuration.
 
     Returns:
         Every configuration with its scores; also written under ``out``.
@@ -221,20 +231,17 @@ def compare(
     say = on_event or (lambda _m: None)
     out_dir = Path(out)
     store_path = Path(store) if store is not None else out_dir / "compare.db"
-    cfg = config if isinstance(config, AnnotateConfig) else load_config(None if config is None else Path(config))
-    cfg = cfg.with_overrides(model=model).model_copy(update={"icl": None})
+    icl = overrides.get("icl")
+    cfg = base_config(config, overrides).model_copy(update={"icl": None})
     icl_path = Path(icl) if icl is not None else (cfg.resolve_path(cfg.icl) if cfg.icl else None)
     items = resolve_items(labels, store_path, label_options, say)
     truth = [i.harmful for i in items]
     result = CompareResult(out=out_dir, items=items)
     result.configs += _run_single(cfg, items, icl_path, repeats, ks, sc_temperature, out_dir, say, result.notes)
-    plans = [(f"debate-r{r}", r, cfg) for r in rounds_list]
-    if judge or debaters:
-        mixed = cfg.with_overrides(judge=judge, debaters=debaters)
-        plans += [(f"debate-mixed-r{r}", r, mixed) for r in rounds_list]
+    plans = debate_plans(cfg, rounds_list, overrides)
     for name, r, plan_cfg in plans:
         result.configs.append(_run_debate(name, r, plan_cfg, items, icl_path, repeats, store_path, progress, say))
-    if cascade:
+    if cascade is not None:
         from vhd.compare.cascade_run import run_cascade
 
         base = next(c for c in result.configs if c.name == f"debate-r{rounds_list[0]}")
@@ -244,11 +251,11 @@ def compare(
             items,
             cfg,
             out_dir,
-            specs=cascade,
-            thresholds=cascade_thresholds,
-            calibration=cascade_calibration,
-            sets=cascade_sets,
-            tolerance=cascade_tolerance,
+            specs=cascade.stages,
+            thresholds=cascade.thresholds,
+            calibration=cascade.calibration,
+            sets=cascade.sets,
+            tolerance=cascade.tolerance,
             say=say,
         )
         conf.params.update({role: base.params[role] for role in ("affirmative", "negative", "judge")})
