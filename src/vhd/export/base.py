@@ -1,4 +1,4 @@
-"""Export a store's annotations: the VHD11K release CSV, JSON Lines, or Parquet, streamed.
+"""The export framework: `ExportFormat`, the `EXPORT_FORMATS` registry, and `export`, streamed.
 
 Exports stream: the store is read a page at a time (`vhd.store.reads.AnnotationReads.iter_annotations`,
 keyset pagination), JSON Lines are written row by row, Parquet in row groups of `ROW_GROUP` rows
@@ -24,8 +24,10 @@ and hands them to `ExportFormat.write_pages`. A plugin format implements only `E
 and gets ``(Sample, Annotation)`` records, built from each page. The built-in formats override
 `write_pages` to go from the stored cells straight to CSV cells, JSON and Arrow arrays (JSON Lines
 and Parquet through `vhd.export.schema.page_cells`), several times cheaper on a large store, and
-keep `write` for callers with records; both paths write the same bytes (tested). The module is
-long (about 650 lines) for that reason: each writer's two paths stay side by side.
+keep `write` for callers with records; both paths write the same bytes (tested). Each format's
+two paths stay side by side in its own module (`vhd.export.vhd11k`, `vhd.export.jsonl`,
+`vhd.export.parquet`). A format that needs more than rows (``hf``: media and splits) overrides
+`ExportFormat.export` instead and reads the store itself.
 
 Example:
     >>> result = export("run.db", "vhd11k-csv", "out/annotations.csv")  # doctest: +SKIP

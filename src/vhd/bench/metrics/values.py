@@ -1,9 +1,9 @@
 """Metric primitives every metric shares: a value with its bootstrap interval, resampling, curves, printing.
 
-`BinaryMetrics` and `MulticlassMetrics` follow one pattern: `update()` with a batch, `compute()`
-to a result object with `to_rows()` and `to_pandas()` (when pandas is installed); `vhd.bench.plots`
-draws one (``binary_figure``, ``multiclass_figure``).
-Every number has a 95% bootstrap confidence interval (percentile method, resampling samples
+`vhd.bench.metrics.binary.BinaryMetrics` and `vhd.bench.metrics.multiclass.MulticlassMetrics`
+follow one pattern: `update()` with a batch, `compute()` to a result object with `to_rows()` and
+`to_pandas()` (when pandas is installed); `vhd.bench.plots` draws one (``binary_figure``,
+``multiclass_figure``). Every number has a 95% bootstrap confidence interval (percentile method, resampling samples
 with replacement, a fixed seed) and the number of samples it stands on. The point values equal
 scikit-learn's (``recall_score``, ``precision_score``, ``f1_score``, ``balanced_accuracy_score``,
 ``roc_auc_score``, ``average_precision_score``), except that an undefined value (precision
@@ -18,8 +18,8 @@ score. With several runs of the same samples (``vhd compare --repeats``) the cou
 are pooled, and the bootstrap resamples samples, each with all its runs: the unit is the sample,
 so repeating identical answers never narrows an interval.
 
-The module is long (over 450 lines) on purpose: the results, their bootstrap, the missing-answer
-rule and how an undefined number prints are one unit that ``bench`` and ``align`` share.
+How an undefined number prints (`fmt`, `UNDEFINED`) is here too, so every report of ``bench``,
+``compare``, ``icl`` and ``align`` prints one the same way.
 """
 
 from __future__ import annotations
