@@ -14,12 +14,13 @@ decoded already scaled down (draft mode), any other image is decoded once and sh
 integer factor at once (`vhd.media.image.open_image_reduced`). Decodes wait for room in a memory
 budget (`MemoryBudget`, sized by ``--preview-memory``): what each one needs is read from the
 file's header first, so many large images requested at once are decoded a few at a time, not all
-together, and large blocks are mapped on their own (`map_large_allocations`) so that what a
-decode freed is not kept by the thread that made it. Every preview is made once: the first
-request writes it to a disk cache (`PreviewCache`, content-addressed by sample id, which is the
-media's SHA-256, and look; atomic writes), and later requests, from any browser or a later run of
-the app, read the file. After a
-burst of decodes the process hands freed memory back to the system (``malloc_trim`` on glibc).
+together. The `vhd serve` process (its CLI entry, never this library) also has large blocks mapped
+on their own (`map_large_allocations`) so that what a decode freed is not kept by the thread that
+made it; a process that builds `PreviewCache` itself keeps its allocator's settings. Every
+preview is made once: the first request writes it to a disk cache (`PreviewCache`,
+content-addressed by sample id, which is the media's SHA-256, and look; atomic writes), and later
+requests, from any browser or a later run of the app, read the file. After a burst of decodes
+the process hands freed memory back to the system (``malloc_trim`` on glibc).
 
 Media are found through the store only (`vhd.records.Sample`): no request ever names a file.
 """
@@ -211,6 +212,10 @@ M_MMAP_THRESHOLD = -3
 def map_large_allocations(threshold: int = 2**20) -> bool:
     """Have glibc map every allocation of ``threshold`` bytes or more on its own (process-wide).
 
+    Only the `vhd serve` command calls it, in its own process: it changes every allocation of the
+    whole process for good (a CPU torch loop ran about 20% slower with it), so a library building
+    the review app must not.
+
     Pillow keeps a decoded image in blocks of up to 16 MiB. glibc's default raises its mapping
     threshold as such blocks are freed, after which they come from per-thread heaps, where the
     small allocations that follow pin them: each thread that decoded once kept its image's worth
@@ -299,7 +304,6 @@ class PreviewCache:
     ) -> None:
         self.folder = Path(folder) if folder is not None else None
         self.budget = MemoryBudget(memory)
-        map_large_allocations()
         self.size = size
         self._items: OrderedDict[tuple[str, int, Look], bytes] = OrderedDict()
         self._lock = threading.Lock()
