@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -365,7 +366,7 @@ def test_a_store_path_that_is_a_folder_or_a_fifo_is_a_one_line_error(
     os.mkfifo(tmp_path / "fifo.db")
     for store, kind in (("folder", "directory"), ("link.db", "directory"), ("fifo.db", "fifo")):
         try:
-            code = finishes(lambda s=store: main(["ingest", str(tmp_path / "media"), "--store", str(tmp_path / s)]))
+            code = finishes(partial(main, ["ingest", str(tmp_path / "media"), "--store", str(tmp_path / store)]))
         finally:
             release(tmp_path / "fifo.db")
         err = capsys.readouterr().err.strip()
@@ -408,7 +409,7 @@ def test_hostile_labels_files_are_refused_in_one_line(tmp_path: Path, capsys: py
     }
     for name, message in expected.items():
         try:
-            code = finishes(lambda n=name: main(["label", str(tmp_path / n), "--store", db]))
+            code = finishes(partial(main, ["label", str(tmp_path / name), "--store", db]))
         finally:
             release(tmp_path / "fifo.csv")
         err = capsys.readouterr().err.strip()
@@ -442,7 +443,7 @@ def test_read_table_refuses_hostile_tables_at_once(tmp_path: Path) -> None:
         ("line.jsonl", "a line is longer than 1 MiB"),
     ):
         with pytest.raises(ConfigError, match="not a vhd export") as caught:
-            finishes(lambda n=name: read_table(tmp_path / n))
+            finishes(partial(read_table, tmp_path / name))
         assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -475,3 +476,36 @@ def test_serve_never_follows_a_link_out_of_the_media_folder(tmp_path: Path) -> N
         assert clip.status_code == 404 and b"SECRET" not in clip.content
         for thumb in re.findall(r'/thumb/[^"]+', page):
             assert b"SECRET" not in client.get(thumb.replace("&amp;", "&")).content
+
+
+def test_files_that_vanish_or_change_after_listing_are_each_their_own_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from vhd.curate.ingest import ingest
+
+    discover_module = importlib.import_module("vhd.media.discover")  # vhd.media.discover is also a function
+    media = tmp_path / "media"
+    media.mkdir()
+    for i, name in enumerate(("a_gone.png", "b_fifo.png", "c_garbage.png", "d_ok.png")):
+        png(media / name, (i * 50, 10, 10))
+    real = discover_module.iter_discover
+
+    def listed_then_changed(*args: Any, **kwargs: Any) -> Any:
+        found = list(real(*args, **kwargs))  # everything listed first, then the folder changes
+        (media / "a_gone.png").unlink()
+        (media / "b_fifo.png").unlink()
+        os.mkfifo(media / "b_fifo.png")
+        (media / "c_garbage.png").write_bytes(b"not an image any more")
+        yield from found
+
+    monkeypatch.setattr(discover_module, "iter_discover", listed_then_changed)
+    try:
+        result = finishes(lambda: ingest([media], tmp_path / "s.db", jobs=1))
+    finally:
+        release(media / "b_fifo.png")
+    assert result.counts["added"] == 1
+    reasons = {Path(path).name: reason for path, reason in result.invalid}
+    assert set(reasons) == {"a_gone.png", "b_fifo.png", "c_garbage.png"}, reasons
+    assert "fifo" in reasons["b_fifo.png"]
