@@ -384,6 +384,10 @@ def test_an_output_that_is_a_folder_is_refused_and_a_link_is_replaced_not_follow
         assert main(["export", str(db), "-o", str(tmp_path / "out"), "--format", fmt]) == 2
         err = capsys.readouterr().err.strip()
         assert "it is a folder" in err and len(err.splitlines()) == 1, err
+    (tmp_path / "a_file").write_text("")
+    assert main(["frames", str(tmp_path / "media"), "--out", str(tmp_path / "a_file"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot create output folder" in err and len(err.splitlines()) == 1, err  # already so before issue 33
     (tmp_path / "keep.txt").write_text("keep")
     os.symlink(tmp_path / "keep.txt", tmp_path / "link.jsonl")
     assert main(["export", str(db), "-o", str(tmp_path / "link.jsonl"), "--format", "jsonl"]) == 0
