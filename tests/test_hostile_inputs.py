@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -312,3 +313,203 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path, args: tuple[str,
     finally:
         os.close(write_end)
     assert done.stderr == "" and done.returncode == 141
+
+
+# -- issue 33: filesystem tricks and hostile tables ---------------------------------------------
+
+
+def test_links_out_and_link_loops_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    media = tmp_path / "media"
+    images(media, 1)
+    os.symlink(".", media / "self")  # a loop through a folder
+    os.symlink("loop_b.png", media / "loop_a.png")
+    os.symlink("loop_a.png", media / "loop_b.png")
+    png(tmp_path / "secret.png")
+    os.symlink(tmp_path / "secret.png", media / "out.png")
+    os.symlink(tmp_path, media / "outdir")
+    found = finishes(lambda: discover([media]))
+    assert [Path(i.path).name for i in found.items] == ["img_0.png"]
+    reasons = {s.path.name: s.reason for s in found.skipped}
+    assert reasons["out.png"].startswith("symbolic link points outside")
+    assert reasons["outdir"].startswith("symbolic link points outside")
+    assert reasons["loop_a.png"] == reasons["loop_b.png"] == "symbolic link loop (it leads back to itself)"
+
+
+def test_odd_names_are_ingested_and_a_255_byte_name_fails_alone_in_frames(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.hostile_corpus import video_bytes
+
+    media = tmp_path / "media"
+    media.mkdir()
+    png(media / "new\nline.png", (1, 2, 3))
+    png(media / "tab\tand\x1bescape.png", (4, 5, 6))
+    png(media / ("a" * 251 + ".png"), (7, 8, 9))
+    assert main(["ingest", str(media), "--store", str(tmp_path / "s.db"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "3 sample(s) added" in out and "\x1b" not in out
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    (videos / ("b" * 251 + ".mp4")).write_bytes(video_bytes("libx264", "mp4", frames=4))
+    (videos / "ok.mp4").write_bytes(video_bytes("libx264", "mp4", frames=4))
+    code = main(["frames", str(videos), "--out", str(tmp_path / "frames"), "--n", "2", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code != 0 and "1 video(s) written" in out and "1 failed" in out and "File name too long" in out
+
+
+def test_a_store_path_that_is_a_folder_or_a_fifo_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    images(tmp_path / "media", 1)
+    (tmp_path / "folder").mkdir()
+    os.symlink(tmp_path / "folder", tmp_path / "link.db")
+    os.mkfifo(tmp_path / "fifo.db")
+    for store, kind in (("folder", "directory"), ("link.db", "directory"), ("fifo.db", "fifo")):
+        try:
+            code = finishes(partial(main, ["ingest", str(tmp_path / "media"), "--store", str(tmp_path / store)]))
+        finally:
+            release(tmp_path / "fifo.db")
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and f"not a regular file ({kind})" in err and len(err.splitlines()) == 1, err
+
+
+def test_an_output_that_is_a_folder_is_refused_and_a_link_is_replaced_not_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "s.db"
+    images(tmp_path / "media", 1)
+    assert main(["annotate", str(tmp_path / "media"), "--model", "scripted:demo", "--store", str(db)]) == 0
+    (tmp_path / "out").mkdir()
+    for fmt in ("jsonl", "parquet", "csv"):
+        assert main(["export", str(db), "-o", str(tmp_path / "out"), "--format", fmt]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "it is a folder" in err and len(err.splitlines()) == 1, err
+    (tmp_path / "a_file").write_text("")
+    assert main(["frames", str(tmp_path / "media"), "--out", str(tmp_path / "a_file"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot create output folder" in err and len(err.splitlines()) == 1, err  # already so before issue 33
+    (tmp_path / "keep.txt").write_text("keep")
+    os.symlink(tmp_path / "keep.txt", tmp_path / "link.jsonl")
+    assert main(["export", str(db), "-o", str(tmp_path / "link.jsonl"), "--format", "jsonl"]) == 0
+    assert (tmp_path / "keep.txt").read_text() == "keep" and not (tmp_path / "link.jsonl").is_symlink()
+
+
+def test_hostile_labels_files_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    db = str(tmp_path / "s.db")
+    os.mkfifo(tmp_path / "fifo.csv")
+    pq.write_table(pa.table({"path": ["a.png"], "harmful": [True]}), tmp_path / "labels.parquet")
+    (tmp_path / "labels.jsonl").write_text('{"path": "a.png", "harmful": "yes"}\n' * 2)
+    with (tmp_path / "huge.csv").open("wb") as fh:  # 1 GiB, sparse: no disk used
+        fh.write(b"path,harmful\n" + b"x" * 100)
+        fh.truncate(2**30)
+    expected = {
+        "fifo.csv": "not a regular file (fifo)",
+        "labels.parquet": "not Parquet or JSON Lines",
+        "labels.jsonl": "not Parquet or JSON Lines",
+        "huge.csv": "1,024 MiB, over the 512 MiB",
+    }
+    for name, message in expected.items():
+        try:
+            code = finishes(partial(main, ["label", str(tmp_path / name), "--store", db]))
+        finally:
+            release(tmp_path / "fifo.csv")
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and message in err and len(err.splitlines()) == 1, (name, err)
+    from vhd.bench.data import load_bench_set
+    from vhd.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not Parquet or JSON Lines"):  # what bench --labels reads through
+        load_bench_set(tmp_path / "labels.parquet")
+
+
+def test_read_table_refuses_hostile_tables_at_once(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from vhd.errors import ConfigError
+    from vhd.export import read_table
+    from vhd.export.schema import arrow_schema
+
+    schema = arrow_schema()
+    nested = pa.array([[{"a": 1}]], pa.list_(pa.struct([("a", pa.int64())])))
+    columns = {f.name: nested if f.name == "id" else pa.nulls(1, f.type) for f in schema}
+    pq.write_table(pa.table(columns), tmp_path / "nested.parquet")
+    pq.write_table(pa.table({"id": pa.nulls(10**7, pa.int64())}), tmp_path / "rows.parquet")  # 10^7 rows
+    with (tmp_path / "line.jsonl").open("wb") as fh:  # one 1 GiB line, sparse: no disk used
+        fh.write(b'{"id": "')
+        fh.truncate(2**30)
+    for name, message in (
+        ("nested.parquet", "column 'id' is list<"),
+        ("rows.parquet", "column 'id' is int64, not string"),
+        ("line.jsonl", "a line is longer than 1 MiB"),
+    ):
+        with pytest.raises(ConfigError, match="not a vhd export") as caught:
+            finishes(partial(read_table, tmp_path / name))
+        assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_serve_never_follows_a_link_out_of_the_media_folder(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    import re
+
+    from starlette.testclient import TestClient
+
+    from tests.hostile_corpus import video_bytes
+    from vhd.serve import ServeSettings, create_app
+
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "clip.mp4").write_bytes(video_bytes("libx264", "mp4", frames=4))
+    db = tmp_path / "s.db"
+    assert main(["annotate", str(media), "--model", "scripted:demo", "--store", str(db), "--no-progress"]) == 0
+    secret = tmp_path / "secret.mp4"
+    secret.write_bytes(b"SECRET" * 1000)
+    (media / "clip.mp4").unlink()
+    os.symlink(secret, media / "clip.mp4")  # swapped after ingest
+    with Store(db) as store:
+        (sample,) = store.find_samples_named("clip.mp4")
+    app = create_app(ServeSettings(store=db, reviewer="alice"))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        page = client.get(f"/sample/{sample.id}?reveal=1").text
+        match = re.search(r'/clip/[^"]+', page)
+        assert match, "the page offers the clip"
+        clip = client.get(match.group(0).replace("&amp;", "&"))
+        assert clip.status_code == 404 and b"SECRET" not in clip.content
+        for thumb in re.findall(r'/thumb/[^"]+', page):
+            assert b"SECRET" not in client.get(thumb.replace("&amp;", "&")).content
+
+
+def test_files_that_vanish_or_change_after_listing_are_each_their_own_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from vhd.curate.ingest import ingest
+
+    discover_module = importlib.import_module("vhd.media.discover")  # vhd.media.discover is also a function
+    media = tmp_path / "media"
+    media.mkdir()
+    for i, name in enumerate(("a_gone.png", "b_fifo.png", "c_garbage.png", "d_ok.png")):
+        png(media / name, (i * 50, 10, 10))
+    real = discover_module.iter_discover
+
+    def listed_then_changed(*args: Any, **kwargs: Any) -> Any:
+        found = list(real(*args, **kwargs))  # everything listed first, then the folder changes
+        (media / "a_gone.png").unlink()
+        (media / "b_fifo.png").unlink()
+        os.mkfifo(media / "b_fifo.png")
+        (media / "c_garbage.png").write_bytes(b"not an image any more")
+        yield from found
+
+    monkeypatch.setattr(discover_module, "iter_discover", listed_then_changed)
+    try:
+        result = finishes(lambda: ingest([media], tmp_path / "s.db", jobs=1))
+    finally:
+        release(media / "b_fifo.png")
+    assert result.counts["added"] == 1
+    reasons = {Path(path).name: reason for path, reason in result.invalid}
+    assert set(reasons) == {"a_gone.png", "b_fifo.png", "c_garbage.png"}, reasons
+    assert "fifo" in reasons["b_fifo.png"]

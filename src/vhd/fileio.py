@@ -46,12 +46,16 @@ def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool
         binary: For a function: open the file in binary mode instead of text.
 
     Returns:
-        The final path. The file keeps the mode of the file it replaces, else 0644.
+        The final path. The file keeps the mode of the file it replaces, else 0644. A symbolic
+        link at ``path`` is replaced by the file, never written through.
 
     Raises:
-        ConfigError: The folder cannot be created or written (the message says which).
+        ConfigError: ``path`` is a folder (or a link to one), or its folder cannot be created or
+            written (the message says which).
     """
     target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"cannot write {display_path(target)}: it is a folder; name a file to write instead")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import popen_server
+
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 DIRECTIVE = re.compile(r"<!-- docs-test: (not-run|background) (.+?) -->")
 
@@ -136,9 +138,7 @@ def test_every_tutorial_example_runs(tmp_path: Path, servers: list[subprocess.Po
         if step.mode == "background":
             log = tmp_path / f"server-{step.line}.log"
             with log.open("wb") as out:
-                server = subprocess.Popen(
-                    command, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-                )
+                server = popen_server(command, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
             servers.append(server)
             _wait_for(step.argument, server, log)
             continue

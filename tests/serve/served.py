@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.optional import need_module
-from tests.servers import free_port
+from tests.servers import free_port, popen_server
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 COLOURS = [(214, 69, 65), (52, 120, 198), (64, 160, 90), (240, 180, 40), (130, 80, 170), (30, 30, 30)]
@@ -47,7 +47,7 @@ def serving(store: Path, tmp_path: Path, *args: str) -> Iterator[Served]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "vhd", "serve", str(store), "--port", str(port), "--reviewer", "alice", *args]
     with log.open("wb") as sink:
-        proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = popen_server(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

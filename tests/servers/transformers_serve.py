@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import free_port
+from tests.servers import free_port, popen_server
 
 READY_TIMEOUT_S = 60.0
 
@@ -71,7 +71,7 @@ def serve(tiny_llava_dir: Path, home: Path) -> Iterator[Served]:
     command = [str(cli), "serve", str(tiny_llava_dir), "--device", "cpu"]
     command += ["--host", "127.0.0.1", "--port", str(port)]
     with log.open("wb") as sink:
-        proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = popen_server(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:
         _wait_ready(proc, f"http://127.0.0.1:{port}/health", log)
         yield Served(f"http://127.0.0.1:{port}/v1", str(tiny_llava_dir), log)

@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.serve.run import serve
     from vhd.serve.settings import ServeSettings, check_bind, default_reviewer
+    from vhd.serve.thumbs import map_large_allocations
 
     token = check_bind(args.host, args.auth_token_env)
     settings = ServeSettings(
@@ -79,5 +80,6 @@ def run(args: argparse.Namespace) -> int:
         preview_cache=args.preview_cache,
         preview_memory_mb=args.preview_memory,
     )
+    map_large_allocations()  # this process only: the command owns it (see the function's docstring)
     serve(settings, on_event=lambda m: print(printable(m), file=sys.stderr, flush=True))
     return 0

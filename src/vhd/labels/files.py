@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from vhd.boundary import item_boundary
 from vhd.errors import ConfigError
-from vhd.fileio import load_json, read_csv, unescape_cell
+from vhd.fileio import display_path, load_json, open_regular, read_csv, unescape_cell
 from vhd.labels.rules import LabelOptions, PathResolver, settle_duplicates
 from vhd.records import Kind, LabelRow, Source, parse_yes_no
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
@@ -137,12 +137,18 @@ def read_labels(
         The usable rows and the rows left out, each with its row number.
 
     Raises:
-        ConfigError: The file cannot be read, or lacks the required columns.
+        ConfigError: The file cannot be read (not a regular file, over `LABELS_MAX_BYTES`, Parquet
+            or JSON Lines), or lacks the required columns.
     """
     src = Path(path)
     opts = options or LabelOptions()
     paths = PathResolver(src, opts, None if root is None else Path(root), store)
     text = _read_text(src)
+    if src.suffix.lower() in (".parquet", ".jsonl") or text.startswith("PAR1"):
+        raise ConfigError(
+            f"{display_path(src)}: labels are read from a CSV or a JSON file (a list of objects, or an "
+            "object keyed by path), not Parquet or JSON Lines: convert it first (e.g. pandas' to_csv)"
+        )
     problems: list[LabelError] = []
     if src.suffix.lower() == ".json" or text.lstrip()[:1] in ("[", "{"):
         entries, fmt = _json_entries(src, text), "vhd11k-json"
@@ -181,9 +187,20 @@ def _columns_message(src: Path) -> str:
     )
 
 
+LABELS_MAX_BYTES = 512 * 2**20
+"""The largest labels file read (VHD11K's whole release is a few MiB): it is held in memory whole."""
+
+
 def _read_text(src: Path) -> str:
     try:
-        data = src.read_bytes()
+        with open_regular(src) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > LABELS_MAX_BYTES:
+                raise ConfigError(
+                    f"labels file {display_path(src)} is {size / 2**20:,.0f} MiB, over the "
+                    f"{LABELS_MAX_BYTES // 2**20} MiB a labels file may have: split it, or check that it is one"
+                )
+            data = fh.read(LABELS_MAX_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read labels file {src}: {exc.strerror or exc}; check the path") from exc
     try:

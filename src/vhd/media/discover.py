@@ -24,6 +24,7 @@ samples; splitting them would share private state between modules.
 
 from __future__ import annotations
 
+import errno
 import operator
 import os
 import re
@@ -98,6 +99,15 @@ def _utf8_ok(path: str | Path) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _broken_link_reason(path: Path) -> str:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop (it leads back to itself)"
+    return "broken symbolic link"
 
 
 def kind_for(path: Path) -> Kind | None:
@@ -299,7 +309,7 @@ class _Collector:
             if stat.S_ISLNK(mode):
                 target = real = os.path.realpath(path)
                 if not os.path.exists(target):
-                    yield Skipped(path, "broken symbolic link")
+                    yield Skipped(path, _broken_link_reason(path))
                     continue
                 if os.path.commonpath([real_root, target]) != real_root:
                     yield Skipped(path, f"symbolic link points outside {display_path(root)}")

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from vhd.annotate.cascade import DEBATE, run_stage_models, stage_model
-from vhd.errors import VhdError
+from vhd.errors import MediaError, VhdError
 from vhd.fileio import escape_cell
 from vhd.labels.files import CATEGORIES
 from vhd.media.credentials import credentials_summary
@@ -20,7 +20,7 @@ from vhd.records import Sample, credentials_trust
 from vhd.serve.agreement import fleiss_kappa
 from vhd.serve.labelling import category_keys, histograms, instructions
 from vhd.serve.security import same
-from vhd.serve.thumbs import LEVELS, Look
+from vhd.serve.thumbs import LEVELS, Look, media_path
 from vhd.serve.web import (
     PAGE_SIZE,
     REVEAL_SECONDS,
@@ -298,10 +298,16 @@ def clip(request: Request) -> Response:
     if not same(request.query_params.get("clear", ""), reveal_key(request, sample_id)):
         return Response("reveal the sample on its page first", status_code=403, media_type="text/plain")
     sample = live_sample(request, sample_id)
-    if sample is None or not playable(sample) or not Path(sample.path).is_file():
+    if sample is None or not playable(sample):
+        return Response("no such clip", status_code=404, media_type="text/plain")
+    try:
+        path = media_path(sample)
+    except MediaError as exc:
+        return Response(f"no such clip: {exc}", status_code=404, media_type="text/plain")
+    if not path.is_file():
         return Response("no such clip", status_code=404, media_type="text/plain")
     return FileResponse(
-        sample.path,
+        path,
         media_type=CLIP_TYPES[Path(sample.path).suffix.lower()],
         headers={"cache-control": "private, no-store"},
     )

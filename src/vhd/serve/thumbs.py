@@ -14,12 +14,13 @@ decoded already scaled down (draft mode), any other image is decoded once and sh
 integer factor at once (`vhd.media.image.open_image_reduced`). Decodes wait for room in a memory
 budget (`MemoryBudget`, sized by ``--preview-memory``): what each one needs is read from the
 file's header first, so many large images requested at once are decoded a few at a time, not all
-together, and large blocks are mapped on their own (`map_large_allocations`) so that what a
-decode freed is not kept by the thread that made it. Every preview is made once: the first
-request writes it to a disk cache (`PreviewCache`, content-addressed by sample id, which is the
-media's SHA-256, and look; atomic writes), and later requests, from any browser or a later run of
-the app, read the file. After a
-burst of decodes the process hands freed memory back to the system (``malloc_trim`` on glibc).
+together. The `vhd serve` process (its CLI entry, never this library) also has large blocks mapped
+on their own (`map_large_allocations`) so that what a decode freed is not kept by the thread that
+made it; a process that builds `PreviewCache` itself keeps its allocator's settings. Every
+preview is made once: the first request writes it to a disk cache (`PreviewCache`,
+content-addressed by sample id, which is the media's SHA-256, and look; atomic writes), and later
+requests, from any browser or a later run of the app, read the file. After a burst of decodes
+the process hands freed memory back to the system (``malloc_trim`` on glibc).
 
 Media are found through the store only (`vhd.records.Sample`): no request ever names a file.
 """
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vhd.errors import MediaError
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_write, path_within, regular_file_problem
 from vhd.media.discover import frame_folder_frames
 from vhd.media.image import decode_cost, open_image_bytes, open_image_reduced, open_untrusted, read_image_bytes
 from vhd.media.video import DEFAULT_FRAMES, frame_indices, read_frames
@@ -105,6 +106,26 @@ class Look:
         return "clear" if self.clear else f"l{self.level}{'g' if self.gray else 'c'}"
 
 
+def media_path(sample: Sample) -> Path:
+    """The sample's media as the app may read it: its recorded path, unless a link leads it elsewhere.
+
+    Ingest refuses a symbolic link that leads out of the scanned folder, but the file can be swapped
+    for one later. The app reads the recorded path only while it (symbolic links resolved) stays in
+    the folder the path names, and only a regular file or a frame folder: a link to a file elsewhere
+    on disk, a FIFO or a device is never opened, previewed or sent.
+
+    Raises:
+        MediaError: The path leads out of its folder, or is not a regular file or folder.
+    """
+    path = Path(sample.path)
+    if not path_within(path, [path.parent]):
+        raise MediaError("the media's path leads out of its folder (a symbolic link); it is not shown")
+    if not (path.is_file() or path.is_dir()):
+        problem = regular_file_problem(path)
+        raise MediaError(f"the media is {problem}" if problem else "the media file is gone")
+    return path
+
+
 def sample_frames(sample: Sample, n: int = DEFAULT_FRAMES, side: int | None = None) -> list[Image.Image]:
     """The images a sample is shown as: one for an image, ``n`` evenly spaced frames for a video.
 
@@ -122,14 +143,17 @@ def sample_frames(sample: Sample, n: int = DEFAULT_FRAMES, side: int | None = No
     def still(file: Path) -> Image.Image:
         return open_image(file) if side is None else open_image_reduced(read_image_bytes(file), side)
 
-    path = Path(sample.path)
+    path = media_path(sample)
     if sample.kind is Kind.IMAGE:
         return [still(path)]
     if path.is_dir():
         frames = frame_folder_frames(path)
         if frames is None:
             raise MediaError("the frame folder is gone or changed")
-        return [still(frames[i]) for i in frame_indices(len(frames), n)]
+        chosen = [frames[i] for i in frame_indices(len(frames), n)]
+        if not all(path_within(frame, [path]) for frame in chosen):
+            raise MediaError("a frame leads out of its frame folder (a symbolic link); it is not shown")
+        return [still(frame) for frame in chosen]
     if not path.is_file():
         raise MediaError("the video file is gone")
     return list(read_frames(path, n).images)
@@ -211,6 +235,10 @@ M_MMAP_THRESHOLD = -3
 def map_large_allocations(threshold: int = 2**20) -> bool:
     """Have glibc map every allocation of ``threshold`` bytes or more on its own (process-wide).
 
+    Only the `vhd serve` command calls it, in its own process: it changes every allocation of the
+    whole process for good (a CPU torch loop ran about 20% slower with it), so a library building
+    the review app must not.
+
     Pillow keeps a decoded image in blocks of up to 16 MiB. glibc's default raises its mapping
     threshold as such blocks are freed, after which they come from per-thread heaps, where the
     small allocations that follow pin them: each thread that decoded once kept its image's worth
@@ -269,11 +297,10 @@ VIDEO_COST = 5 * 1920 * 1080 * 3 * 2
 
 def _cost(sample: Sample) -> int:
     """What decoding a sample for its previews needs, from the file's header only."""
-    path = Path(sample.path)
     if sample.kind is not Kind.IMAGE:
         return VIDEO_COST
     try:
-        with open_untrusted(path) as img:  # the header only
+        with open_untrusted(media_path(sample)) as img:  # the header only
             return decode_cost(img, CLEAR_SIDE)
     except (OSError, MediaError):
         return 2**20  # the decode itself will say what is wrong
@@ -299,7 +326,6 @@ class PreviewCache:
     ) -> None:
         self.folder = Path(folder) if folder is not None else None
         self.budget = MemoryBudget(memory)
-        map_large_allocations()
         self.size = size
         self._items: OrderedDict[tuple[str, int, Look], bytes] = OrderedDict()
         self._lock = threading.Lock()

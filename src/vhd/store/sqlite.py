@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import Any
 
 from vhd.errors import ConfigError, VhdError
-from vhd.fileio import display_path
+from vhd.fileio import display_path, regular_file_problem
 from vhd.records import Annotation, Kind, Role, Sample, Status
 from vhd.redaction import redact, redact_command, redact_strings, redact_text
 from vhd.store.batches import BatchJobs
@@ -110,6 +110,10 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
         memory = label == ":memory:"
         self.path = Path(label) if memory else Path(os.path.abspath(path))
         if not memory:
+            problem = regular_file_problem(self.path)
+            if problem is not None:
+                hint = f"name a store file, e.g. {label}/vhd.db" if self.path.is_dir() else "name a store file"
+                raise ConfigError(f"cannot open store {label}: {problem}; {hint}")
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

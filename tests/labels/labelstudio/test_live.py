@@ -23,7 +23,7 @@ import pytest
 import vhd
 from tests.annotate.test_api import make_images
 from tests.optional import need
-from tests.servers import free_port
+from tests.servers import free_port, popen_server
 from vhd.cli.main import main
 from vhd.labels.sets import load_labelled_set
 
@@ -54,11 +54,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         "LATEST_VERSION_CHECK": "false",  # no call to pypi.org at start
     }
     log = (base / "server.log").open("wb")
-    proc = subprocess.Popen(
+    proc = popen_server(
         [str(VENV / "bin" / "python"), "-c", START, "start", "--no-browser", "--internal-host", "127.0.0.1",
          "--port", str(port), "--data-dir", str(base / "data"), "--username", "vhd@example.com",
          "--password", "vhd-test-password", "--user-token", TOKEN, "--enable-legacy-api-token"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
