@@ -8,7 +8,7 @@ them at once are not: four 8K videos decoded together hold four times the memory
 `MemoryBudget` per process: what a decode needs is estimated from the file's header
 (`vhd.media.image.decode_cost`, `video_cost`), so many large files arriving together are
 decoded a few at a time, and small ones never wait for each other. One decode larger than the
-whole budget still runs, alone. (The review app's previews keep a budget of their own,
+whole budget still runs, alone. (The review app's previews keep a `MemoryBudget` of their own,
 ``--preview-memory``.)
 
 Example:
@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 DEFAULT_DECODE_MEMORY: Final = 2 * 2**30
@@ -39,16 +39,19 @@ class MemoryBudget:
 
     Args:
         total: The budget in bytes.
+        on_idle: Called (outside the lock) when the last holder of a burst gives its part back:
+            the review app returns freed memory to the system there.
 
     Attributes:
         used: Bytes held now.
         peak: Most bytes held at once so far.
     """
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, on_idle: Callable[[], None] | None = None) -> None:
         self.total = total
         self.used = 0
         self.peak = 0
+        self.on_idle = on_idle
         self._cond = threading.Condition()
 
     @contextlib.contextmanager
@@ -64,7 +67,10 @@ class MemoryBudget:
         finally:
             with self._cond:
                 self.used -= cost
+                idle = self.used == 0
                 self._cond.notify_all()
+            if idle and self.on_idle is not None:
+                self.on_idle()
 
 
 _BUDGETS: dict[int, MemoryBudget] = {}

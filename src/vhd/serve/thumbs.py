@@ -34,13 +34,13 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vhd.errors import MediaError
 from vhd.fileio import atomic_write, path_within, regular_file_problem
+from vhd.media.budget import MemoryBudget
 from vhd.media.discover import frame_folder_frames
 from vhd.media.image import decode_cost, open_image_bytes, open_image_reduced, open_untrusted, read_image_bytes
 from vhd.media.video import DEFAULT_FRAMES, frame_indices, read_frames
@@ -257,40 +257,6 @@ def map_large_allocations(threshold: int = 2**20) -> bool:
     return False
 
 
-class MemoryBudget:
-    """A semaphore counted in bytes: decodes wait until what they need fits in the budget.
-
-    One decode larger than the whole budget still runs, alone. When the last decode of a burst
-    finishes, freed memory is returned to the system.
-
-    Args:
-        total: The budget in bytes.
-    """
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.used = 0
-        self.peak = 0
-        self._cond = threading.Condition()
-
-    @contextlib.contextmanager
-    def hold(self, cost: int) -> Iterator[None]:
-        """Wait for ``cost`` bytes of the budget, hold them for the block, then give them back."""
-        with self._cond:
-            self._cond.wait_for(lambda: self.used == 0 or self.used + cost <= self.total)
-            self.used += cost
-            self.peak = max(self.peak, self.used)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self.used -= cost
-                idle = self.used == 0
-                self._cond.notify_all()
-            if idle:
-                _malloc_trim()
-
-
 VIDEO_COST = 5 * 1920 * 1080 * 3 * 2
 """Budget a video's frames are decoded under (its size is not known before it is opened)."""
 
@@ -325,7 +291,7 @@ class PreviewCache:
         self, folder: str | os.PathLike[str] | None = None, memory: int = 768 * 2**20, size: int = 256
     ) -> None:
         self.folder = Path(folder) if folder is not None else None
-        self.budget = MemoryBudget(memory)
+        self.budget = MemoryBudget(memory, on_idle=_malloc_trim)
         self.size = size
         self._items: OrderedDict[tuple[str, int, Look], bytes] = OrderedDict()
         self._lock = threading.Lock()
