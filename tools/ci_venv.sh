@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Point .venv at the cached test venv for this tree's pins, so the README's test command reuses it.
 #   tools/ci_venv.sh        -> prints the cache folder it linked
-# The cache key is a hash of pyproject.toml, constraints/test.txt and the Python version: any
-# change there gets a fresh venv (made by the README's command through the link). A venv whose
+# The cache key is a hash of pyproject.toml's [project] table, constraints/test.txt and the Python
+# version: any change there gets a fresh venv (made by the README's command through the link). A venv whose
 # last install did not finish has no .vhd-complete marker and is made again; the README's command
 # writes none, so `tools/ci_venv.sh --mark` (after it) marks the linked venv complete when its
 # packages are consistent (`pip check`, but for the watermark package's opencv) and vhd, pytest and the no-deps watermark package import.
@@ -23,7 +23,9 @@ if [[ "${VHD_CI_NO_CACHE:-}" == 1 ]]; then
   rm -rf .venv
   exit 0
 fi
-key=$({ cat pyproject.toml constraints/test.txt; "$python" -VV; } | sha256sum | cut -c1-16)
+# only what decides the venv's contents: pyproject's [project] table (dependencies, extras), the pins, Python
+project=$("$python" -c 'import json, tomllib; print(json.dumps(tomllib.load(open("pyproject.toml", "rb"))["project"], sort_keys=True))')
+key=$({ echo "$project"; cat constraints/test.txt; "$python" -VV; } | sha256sum | cut -c1-16)
 parent="${VHD_CI_VENV_CACHE:-$HOME/.cache/vhd}"
 venv="$parent/ci-venv-$key"
 mkdir -p "$parent"
