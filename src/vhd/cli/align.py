@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from vhd.cli.habits import examples
+from vhd.cli.model_flags import add_model_flags, model_overrides
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -33,18 +34,14 @@ def add_parser(sub: Any, name: str) -> None:
     )
     p.add_argument("--ratings", required=True, metavar="CSV", help="ratings file (SMID norms or any CSV)")
     p.add_argument("--media", required=True, metavar="DIR", help="folder holding the rated images")
-    p.add_argument("--model", help="BACKEND:MODEL for every role, e.g. openai:gpt-4o")
-    p.add_argument("--debaters", metavar="SPEC", help="model of both debaters")
-    p.add_argument("--judge", metavar="SPEC", help="model of the judge")
+    add_model_flags(p, roles=("debaters", "judge"))
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file")
-    p.add_argument("--icl", metavar="PATH", help="in-context examples for the judge (file or folder)")
     p.add_argument("--out", metavar="JSON", help="write the full result (per-image rows included) as JSON")
     p.add_argument("--harmful-below", type=float, default=2.5, metavar="X", help="harmful below this (default 2.5)")
     p.add_argument("--unharmful-above", type=float, default=3.5, metavar="X", help="unharmful above this (default 3.5)")
     p.add_argument("--id-column", metavar="C", help="image-name column (default img_name)")
     p.add_argument("--rating-column", metavar="C", help="mean-rating column (default moral_mean)")
-    p.add_argument("--concurrency", type=int, metavar="N", help="samples in flight (default 16)")
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop the annotation at this spend (needs [prices])")
     p.add_argument("--resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -62,17 +59,13 @@ def run(args: argparse.Namespace) -> int:
         result = align_ratings(
             args.ratings,
             args.media,
-            model=args.model,
-            debaters=args.debaters,
-            judge=args.judge,
             store=args.store,
             config=args.config,
-            icl=args.icl,
             harmful_below=args.harmful_below,
             unharmful_above=args.unharmful_above,
             id_column=args.id_column,
             rating_column=args.rating_column,
-            concurrency=args.concurrency,
+            **model_overrides(args),
             options=RunOptions(max_cost=args.max_cost, command=shlex.join(["vhd", "align", *sys.argv[2:]])),
             resamples=args.resamples,
             progress=on_progress,

@@ -11,6 +11,7 @@ from typing import Any
 from vhd.cli.executor_flags import add_executor_flags, executor_options
 from vhd.cli.habits import examples
 from vhd.cli.label_flags import add_outside_flag
+from vhd.cli.model_flags import add_model_flags, model_overrides
 from vhd.defaults import DEFAULT_MODEL, MODEL_ENV
 from vhd.fileio import printable
 
@@ -38,15 +39,9 @@ def add_parser(sub: Any, name: str) -> None:
         ),
     )
     p.add_argument("inputs", nargs="+", metavar="PATH", help="image/video files, folders, manifests")
-    p.add_argument("--model", help="BACKEND:MODEL for every role, e.g. openai:gpt-4o")
-    p.add_argument("--affirmative", metavar="SPEC", help="model of the affirmative debater")
-    p.add_argument("--negative", metavar="SPEC", help="model of the negative debater")
-    p.add_argument("--debaters", metavar="SPEC", help="model of both debaters")
-    p.add_argument("--judge", metavar="SPEC", help="model of the judge")
+    add_model_flags(p)
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file")
-    p.add_argument("--concurrency", type=int, metavar="N", help="samples in flight (default 16)")
-    p.add_argument("--icl", metavar="PATH", help="in-context examples for the judge (file or folder)")
     p.add_argument("--rounds", type=int, metavar="R", help="debate rounds (default 2)")
     p.add_argument(
         "--retry-unparsed",
@@ -191,16 +186,10 @@ def run(args: argparse.Namespace) -> int:
         )
     summary = annotate(
         args.inputs,
-        model=args.model,
-        affirmative=args.affirmative,
-        negative=args.negative,
-        debaters=args.debaters,
-        judge=args.judge,
         store=args.store,
         config=args.config,
-        concurrency=args.concurrency,
-        icl=args.icl,
         rounds=args.rounds,
+        **model_overrides(args),
         options=RunOptions(
             retry_unparsed=args.retry_unparsed,
             rehash=args.rehash,

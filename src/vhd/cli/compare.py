@@ -8,6 +8,7 @@ from typing import Any
 
 from vhd.cli.habits import add_json_flag, examples, print_json
 from vhd.cli.label_flags import add_label_flags, label_options
+from vhd.cli.model_flags import add_model_flags, model_overrides
 from vhd.fileio import printable
 
 
@@ -37,11 +38,16 @@ def add_parser(sub: Any, name: str) -> None:
         action="store_true",
         help="measure how often text drawn into images flips each debate configuration's verdict (needs vhd[examples])",
     )
-    p.add_argument("--model", help="BACKEND:MODEL for single calls and every debate role")
-    p.add_argument("--judge", metavar="SPEC", help="judge of the mixed-model debate")
-    p.add_argument("--debaters", metavar="SPEC", help="both debaters of the mixed-model debate")
-    p.add_argument(
-        "--icl", metavar="PATH", help="in-context examples (file or folder) for the judge and single-long-icl"
+    add_model_flags(
+        p,
+        roles=("debaters", "judge"),
+        concurrency=False,
+        model_help="BACKEND:MODEL for single calls and every debate role",
+        help_of={
+            "judge": "judge of the mixed-model debate",
+            "debaters": "both debaters of the mixed-model debate",
+            "icl": "in-context examples (file or folder) for the judge and single-long-icl",
+        },
     )
     p.add_argument("--repeats", type=int, default=1, metavar="R", help="runs of each configuration (default 1)")
     p.add_argument("--k", default="1,3,5", metavar="LIST", help="self-consistency sample counts (default 1,3,5)")
@@ -90,10 +96,7 @@ def run(args: argparse.Namespace) -> int:
         result = compare(
             args.labels,
             out=args.out or "compare",
-            model=args.model,
-            judge=args.judge,
-            debaters=args.debaters,
-            icl=args.icl,
+            **model_overrides(args),
             repeats=args.repeats,
             k=args.k,
             rounds=args.rounds,
@@ -137,10 +140,7 @@ def _run_injection(args: argparse.Namespace) -> int:
     with bar("annotating", not (args.no_progress or args.json), unit="samples") as on_progress:
         result = injection(
             out=out,
-            model=args.model,
-            judge=args.judge,
-            debaters=args.debaters,
-            icl=args.icl,
+            **model_overrides(args),
             rounds=args.rounds,
             store=args.store,
             config=args.config,

@@ -8,6 +8,7 @@ from typing import Any
 
 from vhd.cli.habits import add_json_flag, examples, print_json
 from vhd.cli.label_flags import add_label_flags, label_options
+from vhd.cli.model_flags import add_model_flags, model_overrides
 from vhd.fileio import printable
 from vhd.registry import Registry, RegistryNames
 
@@ -36,7 +37,7 @@ def add_parser(sub: Any, name: str) -> None:
         ),
     )
     p.add_argument("--validation", required=True, metavar="LABELS_OR_SET", help="labels CSV or labelled set name")
-    p.add_argument("--model", help="BACKEND:MODEL for every role")
+    add_model_flags(p, roles=(), icl=False, concurrency=False, model_help="BACKEND:MODEL for every role")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (rounds, best/, report.md)")
     p.add_argument("--max-rounds", type=int, default=5, metavar="K", help="rounds after round 0 (default 5)")
     p.add_argument("--per-round", type=int, default=3, metavar="N", help="examples added a round, 2-4 (default 3)")
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         result = search_icl(
             args.validation,
             out=args.out,
-            model=args.model,
+            **model_overrides(args),
             config=args.config,
             store=args.store,
             max_rounds=args.max_rounds,
