@@ -33,7 +33,7 @@ if [[ ! -f "$venv/.vhd-complete" ]]; then
   rm -rf "$venv"
 fi
 # keep the three newest caches; older keys are dead
-ls -dt "$parent"/ci-venv-* 2>/dev/null | tail -n +4 | xargs -r rm -rf
+{ ls -dt "$parent"/ci-venv-* 2>/dev/null || true; } | tail -n +4 | xargs -r rm -rf
 [[ -L .venv || ! -e .venv ]] || rm -rf .venv
 ln -sfn "$venv" .venv
 echo "$venv"
