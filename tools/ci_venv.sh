@@ -31,6 +31,9 @@ venv="$parent/ci-venv-$key"
 mkdir -p "$parent"
 if [[ ! -f "$venv/.vhd-complete" ]]; then
   rm -rf "$venv"
+  # made here, at its real path: the scripts pip writes name their Python by the path the venv
+  # was made at, and a clone's .venv link may be gone by the next run
+  "$python" -m venv "$venv"
 fi
 # keep the three newest caches; older keys are dead
 { ls -dt "$parent"/ci-venv-* 2>/dev/null || true; } | tail -n +4 | xargs -r rm -rf
