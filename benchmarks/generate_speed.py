@@ -305,13 +305,12 @@ def standin(args: argparse.Namespace) -> dict[str, object]:
     import statistics
 
     import vhd
+    import vhd.synth.overlap
     from vhd.store.sqlite import Store
     from vhd.synth.generate import generate
     from vhd.synth.generators import GenerateSettings, create_generator
 
     if args.host_threads:
-        import vhd.synth.overlap
-
         vhd.synth.overlap.HOST_THREADS = args.host_threads
     width, height = (int(v) for v in args.size.split("x"))
     frames = args.frames if args.clips else None
