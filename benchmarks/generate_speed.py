@@ -42,6 +42,9 @@ of one vhd run (the calling thread; the pipeline thread only sleeps):
         --per-output-s 0.25
     python benchmarks/generate_speed.py --standin --clips --size 512x512 --frames 16 --prompts 12 \
         --batch 1 --steps 25 --per-output-s 4.0 --repeats 3
+
+The script is long (about 500 lines) because each mode is one self-contained measurement (tiny
+pipelines, overlap, host costs, the stand-in, prompt expansion) with its own report.
 """
 
 from __future__ import annotations

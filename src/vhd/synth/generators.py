@@ -16,6 +16,9 @@ animatediff-sdxl   AnimateDiffSDXLPipeline            1024x1024  16      SDXL + 
 animatediff-i2v    AnimateDiffSparseControlNetPipeline 512x512   16      SD 1.5 + v3 + RGB SparseCtrl
 i2vgen-xl          I2VGenXLPipeline                   512x512    16      ali-vilab/i2vgen-xl
 =================  =================================  =========  ======  ==========================
+
+The module is long (about 460 lines) because the base class holds the one loading path every
+pipeline shares (components, speed options, offline and hub errors) next to the settings it reads.
 """
 
 from __future__ import annotations
