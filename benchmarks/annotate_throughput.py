@@ -14,6 +14,7 @@ included), requests, images and request bytes per sample (counted by the server)
 child's peak RSS.
 
 Usage: python benchmarks/annotate_throughput.py [--samples 300] [--latency 0.1] [--out results.json]
+       python benchmarks/annotate_throughput.py --configs vhd --repeats 5   # the vhd client alone
 """
 
 from __future__ import annotations
@@ -115,7 +116,13 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3, help="runs per configuration; the median is reported")
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--configs",
+        default="lean,vhd,lean+icl,vhd+icl",
+        help="comma-separated configurations to run (default: all four)",
+    )
     args = ap.parse_args()
+    wanted = set(args.configs.split(","))
     launcher = Launcher()
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -159,6 +166,8 @@ def main() -> None:
             lean = lean_cmd + (["--icl", str(t / "icl")] if icl else [])
             vhd = vhd_cmd + ["--store", str(t / f"run{suffix}.db")] + (["--icl", str(t / "icl")] if icl else [])
             for name, cmd in ((f"lean{suffix}", lean), (f"vhd{suffix}", vhd)):
+                if name not in wanted:
+                    continue
                 n = args.samples
                 trials = []
                 for _ in range(args.repeats):
@@ -183,6 +192,8 @@ def main() -> None:
                 print(name, json.dumps(shown), flush=True)
     launcher.close()
     for suffix in ("", "+icl"):
+        if not {f"vhd{suffix}", f"lean{suffix}"} <= set(results["runs"]):
+            continue
         ratio = results["runs"][f"vhd{suffix}"]["samples_per_s"] / results["runs"][f"lean{suffix}"]["samples_per_s"]
         results[f"throughput_ratio{suffix or ''}"] = ratio
         print(f"vhd/lean samples/s{suffix}: {ratio:.2f}")

@@ -23,12 +23,35 @@ Content Credentials and hashing it:
     python benchmarks/generate_speed.py --host
     python benchmarks/generate_speed.py --device cuda --size 512x512 --steps 30 \
         --model sdxl=stabilityai/stable-diffusion-xl-base-1.0
+
+``--standin`` measures what a GPU sees, on the CPU: vhd's real generator (`vhd.synth`) with its
+diffusers pipeline replaced by a stand-in that sleeps ``--per-output-s`` per image or clip (0.85 s:
+SDXL at 1024x1024, 20 steps, on an H200) in ``--steps`` slices (a late wake-up, from the GIL or the
+load, delays the rest, as a GPU waits for its next kernels) and returns photo-like float frames
+(scikit-image's photos, resized, with per-output noise and a stamped counter so that encoding costs
+what a real output costs and no two outputs are equal). The defaults of `vhd generate` apply (the
+invisible watermark, Content Credentials when ``c2pa`` is installed, PNG level 1) and a store
+registers every output. Reported: sleeps / wall for vhd and for a bare loop calling the same
+stand-in (1.0 = the stand-in never waits for the host), and, from the stand-in's own timestamps,
+where vhd's pipeline thread stood idle: before the first call, between calls, and after the last
+(the tail: the last batch's host work, which nothing follows). ``--profile FILE`` writes a cProfile
+of one vhd run (the calling thread; the pipeline thread only sleeps):
+
+    python benchmarks/generate_speed.py --standin --size 1024x1024 --prompts 48 --batch 4 --repeats 3
+    python benchmarks/generate_speed.py --standin --size 512x512 --prompts 48 --batch 4 --repeats 3 \
+        --per-output-s 0.25
+    python benchmarks/generate_speed.py --standin --clips --size 512x512 --frames 16 --prompts 12 \
+        --batch 1 --steps 25 --per-output-s 4.0 --repeats 3
+
+The script is long (about 500 lines) because each mode is one self-contained measurement (tiny
+pipelines, overlap, host costs, the stand-in, prompt expansion) with its own report.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import resource
@@ -184,6 +207,186 @@ def host_costs(repeat: int = 5) -> dict[str, object]:
     return out
 
 
+STANDIN_PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field", "immunohistochemistry")
+"""The colour photographs of scikit-image (no download) the stand-in's outputs are made from."""
+
+
+def standin_pool(size: tuple[int, int], frames: int, clips: bool, count: int = 6) -> list[object]:
+    """Photo-like float32 outputs in [0, 1] (diffusers' ``output_type="np"``): ``H x W x 3`` or ``F x H x W x 3``.
+
+    Each is a scikit-image photo resized to ``size`` with its own Gaussian noise (sigma 3/255: the
+    fine texture of a generated image, which zlib and x264 pay for); a clip pans across its photo.
+    """
+    import numpy as np
+    from PIL import Image
+    from skimage import data
+
+    width, height = size
+    rng = np.random.default_rng(7)
+    pool: list[object] = []
+    for k in range(count):
+        photo = Image.fromarray(getattr(data, STANDIN_PHOTOS[k % len(STANDIN_PHOTOS)])())
+        if not clips:
+            base = np.asarray(photo.resize((width, height), Image.Resampling.BICUBIC), dtype=np.float32)
+            pool.append(((base + rng.normal(0, 3, base.shape)).clip(0, 255) / 255).astype(np.float32))
+            continue
+        wide = photo.resize((width + 4 * frames, height + 2 * frames), Image.Resampling.BICUBIC)
+        shots = [
+            np.asarray(wide.crop((4 * f, 2 * f, 4 * f + width, 2 * f + height)), dtype=np.float32)
+            for f in range(frames)
+        ]
+        clip = np.stack(shots)
+        pool.append(((clip + rng.normal(0, 3, clip.shape)).clip(0, 255) / 255).astype(np.float32))
+    return pool
+
+
+class StandInScheduler:
+    """Named in provenance as the stand-in's scheduler."""
+
+
+class StandInPipe:
+    """A diffusers pipeline as a GPU runs it, seen from the host: it sleeps and returns frames.
+
+    Args:
+        per_output_s: Seconds per image or clip.
+        pool: `standin_pool` outputs, returned in turn (copied, with a counter stamped in).
+        clips: Return ``.frames`` (``B x F x H x W x 3``) instead of ``.images``.
+    """
+
+    def __init__(self, per_output_s: float, pool: list[object], clips: bool) -> None:
+        self.per_output_s = per_output_s
+        self.pool = pool
+        self.clips = clips
+        self.scheduler = StandInScheduler()
+        self.calls: list[tuple[float, float]] = []  # (start, end) of every call, perf_counter
+        self.slept = 0.0
+        self.made = 0
+
+    def set_progress_bar_config(self, **kwargs: object) -> None:
+        """As a pipeline has."""
+
+    def __call__(self, prompt: list[str], num_inference_steps: int = 20, **kwargs: object) -> object:
+        """Sleep ``per_output_s`` per prompt in ``num_inference_steps`` slices; return outputs as diffusers does."""
+        import types
+
+        import numpy as np
+
+        start = time.perf_counter()
+        n = len(prompt)
+        out = np.stack([self.pool[(self.made + k) % len(self.pool)] for k in range(n)])  # type: ignore[call-overload]
+        for k in range(n):  # a counter in the first pixels: no two outputs are equal
+            bits = [(self.made + k) >> b & 1 for b in range(24)]
+            out[k, ..., 0, :24, 0] = np.asarray(bits, dtype=np.float32)
+        self.made += n
+        want = self.per_output_s * n
+        step = want / max(1, num_inference_steps)
+        due = start
+        for _ in range(max(1, num_inference_steps)):
+            due += step
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            due = max(due, time.perf_counter())  # woken late: the rest of the call starts late
+        self.slept += want
+        self.calls.append((start, time.perf_counter()))
+        return types.SimpleNamespace(frames=out) if self.clips else types.SimpleNamespace(images=out)
+
+
+def idle_profile(calls: list[tuple[float, float]], start: float, end: float) -> dict[str, float]:
+    """Seconds the pipeline stood idle before its first call, between calls and after its last."""
+    between = sum(b[0] - a[1] for a, b in itertools.pairwise(calls))
+    return {
+        "idle_before_first_s": round(calls[0][0] - start, 3),
+        "idle_between_s": round(between, 3),
+        "idle_tail_s": round(end - calls[-1][1], 3),
+        "in_calls_s": round(sum(b - a for a, b in calls), 3),
+    }
+
+
+def standin(args: argparse.Namespace) -> dict[str, object]:
+    """vhd's generate with a sleeping stand-in pipeline against a bare loop over the same stand-in."""
+    import statistics
+
+    import vhd
+    import vhd.synth.overlap
+    from vhd.store.sqlite import Store
+    from vhd.synth.generate import generate
+    from vhd.synth.generators import GenerateSettings, create_generator
+
+    if args.host_threads:
+        vhd.synth.overlap.HOST_THREADS = args.host_threads
+    width, height = (int(v) for v in args.size.split("x"))
+    frames = args.frames if args.clips else None
+    pool = standin_pool((width, height), args.frames, args.clips)
+    settings = GenerateSettings(
+        device="cuda", dtype="float16", size=(width, height), steps=args.steps, num_frames=frames,
+        batch_size=args.batch, template="{prompt}", png_level=args.png_level, watermark=not args.no_watermark,
+        content_credentials="off" if args.no_c2pa else "auto",
+    )  # fmt: skip
+    spec = "animatediff:standin" if args.clips else "sdxl:standin"
+    runs: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        csv = work / "p.csv"
+        csv.write_text("prompt\n" + "".join(f"scene number {i} of a street at night\n" for i in range(args.prompts)))
+        warm = work / "warm.csv"
+        warm.write_text("prompt\n" + "".join(f"warm up {i}\n" for i in range(args.batch)))
+        for r in range(args.repeats):  # alternating: a shared machine's load moves between runs
+            pipe = StandInPipe(args.per_output_s, pool, args.clips)
+            gen = create_generator(spec, settings)
+            gen.pipe, gen.device, gen.dtype = pipe, "cuda", "float16"
+            with Store(work / f"run{r}.db") as store:
+                generate(warm, gen, work / f"warm{r}", store=store)  # the signer, the watermark, imports
+                pipe.calls.clear()
+                pipe.slept = 0.0
+                load = os.getloadavg()[0]
+                profiler = None
+                if args.profile and r == 0:
+                    import cProfile
+
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                start = time.perf_counter()
+                result = generate(csv, gen, work / f"out{r}", store=store)
+                end = time.perf_counter()
+                if profiler is not None:
+                    profiler.disable()
+                    profiler.dump_stats(args.profile)
+            if len(result.samples) != args.prompts:
+                raise SystemExit(f"vhd registered {len(result.samples)} of {args.prompts}: {result.to_dict()}")
+            vhd_run = {
+                "wall_s": round(end - start, 3), "sleeps_s": round(pipe.slept, 3),
+                "sleeps_over_wall": round(pipe.slept / (end - start), 4), "host_s": round(result.host_s, 3),
+                **idle_profile(pipe.calls, start, end),
+            }  # fmt: skip
+            bare_pipe = StandInPipe(args.per_output_s, pool, args.clips)
+            start = time.perf_counter()
+            for begin in range(0, args.prompts, args.batch):
+                prompts = [f"scene number {i}" for i in range(begin, min(begin + args.batch, args.prompts))]
+                bare_pipe(prompt=prompts, num_inference_steps=args.steps)
+            bare_wall = time.perf_counter() - start
+            runs.append({
+                "vhd": vhd_run,
+                "bare": {"wall_s": round(bare_wall, 3), "sleeps_over_wall": round(bare_pipe.slept / bare_wall, 4)},
+                "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),
+            })  # fmt: skip
+            print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+    ratios = [float(r["vhd"]["sleeps_over_wall"]) for r in runs]  # type: ignore[index]
+    bare = [float(r["bare"]["sleeps_over_wall"]) for r in runs]  # type: ignore[index]
+    return {
+        "vhd_src": str(Path(vhd.__file__).parent.parent),
+        "kind": "clips" if args.clips else "images",
+        "size": args.size, "frames": frames, "outputs": args.prompts, "batch": args.batch, "steps": args.steps,
+        "per_output_s": args.per_output_s, "watermark": not args.no_watermark,
+        "content_credentials": "off" if args.no_c2pa else "auto", "png_level": args.png_level,
+        "host_threads": getattr(sys.modules.get("vhd.synth.overlap"), "HOST_THREADS", None),
+        "load_avg_1min": [r["load_before"] for r in runs],
+        "vhd_sleeps_over_wall_median": statistics.median(ratios),
+        "bare_sleeps_over_wall_median": statistics.median(bare),
+        "runs": runs,
+    }  # fmt: skip
+
+
 def expansion(requests: int) -> dict[str, object]:
     from tests.servers.chat_server import ChatServer
 
@@ -239,16 +442,29 @@ def main() -> None:
     parser.add_argument("--out")
     parser.add_argument("--overlap", action="store_true", help="wall vs pipeline time (one torch thread)")
     parser.add_argument("--host", action="store_true", help="host seconds per 1024x1024 image, per step")
-    parser.add_argument("--src", help="with --overlap: the vhd src folder to measure (default: this checkout's)")
+    parser.add_argument(
+        "--src", help="with --overlap or --standin: the vhd src folder to measure (default: this checkout's)"
+    )
+    parser.add_argument("--standin", action="store_true", help="vhd's generator with a sleeping stand-in pipeline")
+    parser.add_argument("--clips", action="store_true", help="with --standin: AnimateDiff-size clips (--frames)")
+    parser.add_argument("--per-output-s", type=float, default=0.85, help="with --standin: seconds per image or clip")
+    parser.add_argument("--repeats", type=int, default=3, help="with --standin: runs of each side")
+    parser.add_argument("--png-level", type=int, default=1)
+    parser.add_argument("--no-watermark", action="store_true")
+    parser.add_argument("--no-c2pa", action="store_true")
+    parser.add_argument("--profile", help="with --standin: write a cProfile of the first vhd run here")
+    parser.add_argument(
+        "--host-threads", type=int, default=0, help="with --standin: vhd's host threads (0: its default)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.overlap and args.src and os.environ.get("VHD_BENCH_SRC") != args.src:
+    if (args.overlap or args.standin) and args.src and os.environ.get("VHD_BENCH_SRC") != os.path.abspath(args.src):
         env = {**os.environ, "VHD_BENCH_SRC": os.path.abspath(args.src)}
         sys.exit(subprocess.run([sys.executable, *sys.argv], env=env, check=False).returncode)
-    if args.overlap or args.host:
-        report = overlap(args) if args.overlap else host_costs()
+    if args.overlap or args.host or args.standin:
+        report = overlap(args) if args.overlap else standin(args) if args.standin else host_costs()
         print(json.dumps(report, indent=2))
         if args.out:
             Path(args.out).write_text(json.dumps(report, indent=2))

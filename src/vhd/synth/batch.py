@@ -4,7 +4,8 @@
 touch no file and no store, so an executor can run them anywhere (`vhd.synth.work`); the driver
 writes and registers what they return (`vhd.synth.generate.commit`). It is two halves a local run
 overlaps: `plan_jobs` plus `Generator.run` (the pipeline call) and `finish_batch` (host work:
-watermark, provenance, encoding, Content Credentials, hashing).
+converting to uint8, watermark, provenance, encoding, Content Credentials, hashing; `finish_one`
+is one output's share of it, which a local run spreads over a few threads).
 """
 
 from __future__ import annotations
@@ -128,49 +129,95 @@ def finish_batch(
     Returns:
         One `Generated` per row, in order.
     """
+    marker = watermarker(generator)
+    return [
+        finish_one(generator, row, job, made, ident=ident, first_frame=first_frames[k] if first_frames else None,
+                   marker=marker, called=call_size(generator, jobs))
+        for k, (row, job, made) in enumerate(zip(rows, jobs, results, strict=True))
+    ]  # fmt: skip
+
+
+def call_size(generator: Generator, jobs: Sequence[Any]) -> int:
+    """The prompts one pipeline call held, as provenance records it: the call's size changes pixels.
+
+    Not the ``--batch-size`` setting: a resumed run's or the last batch's call holds fewer, and
+    image-to-video runs one prompt a call.
+    """
+    return len(jobs) if generator.batchable else 1
+
+
+def watermarker(generator: Generator) -> Any:
+    """The `vhd.synth.outputs.Watermarker` the generator's settings ask for, else None (share it between threads)."""
+    from vhd.synth.outputs import Watermarker
+
+    return Watermarker() if generator.settings.watermark else None
+
+
+def finish_one(
+    generator: Generator,
+    row: PromptRow,
+    job: Job,
+    made: Frames,
+    *,
+    ident: dict[str, Any],
+    first_frame: tuple[Any, str] | None = None,
+    marker: Any = None,
+    called: int | None = None,
+) -> Generated:
+    """The host half of one output (`finish_batch` for one row); thread-safe, so outputs can be finished in parallel.
+
+    Args:
+        generator: The generator that ran the job.
+        row: The prompt row.
+        job: Its job.
+        made: What `Generator.run` made of it (float frames are converted to uint8 here, off the
+            pipeline's thread).
+        ident: `identity` of the generator.
+        first_frame: For image-to-video, ``(PIL image, sha256 of its file)``.
+        marker: `watermarker` of the generator (None: no watermark).
+        called: The prompts the pipeline call held (`call_size`; None: the generator's setting).
+    """
     from vhd.synth.credentials import sign_output
-    from vhd.synth.outputs import Watermarker, encode_image, encode_mp4, image_suffix
+    from vhd.synth.outputs import encode_image, encode_mp4, image_suffix
 
     settings = generator.settings
-    marker = Watermarker() if settings.watermark else None
-    out: list[Generated] = []
-    # the prompts the pipeline call held, not the setting: a resumed run's or the last batch's call
-    # holds fewer, and the call's size changes pixels (image-to-video runs one prompt a call)
-    called = {"batch_size": len(jobs) if generator.batchable else 1}
-    for k, (row, job, made) in enumerate(zip(rows, jobs, results, strict=True)):
-        frames = made.frames
-        n, height, width = frames.shape[:3]
-        mark = "off"
-        if marker is not None:
-            mark = "on" if marker.applies(width, height) else "skipped"
+    made = made.as_uint8()
+    frames = made.frames
+    n, height, width = frames.shape[:3]
+    mark = "off"
+    if marker is not None:
+        mark = "on" if marker.applies(width, height) else "skipped"
+        if not made.blacked_out:  # a blacked-out output is never written: its pixels need no mark
             frames = marker.apply(frames)
-        prov = Provenance(
-            **{k2: v for k2, v in {**ident, **called}.items() if k2 in Provenance.__dataclass_fields__},
-            prompt=row.prompt,
-            full_prompt=job.full_prompt,
-            prompt_id=row.id,
-            keyword=row.keyword,
-            negative_prompt=job.negative_prompt,
-            seed=job.seed,
-            width=int(width),
-            height=int(height),
-            frames=int(n) if generator.kind is Kind.VIDEO else None,
-            watermark=mark,
-            first_frame_sha256=first_frames[k][1] if first_frames else None,
-        )
-        if made.blacked_out:
-            reason = "blacked out by the safety checker (pass --no-safety-checker to keep such outputs)"
-            out.append(Generated(row, prov, None, "", None, reason))
-            continue
-        if generator.kind is Kind.VIDEO:
-            data, suffix = encode_mp4(frames, generator.fps or 8, prov.to_json()), ".mp4"
-        else:
-            fmt = settings.image_format
-            data = encode_image(frames[0], prov.to_json(), fmt, settings.png_level)
-            suffix = image_suffix(fmt)
-        data = sign_output(data, suffix, prov, settings)
-        out.append(Generated(row, prov, data, suffix, frames, sha256=hashlib.sha256(data).hexdigest()))
-    return out
+    prov = Provenance(
+        **{
+            k2: v
+            for k2, v in {**ident, **({} if called is None else {"batch_size": called})}.items()
+            if k2 in Provenance.__dataclass_fields__
+        },
+        prompt=row.prompt,
+        full_prompt=job.full_prompt,
+        prompt_id=row.id,
+        keyword=row.keyword,
+        negative_prompt=job.negative_prompt,
+        seed=job.seed,
+        width=int(width),
+        height=int(height),
+        frames=int(n) if generator.kind is Kind.VIDEO else None,
+        watermark=mark,
+        first_frame_sha256=first_frame[1] if first_frame else None,
+    )
+    if made.blacked_out:
+        reason = "blacked out by the safety checker (pass --no-safety-checker to keep such outputs)"
+        return Generated(row, prov, None, "", None, reason)
+    if generator.kind is Kind.VIDEO:
+        data, suffix = encode_mp4(frames, generator.fps or 8, prov.to_json()), ".mp4"
+    else:
+        fmt = settings.image_format
+        data = encode_image(frames[0], prov.to_json(), fmt, settings.png_level)
+        suffix = image_suffix(fmt)
+    data = sign_output(data, suffix, prov, settings)
+    return Generated(row, prov, data, suffix, frames, sha256=hashlib.sha256(data).hexdigest())
 
 
 def generate_batch(

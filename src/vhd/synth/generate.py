@@ -11,8 +11,9 @@ batches in flight before stopping. Whatever the executor, only this process writ
 
 A local run overlaps the host work of batch k (watermark, provenance, encoding, Content
 Credentials, hashing, writing, the store commit) with the pipeline call of batch k+1, which runs
-in one pipeline thread: at most two batches are in flight, outputs are committed in prompt order,
-and the files and store rows are the same as a serial run's.
+in one pipeline thread; each output is finished on a pool of host threads (`vhd.synth.overlap`):
+at most two batches are in flight, outputs are committed in prompt order, and the files and store
+rows are the same as a serial run's.
 
 Example:
     >>> settings = GenerateSettings(device="cpu", size=(64, 64), steps=4)  # doctest: +SKIP

@@ -16,6 +16,9 @@ animatediff-sdxl   AnimateDiffSDXLPipeline            1024x1024  16      SDXL + 
 animatediff-i2v    AnimateDiffSparseControlNetPipeline 512x512   16      SD 1.5 + v3 + RGB SparseCtrl
 i2vgen-xl          I2VGenXLPipeline                   512x512    16      ali-vilab/i2vgen-xl
 =================  =================================  =========  ======  ==========================
+
+The module is long (about 460 lines) because the base class holds the one loading path every
+pipeline shares (components, speed options, offline and hub errors) next to the settings it reads.
 """
 
 from __future__ import annotations
@@ -179,12 +182,24 @@ class Frames:
     """What the pipeline made for one job.
 
     Attributes:
-        frames: ``N x H x W x 3`` uint8 (N = 1 for an image).
-        blacked_out: The safety checker flagged it (or it is all zeros): not a sample.
+        frames: ``N x H x W x 3`` uint8 (N = 1 for an image), or floats in [0, 1] as diffusers
+            returns them (`as_uint8` converts them on the host's threads, not the pipeline's).
+        blacked_out: The safety checker flagged it (or, once converted, it is all zeros): not a sample.
     """
 
     frames: Any
     blacked_out: bool = False
+
+    def as_uint8(self) -> Frames:
+        """These frames as uint8 (rounded as diffusers does); float frames all zero once converted are blacked out."""
+        import numpy as np
+
+        if self.frames.dtype == np.uint8:
+            return self
+        from vhd.synth.outputs import to_uint8
+
+        pixels = to_uint8(self.frames)
+        return Frames(pixels, self.blacked_out or not pixels.any())
 
 
 class Generator:
@@ -392,12 +407,10 @@ class Generator:
         """Generate a batch: a pure function of the jobs, the model and the settings.
 
         Returns:
-            One `Frames` per job, in order.
+            One `Frames` per job, in order (float frames: `Frames.as_uint8` converts them).
         """
         import numpy as np
         import torch
-
-        from vhd.synth.outputs import to_uint8
 
         pipe = self.load()
         if not self.batchable and len(jobs) > 1:
@@ -405,13 +418,13 @@ class Generator:
         torch.manual_seed(jobs[0].seed)  # pipelines that draw noise without the generator (I2VGen-XL)
         with torch.inference_mode(), attention_context(self.settings.attention):
             out = pipe(**self.call_kwargs(jobs))
+        # float frames as diffusers returns them: converting them is host work (`Frames.as_uint8`)
         if self.kind is Kind.VIDEO:
             raw = out.frames
-            videos = [to_uint8(np.asarray(raw[i])) for i in range(len(jobs))]
-            return [Frames(v, blacked_out=not v.any()) for v in videos]
+            return [Frames(np.asarray(raw[i])) for i in range(len(jobs))]
         flags = getattr(out, "nsfw_content_detected", None) or [False] * len(jobs)
-        images = to_uint8(np.asarray(out.images))
-        return [Frames(images[i : i + 1], bool(flags[i]) or not images[i].any()) for i in range(len(jobs))]
+        images = np.asarray(out.images)
+        return [Frames(images[i : i + 1], bool(flags[i])) for i in range(len(jobs))]
 
 
 GENERATORS: Registry[type[Generator]] = Registry("generator", "vhd.generators", base=Generator)

@@ -1,23 +1,32 @@
 """The local run of `vhd generate`: the host work of batch k overlaps the pipeline call of batch k+1.
 
-A diffusers pipeline call releases the GIL in its kernels, and so do zlib, hashing and SQLite:
-running the pipeline in one thread while this thread encodes, signs, writes and commits the batch
-before keeps the accelerator busy between calls. Two batches at most are in flight, outputs are
-committed in prompt order by the calling thread (the only one that touches the store), and a
-pipeline failure surfaces after the batch before it is committed.
+A diffusers pipeline call releases the GIL in its kernels, and so do zlib, numpy, hashing and
+SQLite: running the pipeline in one thread while other threads finish the batch before keeps the
+accelerator busy between calls. The pipeline thread only calls the pipeline (its float outputs are
+converted to uint8 by the host threads). Each output of a batch is finished (converted,
+watermarked, encoded, signed, hashed: `vhd.synth.batch.finish_one`) on a small pool of host
+threads, so a batch's host work takes a fraction of its serial time, and the last batch's (which
+nothing follows) too; the calling thread commits the outputs in prompt order as they are ready
+(it is the only one that touches the store). Two batches at most are in flight, and a pipeline
+failure surfaces after the batch before it is committed. The files and store rows are the same
+as a serial run's.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
-from vhd.synth.batch import Generated, finish_batch, identity, plan_jobs
+from vhd.synth.batch import Generated, call_size, finish_one, identity, plan_jobs, watermarker
 from vhd.synth.generators import Generator
 from vhd.synth.work import Batch
+
+HOST_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Threads that finish outputs: one per CPU, up to 4 (encoding, watermarking and hashing release the GIL)."""
 
 
 class Timings(Protocol):
@@ -34,8 +43,10 @@ def overlapped(
     save: Callable[..., None],
     advance: Callable[[int], None],
     result: Timings,
+    *,
+    host_threads: int | None = None,
 ) -> None:
-    """Run batch k+1's pipeline call in a pipeline thread while this thread finishes and commits batch k.
+    """Run batch k+1's pipeline call in a pipeline thread while host threads finish batch k and this thread commits it.
 
     Args:
         gen: The generator.
@@ -44,9 +55,10 @@ def overlapped(
         save: Commits one output: ``save(item, existing_file_or_None)``.
         advance: Called with a batch's row count once it is committed (the progress).
         result: Where pipeline and host seconds add up (`vhd.synth.generate.GenerateResult`).
+        host_threads: Threads finishing outputs in parallel (None: `HOST_THREADS`).
 
-    At most two batches are in flight (one whose host work runs here, one in or queued for the
-    pipeline); outputs are committed in prompt order, here, so the store is written by this
+    At most two batches are in flight (one being finished and committed, one in or queued for
+    the pipeline); outputs are committed in prompt order, here, so the store is written by this
     thread only. Once ``stop`` is set no batch is planned, and the ones in flight finish.
     """
 
@@ -57,28 +69,41 @@ def overlapped(
 
     def finish(batch: Batch, jobs: list[Any], running: Future[tuple[list[Any], float]] | None) -> None:
         began = time.perf_counter()
-        ready: list[tuple[Generated, Path | None]] = list(batch.found)
+        ready: list[tuple[int, Generated | Future[Generated], Path | None]] = [
+            (item.row.line, item, path) for item, path in batch.found
+        ]
         if running is not None:
             waited = time.perf_counter()
             made, took = running.result()  # a pipeline failure stops the run, as before
             began += time.perf_counter() - waited  # waiting for the pipeline is not host work
             result.generate_s += took
-            finished = finish_batch(gen, batch.rows, jobs, made, ident=ident, first_frames=batch.first_frames)
-            ready += [(item, None) for item in finished]
-        for item, path in sorted(ready, key=lambda pair: pair[0].row.line):  # in prompt order
-            save(item, path)
+            firsts: list[tuple[Any, str] | None] = [*batch.first_frames] if batch.first_frames else [None] * len(jobs)
+            size = call_size(gen, jobs)
+            for row, job, one, first in zip(batch.rows, jobs, made, firsts, strict=True):
+                task = hosts.submit(
+                    finish_one, gen, row, job, one, ident=ident, first_frame=first, marker=marker, called=size
+                )
+                ready.append((row.line, task, None))
+            del made  # each task holds its own output's frames: they go as it finishes
+        for _, item, path in sorted(ready, key=lambda entry: entry[0]):  # in prompt order, each once it is ready
+            save(item.result() if isinstance(item, Future) else item, path)
         result.host_s += time.perf_counter() - began
         advance(batch.size)
 
     ident: dict[str, Any] = {}
+    marker: Any = None
     pending: tuple[Batch, list[Any], Future[tuple[list[Any], float]] | None] | None = None
     pipeline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vhd-pipeline")
+    threads = HOST_THREADS if host_threads is None else host_threads
+    hosts = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vhd-host")
     try:
         for batch in planned:
             running = None
             jobs: list[Any] = []
             if batch.rows:
-                ident = ident or identity(gen)  # loads the pipeline, here, before the first call
+                if not ident:
+                    ident = identity(gen)  # loads the pipeline, here, before the first call
+                    marker = watermarker(gen)
                 jobs = plan_jobs(gen, batch.rows, base_seed=seed, first_frames=batch.first_frames)
                 running = pipeline.submit(call, jobs)
             if pending is not None:
@@ -88,3 +113,4 @@ def overlapped(
             finish(*pending)
     finally:  # after a failure or a second Ctrl-C, a batch not started yet is not started
         pipeline.shutdown(wait=True, cancel_futures=True)
+        hosts.shutdown(wait=True, cancel_futures=True)
