@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vhd.annotate.options import RunOptions
 from vhd.config import AnnotateConfig
@@ -80,25 +80,16 @@ class Plan:
         """Stream what the inputs hold (`vhd.media.discover.iter_discover`) under the run's discovery rules."""
         from vhd.media.discover import iter_discover
 
-        inputs, frame_folders, outside = list(self.inputs), self.options.frame_folders, self.options.allow_outside_paths
+        rules: dict[str, Any] = {
+            "frame_folders": self.options.frame_folders,
+            "allow_outside_paths": self.options.allow_outside_paths,
+            "known": self.known,
+            "first_seen": first_seen,
+            "record_new": record_new,
+        }
         if plain_files:
-            return iter_discover(
-                inputs,
-                frame_folders=frame_folders,
-                allow_outside_paths=outside,
-                known=self.known,
-                first_seen=first_seen,
-                record_new=record_new,
-                plain_files=True,
-            )
-        return iter_discover(
-            inputs,
-            frame_folders=frame_folders,
-            allow_outside_paths=outside,
-            known=self.known,
-            first_seen=first_seen,
-            record_new=record_new,
-        )
+            return iter_discover(list(self.inputs), plain_files=True, **rules)
+        return iter_discover(list(self.inputs), **rules)
 
     def debate(self, backends: dict[Role, Backend], on_call: Callable[[Usage], None]) -> Debate | Cohorts:
         """The debate over ``backends`` (the plan's, or their batch-API stand-ins), stage-wise when asked."""
