@@ -135,3 +135,11 @@ def test_empty_stop_replies_are_unparsed_and_content_filter_stays_a_refusal(
         )
         s = json.loads(capsys.readouterr().out)
     assert (s["harmful"], s["refused"], s["truncated"]) == (1, 1, 0)
+
+
+def test_no_token_limit_advice_when_nothing_was_truncated(tmp_path: Path) -> None:
+    import vhd
+
+    summary = vhd.annotate(_images(tmp_path / "media", 2), model="scripted:demo", store=tmp_path / "s.db")
+    assert summary.annotated == 2 and summary.truncated == 0
+    assert summary.budget_fix == "" and summary.to_dict()["budget_fix"] == ""

@@ -161,6 +161,7 @@ def test_hub_id_offline_says_how_to_fix() -> None:
     assert "\n" not in message
     assert "not in the local cache and the hub is unreachable" in message
     assert "hf download vhd-tests/does-not-exist-vlm" in message
+    assert message.endswith("to try vhd with no model at all: --model scripted:demo")  # works offline, at once
     asyncio.run(backend.aclose())
 
 

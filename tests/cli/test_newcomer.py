@@ -151,3 +151,15 @@ def test_a_model_that_cannot_be_there_fails_before_torch_is_imported(
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert says in out and out.splitlines()[-1] == "False False"
+
+
+def test_vhd_examples_says_how_many_media_files_and_names_the_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vhd.cli.main import main as cli
+
+    assert cli(["examples", str(tmp_path / "ex")]) == 0
+    media = [p for p in (tmp_path / "ex").iterdir() if p.suffix != ".csv"]
+    assert capsys.readouterr().out.strip() == (
+        f"wrote {len(media)} example media file(s) and manifest.csv (a manifest of them) to {tmp_path / 'ex'}"
+    )

@@ -125,7 +125,6 @@ async def run(
             summary.store_error = store_message(exc, summary)
             return summary
         summary.run_id = run_id
-        summary.budget_fix = budget_fix(config, RETRY_BUDGET, retried=options.retry_unparsed)
         runners: list[BatchRunner] = []
         streamed = plan.discover(
             paths_seen.add,
@@ -163,6 +162,8 @@ async def run(
             if ledger.error is not None:  # the last write of the counters failed
                 job.fail_store(ledger.error)
             job.finish()
+            if summary.truncated:  # the advice only where a reply was cut off
+                summary.budget_fix = job.budget_fix
             if job.store_error is not None:
                 summary.store_error = store_message(job.store_error, summary)
             db.finish_run(run_id, summary.to_dict())
@@ -256,7 +257,7 @@ class _Job(Feeder):
         self.saved = 0
         self.fatal_streak = 0
         self.truncated_streak = 0
-        self.budget_fix = state.summary.budget_fix
+        self.budget_fix = budget_fix(plan.config, RETRY_BUDGET, retried=plan.options.retry_unparsed)
 
     def on_call(self, usage: Usage) -> None:
         """Every answered model call: counted at once, in the summary and the store's ledger."""

@@ -27,7 +27,8 @@ class RunSummary:
         unparsed: Of those, whose judge reply could not be read.
         truncated: Of those, ended by a reply cut off by the token limit (neither a verdict nor a
             refusal; ``--retry-unparsed`` asks again with a larger cap).
-        budget_fix: What to do about truncated replies, one clause naming the caps (set by the run).
+        budget_fix: What to do about truncated replies, one clause naming the caps (set by the run,
+            only when ``truncated`` is not 0).
         errors: Samples whose model calls failed (retried on the next run).
         skipped: Input files that could not be used, with reasons in the store.
         rows_left_out: Of those, manifest rows that could not be read at all (exit 1).

@@ -164,7 +164,7 @@ def unavailable_message(model: str, exc: BaseException, *, offline: bool) -> str
         )
     alternatives = (
         "pass a local directory (--model hf:/path/to/model), or use an endpoint (--model openai:MODEL with "
-        "[backends.openai] base_url)"
+        "[backends.openai] base_url); to try vhd with no model at all: --model scripted:demo"
     )
     message = hub_failure("hf model", model, exc, offline=offline, alternatives=alternatives)
     if message is not None:

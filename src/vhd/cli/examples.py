@@ -29,5 +29,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"out": args.out, "files": paths})
         return 0
-    print(f"wrote {len(paths)} example file(s) to {args.out}")
+    manifests = [p for p in paths if Path(p).suffix == ".csv"]
+    media = len(paths) - len(manifests)
+    listed = f" and {', '.join(Path(p).name for p in manifests)} (a manifest of them)" if manifests else ""
+    print(f"wrote {media} example media file(s){listed} to {args.out}")
     return 0
