@@ -80,6 +80,21 @@ BROKEN_PIPE = 141
 standard Unix tools end, so ``set -o pipefail`` scripts can tell the output was cut short."""
 
 
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Exit 2 with the command's own usage, the words it did not know, and the options they look like."""
+    import difflib
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = sub.choices.get(getattr(args, "command", ""), parser)
+    known = [s for action in command._actions for s in action.option_strings if s.startswith("--")]
+    hints = []
+    for word in extra:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+            hints += [f"did you mean {close[0]}?"] if close else []
+    command.error("; ".join([f"unrecognized arguments: {' '.join(extra)}", *hints]))
+
+
 def error(message: str) -> None:
     """Print a one-line error to stderr (secrets redacted; control characters escaped: messages quote file names)."""
     from vhd.redaction import redact_text
@@ -103,7 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     2 usage or configuration error; 130 interrupted; 141 the reader of the output went away
     (``| head``): quietly, like Unix tools.
     """
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not words:  # bare `vhd`: the help, as a question answered, not an error
+        parser.print_help()
+        return 0
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        _unrecognized(parser, args, extra)
     import logging
 
     from vhd.cli.logs import configure_logging
