@@ -27,6 +27,7 @@ import functools
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,6 +57,7 @@ CLAIM_BATCH = 64
 at least 8), so runs sharing a store share the work."""
 
 
+@dataclass(frozen=True)
 class RunState:
     """What a run hands its feeder besides the plan: the open store, the summary, and the sets it keeps.
 
@@ -69,18 +71,13 @@ class RunState:
         paths_seen: The on-disk set of resolved paths discovery met.
     """
 
-    def __init__(
-        self,
-        db: Store,
-        summary: RunSummary,
-        run_id: str,
-        on_event: Callable[[str], None],
-        excluded: dict[str, str],
-        seen: ScratchSet,
-        paths_seen: ScratchSet,
-    ) -> None:
-        self.db, self.summary, self.run_id, self.on_event = db, summary, run_id, on_event
-        self.excluded, self.seen, self.paths_seen = excluded, seen, paths_seen
+    db: Store
+    summary: RunSummary
+    run_id: str
+    on_event: Callable[[str], None]
+    excluded: dict[str, str]
+    seen: ScratchSet
+    paths_seen: ScratchSet
 
 
 class Feeder:

@@ -162,8 +162,6 @@ async def run(
             if ledger.error is not None:  # the last write of the counters failed
                 job.fail_store(ledger.error)
             job.finish()
-            if summary.truncated:  # the advice only where a reply was cut off
-                summary.budget_fix = job.budget_fix
             if job.store_error is not None:
                 summary.store_error = store_message(job.store_error, summary)
             db.finish_run(run_id, summary.to_dict())
@@ -404,6 +402,7 @@ class _Job(Feeder):
         else:
             self.fatal_streak = 0
         if result.verdict.status is Status.TRUNCATED:
+            self.summary.budget_fix = self.budget_fix  # the advice only once a reply was cut off
             self.truncated_streak += 1
             if self.truncated_streak >= TRUNCATED_LIMIT:
                 self.stop(f"stopping: {self.truncated_streak} samples in a row were truncated; {self.budget_fix}")
