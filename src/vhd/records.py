@@ -378,6 +378,67 @@ class Turn:
 
 
 @dataclass
+class Segment:
+    """One time span of a video with its own verdict (``vhd annotate --segments``).
+
+    The same shape is used for a model's verdict on a span, a detector's thresholded span and a
+    human label's span; exports write it as one object of the ``segments`` list.
+
+    Attributes:
+        start_s: Start of the span in seconds, from decoded timestamps (never the header).
+        end_s: End of the span in seconds (exclusive), ``end_s > start_s``.
+        harmful: The span's decision; None when none could be read.
+        score: P(harmful) for the span, when known.
+        reason: The short reason or category the judge (or screen) gave for the span.
+        categories: Harm categories of the span (zero or more names).
+        severity: The policy's severity level name for a harmful span, else None.
+        decided_by: What decided the span: ``"screen"``, ``"debate"``, a cascade stage's label,
+            ``"human"`` or a detector's name; None when unknown.
+    """
+
+    start_s: float
+    end_s: float
+    harmful: bool | None
+    score: float | None = None
+    reason: str = ""
+    categories: list[str] = field(default_factory=list)
+    severity: str | None = None
+    decided_by: str | None = None
+
+    @property
+    def duration_s(self) -> float:
+        """The span's length in seconds."""
+        return max(0.0, self.end_s - self.start_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (the ``segments`` column's object shape)."""
+        return {
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "harmful": self.harmful,
+            "score": self.score,
+            "reason": self.reason,
+            "categories": list(self.categories),
+            "severity": self.severity,
+            "decided_by": self.decided_by,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Segment:
+        """Build a segment from `to_dict` output (missing optional keys take their defaults)."""
+        return cls(
+            start_s=float(d["start_s"]),
+            end_s=float(d["end_s"]),
+            harmful=None if d.get("harmful") is None else bool(d["harmful"]),
+            score=None if d.get("score") is None else float(d["score"]),
+            reason=str(d.get("reason") or ""),
+            categories=[str(c) for c in d.get("categories") or []],
+            severity=None if d.get("severity") is None else str(d["severity"]),
+            decided_by=None if d.get("decided_by") is None else str(d["decided_by"]),
+        )
+
+
+@dataclass
 class Verdict:
     """The judge's decision on one sample.
 
@@ -389,6 +450,10 @@ class Verdict:
         score: P(yes) / (P(yes) + P(no)) from first-token log-probabilities, when available.
         status: ok, refused, unparsed, truncated or error.
         refused: Whether a refusal (debater, judge or provider) decided the verdict.
+        severity: The policy's severity level name the judge gave with a harmful verdict; None
+            when not harmful, not given, or the policy has no severity scale.
+        segments: For a video annotated with ``--segments``: every span's verdict in time order
+            (the video's verdict is derived from them); empty otherwise and for images.
     """
 
     harmful: bool | None
@@ -397,6 +462,8 @@ class Verdict:
     score: float | None = None
     status: Status = Status.OK
     refused: bool = False
+    severity: str | None = None
+    segments: list[Segment] = field(default_factory=list)
 
 
 @dataclass
