@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.bench.cache import CACHE_FILE, cached_count
     from vhd.bench.pipeline import benchmark, build_detectors
-    from vhd.bench.tables import table1, to_markdown
+    from vhd.bench.tables import segment_markdown, table1, to_markdown
     from vhd.errors import ConfigError
     from vhd.media.load import MediaSettings
     from vhd.progress import bar
@@ -143,5 +143,9 @@ def run(args: argparse.Namespace) -> int:
         wrong = " (counted wrong; run again to retry)" if d.failed else ""
         print(f"{d.label}: {d.cached} cached, {d.computed} run, {d.failed} failed{wrong}{speed}")
     print(to_markdown(*table1(report.results)), end="")
+    segments = segment_markdown(report.results)
+    if segments is not None:
+        print("Where in the video (segments; 95% intervals over videos):")
+        print(segments, end="")
     print(f"wrote {len(report.files)} file(s) to {args.out}/ (index.html, results.json, table1.*)")
     return 1 if any(d.failed for d in report.run.detectors) else 0
