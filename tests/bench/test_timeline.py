@@ -93,3 +93,22 @@ def test_no_spans_no_segment_numbers(tmp_path: Path) -> None:
     out = tmp_path / "report"
     report = benchmark(labels, build_detectors(["red"]), out, media=media, resamples=0, plots=False)
     assert report.results[0].segments is None and not (out / "segments.md").exists()
+
+
+@pytest.mark.slow
+def test_cli_prints_the_segment_table_at_the_iou_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vhd.cli.main import main
+
+    media = tmp_path / "media"
+    _video(media / "a.mp4", 60, set(range(20, 40)))  # red 2-4 s; the human says 2-5 s: IoU 2/3
+    labels = tmp_path / "labels.csv"
+    labels.write_text('path,harmful,segments\na.mp4,yes,"2-5"\n')
+    base = ["bench", "--labels", str(labels), "--media", str(media), "--detector", "red", "--no-plots"]
+    assert main([*base, "--out", str(tmp_path / "a"), "--bootstrap", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert "Where in the video" in printed and "| red | 1/1 | 1.000 |" in printed
+    assert main([*base, "--out", str(tmp_path / "b"), "--bootstrap", "0", "--segment-iou", "0.8"]) == 0
+    printed = capsys.readouterr().out
+    assert "Segment F1 (IoU>=0.8)" in printed and "| red | 1/1 | 0.000 |" in printed
+    assert main([*base, "--out", str(tmp_path / "c"), "--segment-iou", "1.5"]) == 2
+    assert "--segment-iou must be above 0 and at most 1" in capsys.readouterr().err

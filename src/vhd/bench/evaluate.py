@@ -213,12 +213,16 @@ def evaluate_detector(
 
 
 def evaluate(
-    bench_run: BenchRun, *, crosswalk: Crosswalk | None = None, resamples: int = 1000, seed: int = 0
+    bench_run: BenchRun,
+    *,
+    crosswalk: Crosswalk | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    iou: float = IOU,
 ) -> list[DetectorResult]:
-    """Numbers for every detector of a run, in the run's order."""
+    """Numbers for every detector of a run, in the run's order (``iou``: the segment numbers' matching threshold)."""
+    bench = bench_run.bench
     return [
-        evaluate_detector(
-            r, bench_run.bench.items, bench_run.bench.taxonomy, crosswalk=crosswalk, resamples=resamples, seed=seed
-        )
+        evaluate_detector(r, bench.items, bench.taxonomy, crosswalk=crosswalk, resamples=resamples, seed=seed, iou=iou)
         for r in bench_run.detectors
     ]

@@ -63,6 +63,13 @@ def add_parser(sub: Any, name: str) -> None:
     method.choices = RegistryNames(_calibration_methods)  # set after add_argument: read only when used
     p.add_argument("--calibration", metavar="FILE", help="apply a calibration.json written by an earlier --calibrate")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000; 0 off)")
+    p.add_argument(
+        "--segment-iou",
+        type=float,
+        default=0.5,
+        metavar="X",
+        help="IoU a predicted span needs to match a human span, when labels carry spans (default 0.5)",
+    )
     p.add_argument("--no-plots", action="store_true", help="tables, JSON and HTML only (no matplotlib needed)")
     p.add_argument("--unblurred-previews", action="store_true", help="also include clear thumbnails, shown on click")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it only shows on a terminal anyway)")
@@ -107,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=on_progress,
                 executor=args.executor,
                 executor_options=executor_options(args),
+                segment_iou=args.segment_iou,
             )
     except KeyboardInterrupt:  # the bar is down by now
         cached = cached_count(Path(args.out))
