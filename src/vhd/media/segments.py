@@ -19,7 +19,7 @@ be segmented: `SegmentationError` says why, and the caller falls back to the who
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -190,7 +190,7 @@ def iter_segments(
     settings: SegmentSettings | None = None,
     *,
     max_pixels: int | None = DEFAULT_MAX_FRAME_PIXELS,
-) -> Iterator[VideoSegment]:
+) -> Generator[VideoSegment, None, None]:
     """Decode a video once and yield its segments in time order, each as soon as it ends.
 
     Args:
