@@ -78,7 +78,7 @@ def test_segments_locate_the_events_and_debate_only_the_flagged(planted: Path, t
         calls = srv.chat_requests
     assert summary.annotated == 1 and summary.harmful == 1 and summary.segments == 6
     with Store(tmp_path / "vhd.db") as db:
-        (sample, ann), *_ = db.iter_annotations(summary.config_hash)
+        (_, ann), *_ = db.iter_annotations(summary.config_hash)
     segments = ann.verdict.segments
     assert [(s.start_s, s.end_s) for s in segments] == [(0, 3), (3, 5), (5, 7), (7, 9), (9, 10.5), (10.5, 12)]
     assert [s.harmful for s in segments] == [False, True, False, False, True, False]
