@@ -235,10 +235,14 @@ class ModelOverrides(TypedDict, total=False):
 
 
 class ConfigOverrides(ModelOverrides, total=False):
-    """`ModelOverrides` plus the debate's round count: what ``vhd.annotate`` takes as keywords."""
+    """`ModelOverrides` plus the round count and the video settings: what ``vhd.annotate`` takes as keywords."""
 
     rounds: int | None
     """Debate rounds."""
+    segments: bool | None
+    """Judge videos segment by segment (``[video] segments``)."""
+    max_calls_per_video: int | None
+    """Model calls one segmented video may spend (``[video] max_calls_per_video``)."""
 
 
 def apply_overrides(
@@ -262,6 +266,11 @@ def apply_overrides(
         values["icl"] = str(values["icl"])
     if rounds is not None:
         values["debate"] = cfg.debate.model_copy(update={"rounds": rounds}).model_dump()
+    video = {k: values.pop(k) for k in ("segments", "max_calls_per_video") if values.get(k) is not None}
+    for key in ("segments", "max_calls_per_video"):
+        values.pop(key, None)
+    if video:
+        values["video"] = {**cfg.video.model_dump(), **video}
     return cfg.with_overrides(**values)
 
 
