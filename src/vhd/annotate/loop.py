@@ -348,7 +348,11 @@ class _Job(Feeder):
                     return
                 self.summary.found += 1
                 self.on_call(out.result.usage)
-                self.commit(out.sample, out.result, out.started)
+                if out.fallback is not None:
+                    self.on_event(f"{out.sample.path}: judged by the whole-video protocol ({out.fallback})")
+                self.summary.segments += len(out.result.verdict.segments)
+                self.summary.segments_capped += out.capped
+                self.commit(out.sample, out.result, out.started, out.decided_by)
                 return
             loaded = await asyncio.to_thread(guarded, load_sample, item, self.settings)
             if isinstance(loaded, ItemFailure):  # unreadable, damaged, or a missing extra (named)
