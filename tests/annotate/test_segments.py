@@ -180,3 +180,26 @@ def test_the_verdict_rule() -> None:
     undecided = VerdictRule(min_segments=3).decide([*segments, _seg(11, 12, None)])
     assert undecided.harmful is None and undecided.status is Status.UNPARSED
     assert "short of the rule (at least 3 harmful segments)" in VerdictRule(3).decide(segments).reason
+
+
+def test_the_cascade_screens_each_segment(planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.bench.fake_detector import RedDetector
+    from vhd.cli.main import main
+    from vhd.detectors import registry
+
+    monkeypatch.setitem(registry.BUILTIN, "red", "tests.bench.fake_detector:RedDetector")
+    RedDetector.calls = 0
+    db = tmp_path / "vhd.db"
+    with ChatServer(reply=red_judge) as srv:
+        cfg = config(tmp_path / "c.toml", srv.base_url)
+        argv = ["annotate", str(planted), "--model", "openai:m", "--store", str(db), "--config", str(cfg)]
+        assert main([*argv, "--no-progress", "--cascade", "cheap=red", "--cascade-thresholds", "0.3:0.85"]) == 0
+        chat = srv.chat_requests
+    with Store(db) as store:
+        (_, ann), *_ = store.iter_annotations()
+    segments = ann.verdict.segments
+    # the centre's red share: blue 0.1, event 0.9, yellow 0.7, grey 0.4, event, purple 0.5
+    assert [s.decided_by for s in segments] == ["cheap", "cheap", DEBATE, DEBATE, "cheap", DEBATE]
+    assert [s.harmful for s in segments] == [False, True, False, False, True, False]
+    assert RedDetector.calls == 6 * 3 and chat == 3 * 3  # the stage on each frame; three debates of 3 calls
+    assert ann.verdict.harmful is True

@@ -414,6 +414,9 @@ class _Job(Feeder):
         )
         if judged.fallback is not None:
             self.on_event(f"{sample.path}: judged by the whole-video protocol ({judged.fallback})")
+        if judged.stage_calls:  # the debate's calls went to the ledger as they came; the stages' go now
+            self.on_call(Usage(calls=judged.stage_calls))
+            self.summary.stage_calls += judged.stage_calls
         if judged.capped:
             self.summary.segments_capped += len(judged.capped)
         self.summary.segments += len(judged.verdict.segments)

@@ -160,6 +160,7 @@ class VideoJudgement:
         fallback: Why the video could not be segmented, when it could not.
         capped: Positions of the segments the call cap left at their screen verdict.
         resumed: Segments taken from the store as they were.
+        stage_calls: Calls the cascade's stages made (also in ``usage.calls``).
         error: A model call's failure that left the video undecided, if any.
         retryable: Whether that failure may go away on a later try.
     """
@@ -171,6 +172,7 @@ class VideoJudgement:
     fallback: str | None = None
     capped: list[int] = field(default_factory=list)
     resumed: int = 0
+    stage_calls: int = 0
     error: str | None = None
     retryable: bool = True
 
@@ -294,6 +296,7 @@ async def _ask_segment(
     if cascade is not None:
         outcome = await cascade.run(Kind.VIDEO, images)
         out.usage.add(Usage(calls=outcome.calls))
+        out.stage_calls += outcome.calls
         budget.spend(outcome.calls)
         stage = outcome.decision
         if stage is not None:
