@@ -30,6 +30,13 @@ def test_segments_flags(video: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "1 harmful" in out
     assert "6 video segment(s) judged; 1 flagged segment(s) left at their screen verdict by the call cap" in out
     assert calls == 9
+    assert main(["show", str(tmp_path / "vhd.db"), str(video)]) == 0
+    shown = capsys.readouterr().out
+    assert "decided by: segments (video protocol)" in shown
+    assert "time line (6 segments):" in shown
+    assert "0:03-0:05  harmful   a red disk  (debate, P 0.99)" in shown
+    assert "0:09-0:10.5  harmful   a red disk  (screen (call cap), P 0.99)" in shown
+    assert "0:00-0:03  ok        plain colours  (screen, P 0.01)" in shown
 
 
 def test_segmented_dry_run_estimates_per_video_minute(
