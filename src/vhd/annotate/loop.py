@@ -40,7 +40,7 @@ from vhd.errors import StoreWriteError
 from vhd.fileio import display_path
 from vhd.media.discover import PlainFile, Skipped
 from vhd.progress import ProgressFn, bar
-from vhd.records import Annotation, MediaItem, Role, Sample, Status, Usage
+from vhd.records import Annotation, Kind, MediaItem, Role, Sample, Segment, Status, Usage
 from vhd.redaction import redact
 
 if TYPE_CHECKING:
@@ -252,6 +252,8 @@ class _Job(Feeder):
         self.pool = pool
         self.ship_media = plan.executor is not None and plan.executor.options.ship_media
         self.debate: Debate | Cohorts = plan.debate(debating, self.on_call)
+        self.video = plan.config.video
+        self.segmented = plan.config.video.segments
         self.saved = 0
         self.fatal_streak = 0
         self.truncated_streak = 0
@@ -346,7 +348,11 @@ class _Job(Feeder):
                     return
                 self.summary.found += 1
                 self.on_call(out.result.usage)
-                self.commit(out.sample, out.result, out.started)
+                if out.fallback is not None:
+                    self.on_event(f"{out.sample.path}: judged by the whole-video protocol ({out.fallback})")
+                self.summary.segments += len(out.result.verdict.segments)
+                self.summary.segments_capped += out.capped
+                self.commit(out.sample, out.result, out.started, out.decided_by)
                 return
             loaded = await asyncio.to_thread(guarded, load_sample, item, self.settings)
             if isinstance(loaded, ItemFailure):  # unreadable, damaged, or a missing extra (named)
@@ -354,7 +360,10 @@ class _Job(Feeder):
                 self.db.release_leases(self.run_id, [sid])
                 return
             self.summary.found += 1
-            await self.annotate_one(loaded)
+            if self.segmented and loaded.sample.kind is Kind.VIDEO and Path(item.path).is_file():
+                await self.annotate_segments(loaded, Path(item.path))
+            else:
+                await self.annotate_one(loaded)
         except StoreWriteError as exc:
             self.summary.remaining += 1  # debated, perhaps, but not saved
             self.fail_store(exc)
@@ -379,6 +388,40 @@ class _Job(Feeder):
         result = await self.debate.run(sample.kind, loaded.images)
         result.usage.add(stage_usage)
         self.commit(sample, result, started, decided_by)
+
+    async def annotate_segments(self, loaded: LoadedSample, path: Path) -> None:
+        """Judge a video segment by segment (`vhd.annotate.segmented`), each segment stored as it is decided."""
+        from vhd.annotate.segmented import judge_video, screen_debate
+        from vhd.debate.engine import Debate, DebateResult
+
+        sample, started = loaded.sample, time.time()
+        assert isinstance(self.debate, Debate), "segments are refused with stage-wise debates"
+        self.db.upsert_sample(sample)  # before its segments are written
+
+        def on_segment(index: int, segment: Segment, calls: int) -> None:
+            self.db.save_segment(sample.id, self.config_hash, self.run_id, index, segment, calls)
+
+        judged = await judge_video(
+            path,
+            self.video,
+            self.settings,
+            debate=self.debate,
+            screen=screen_debate(self.debate),
+            cascade=self.cascade,
+            whole_video=loaded.images,
+            done=self.db.stored_segments(sample.id, self.config_hash),
+            on_segment=on_segment,
+        )
+        if judged.fallback is not None:
+            self.on_event(f"{sample.path}: judged by the whole-video protocol ({judged.fallback})")
+        if judged.stage_calls:  # the debate's calls went to the ledger as they came; the stages' go now
+            self.on_call(Usage(calls=judged.stage_calls))
+            self.summary.stage_calls += judged.stage_calls
+        if judged.capped:
+            self.summary.segments_capped += len(judged.capped)
+        self.summary.segments += len(judged.verdict.segments)
+        result = DebateResult(judged.verdict, judged.turns, judged.usage, judged.error, judged.retryable)
+        self.commit(sample, result, started, judged.decided_by)
 
     def commit(self, sample: Sample, result: DebateResult, started: float, decided_by: str | None = None) -> None:
         """Save one debated sample (which releases its lease) and count it."""
