@@ -186,7 +186,9 @@ def long_video_run(folder: Path, base_url: str, minutes: float, size: tuple[int,
     summary = json.loads(out) if out.strip() else {}
     with Store(db) as store:
         ann = next(iter(store.iter_annotations()))[1]
-    found = [(s.start_s, s.end_s) for s in ann.verdict.segments if s.harmful]
+    from vhd.bench.metrics.segments import merge_spans
+
+    found = merge_spans([(s.start_s, s.end_s) for s in ann.verdict.segments if s.harmful])  # touching spans: one
     return {
         "minutes": minutes,
         "frames": video.frame_count,
