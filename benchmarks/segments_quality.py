@@ -144,11 +144,13 @@ def config_file(folder: Path, base_url: str, segments: bool) -> Path:
     return path
 
 
-def annotate_set(folder: Path, media: Path, base_url: str, segments: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+def annotate_set(
+    folder: Path, media: Path, base_url: str, segments: bool, name: str = "set"
+) -> tuple[dict[str, Any], dict[str, Any]]:
     import vhd
     from vhd.store.sqlite import Store
 
-    db = folder / f"{'seg' if segments else 'whole'}.db"
+    db = folder / f"{name}_{'seg' if segments else 'whole'}.db"
     Handler.calls = 0
     start = time.perf_counter()
     summary = vhd.annotate(
@@ -227,6 +229,8 @@ def main() -> None:
         if not args.skip_long:  # first, while this process is small
             w, h = (int(x) for x in args.long_size.split("x"))
             result["long"] = long_video_run(folder, base_url, args.long_minutes, (w, h))
+            whole, cost = annotate_set(folder, folder / "long", base_url, segments=False, name="long")
+            result["long"]["before"] = {"harmful": whole["long.mp4"].harmful, "calls": cost["calls"]}
             print(json.dumps({"long": result["long"]}), flush=True)
         media = folder / "set"
         media.mkdir()
