@@ -203,3 +203,17 @@ def test_the_cascade_screens_each_segment(planted: Path, tmp_path: Path, monkeyp
     assert [s.harmful for s in segments] == [False, True, False, False, True, False]
     assert RedDetector.calls == 6 * 3 and chat == 3 * 3  # the stage on each frame; three debates of 3 calls
     assert ann.verdict.harmful is True
+
+
+def test_without_segments_the_configuration_is_the_vhd11k_one(planted: Path, tmp_path: Path) -> None:
+    """`[video]` settings with segments off leave the configuration (and its hash) as before."""
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[backends.openai]\nbase_url = "http://127.0.0.1:9/v1"\n[debate]\nrounds = 1\n')
+    tuned = config(tmp_path / "off.toml", "http://127.0.0.1:9/v1", segments=False, max_segment_s=5.0)
+    on = config(tmp_path / "on.toml", "http://127.0.0.1:9/v1")
+    hashes = [
+        vhd.annotate([planted], config=c, store=tmp_path / "d.db", model="openai:m", progress=False,
+                     options=RunOptions(dry_run=True)).config_hash
+        for c in (plain, tuned, on)
+    ]  # fmt: skip
+    assert hashes[0] == hashes[1] != hashes[2]

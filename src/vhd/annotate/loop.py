@@ -40,7 +40,7 @@ from vhd.errors import StoreWriteError
 from vhd.fileio import display_path
 from vhd.media.discover import PlainFile, Skipped
 from vhd.progress import ProgressFn, bar
-from vhd.records import Annotation, Kind, MediaItem, Role, Sample, Segment, Status, Usage
+from vhd.records import Annotation, Kind, MediaItem, Role, Sample, Status, Usage
 from vhd.redaction import redact
 
 if TYPE_CHECKING:
@@ -348,10 +348,7 @@ class _Job(Feeder):
                     return
                 self.summary.found += 1
                 self.on_call(out.result.usage)
-                if out.fallback is not None:
-                    self.on_event(f"{out.sample.path}: judged by the whole-video protocol ({out.fallback})")
-                self.summary.segments += len(out.result.verdict.segments)
-                self.summary.segments_capped += out.capped
+                self.count_segments(len(out.result.verdict.segments), out.capped, out.fallback, out.sample.path)
                 self.commit(out.sample, out.result, out.started, out.decided_by)
                 return
             loaded = await asyncio.to_thread(guarded, load_sample, item, self.settings)
@@ -391,37 +388,25 @@ class _Job(Feeder):
 
     async def annotate_segments(self, loaded: LoadedSample, path: Path) -> None:
         """Judge a video segment by segment (`vhd.annotate.segmented`), each segment stored as it is decided."""
-        from vhd.annotate.segmented import judge_video, screen_debate
+        from vhd.annotate.segmented import judge_in_store
         from vhd.debate.engine import Debate, DebateResult
 
-        sample, started = loaded.sample, time.time()
         assert isinstance(self.debate, Debate), "segments are refused with stage-wise debates"
-        self.db.upsert_sample(sample)  # before its segments are written
-
-        def on_segment(index: int, segment: Segment, calls: int) -> None:
-            self.db.save_segment(sample.id, self.config_hash, self.run_id, index, segment, calls)
-
-        judged = await judge_video(
-            path,
-            self.video,
-            self.settings,
-            debate=self.debate,
-            screen=screen_debate(self.debate),
-            cascade=self.cascade,
-            whole_video=loaded.images,
-            done=self.db.stored_segments(sample.id, self.config_hash),
-            on_segment=on_segment,
-        )
-        if judged.fallback is not None:
-            self.on_event(f"{sample.path}: judged by the whole-video protocol ({judged.fallback})")
+        started, stored = time.time(), (self.db, self.run_id, self.config_hash)
+        judged = await judge_in_store(*stored, loaded, path, self.video, self.settings, self.debate, self.cascade)
         if judged.stage_calls:  # the debate's calls went to the ledger as they came; the stages' go now
             self.on_call(Usage(calls=judged.stage_calls))
             self.summary.stage_calls += judged.stage_calls
-        if judged.capped:
-            self.summary.segments_capped += len(judged.capped)
-        self.summary.segments += len(judged.verdict.segments)
+        self.count_segments(len(judged.verdict.segments), len(judged.capped), judged.fallback, path)
         result = DebateResult(judged.verdict, judged.turns, judged.usage, judged.error, judged.retryable)
-        self.commit(sample, result, started, judged.decided_by)
+        self.commit(loaded.sample, result, started, judged.decided_by)
+
+    def count_segments(self, n: int, capped: int, fallback: str | None, path: object) -> None:
+        """Count a segmented video's segments in the summary, and say when it fell back to the whole video."""
+        self.summary.segments += n
+        self.summary.segments_capped += capped
+        if fallback is not None:
+            self.on_event(f"{path}: judged by the whole-video protocol ({fallback})")
 
     def commit(self, sample: Sample, result: DebateResult, started: float, decided_by: str | None = None) -> None:
         """Save one debated sample (which releases its lease) and count it."""

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
     from vhd.debate.engine import Debate, DebateResult
     from vhd.media.encoded import EncodedImage
-    from vhd.media.load import MediaSettings
+    from vhd.media.load import LoadedSample, MediaSettings
     from vhd.media.segments import SegmentSettings, VideoSegment
+    from vhd.store.sqlite import Store
 
 SCREEN = "screen"
 """``decided_by`` of a segment the screen call decided."""
@@ -331,3 +332,49 @@ async def _ask_segment(
     if result.error is not None:
         out.error, out.retryable = result.error, result.retryable
     return _from_result(segment, result, DEBATE)
+
+
+async def judge_in_store(
+    db: Store,
+    run_id: str,
+    config_hash: str,
+    loaded: LoadedSample,
+    path: Path,
+    video: VideoConfig,
+    media: MediaSettings,
+    debate: Debate,
+    cascade: Cascade | None = None,
+) -> VideoJudgement:
+    """`judge_video` for a run that writes to a store: segments stored as each is decided, stored ones reused.
+
+    Args:
+        db: The run's store.
+        run_id: The run.
+        config_hash: The configuration the segments are judged under.
+        loaded: The video's sample and its whole-video frames (the fallback).
+        path: The video file.
+        video: The ``[video]`` settings.
+        media: How frames are encoded.
+        debate: The full debate.
+        cascade: The cascade's stages, when they screen.
+
+    Returns:
+        What `judge_video` returns.
+    """
+    sample = loaded.sample
+    db.upsert_sample(sample)  # before its segments are written
+
+    def on_segment(index: int, segment: Segment, calls: int) -> None:
+        db.save_segment(sample.id, config_hash, run_id, index, segment, calls)
+
+    return await judge_video(
+        path,
+        video,
+        media,
+        debate=debate,
+        screen=screen_debate(debate),
+        cascade=cascade,
+        whole_video=loaded.images,
+        done=db.stored_segments(sample.id, config_hash),
+        on_segment=on_segment,
+    )

@@ -549,6 +549,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        "0016_labelled_set_segments",
+        # A human label may say where in a video the harm is: its harmful spans as a JSON list of
+        # `Segment.to_dict()` objects; NULL when the label gives no spans.
+        """
+        ALTER TABLE labelled_sets ADD COLUMN segments_json TEXT;
+        """,
+    ),
+    (
         "video_segments",
         """
         CREATE TABLE segments (
@@ -567,14 +575,6 @@ MIGRATIONS: list[tuple[str, str]] = [
             calls INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (sample_id, config_hash, idx)
         ) WITHOUT ROWID;
-        """,
-    ),
-    (
-        "0016_labelled_set_segments",
-        # A human label may say where in a video the harm is: its harmful spans as a JSON list of
-        # `Segment.to_dict()` objects; NULL when the label gives no spans.
-        """
-        ALTER TABLE labelled_sets ADD COLUMN segments_json TEXT;
         """,
     ),
 ]
