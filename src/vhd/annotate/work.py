@@ -101,12 +101,14 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
 
     async def setup(self) -> None:
         """Build and check this worker's backends (an ``hf`` model loads here, on the worker's GPU)."""
+        from vhd.backends.base import check_video_input
         from vhd.backends.registry import build_backends
         from vhd.debate.engine import Debate
 
         backends = build_backends(self.config)
         for backend in {id(b): b for b in backends.values()}.values():
             await backend.check()
+            check_video_input(backend)
         self.debate = Debate(backends, self.config, self.prompts, self.examples, retry_budget=self.retry_budget)
 
     async def run(self, item: DebateItem) -> DebateOutcome:
@@ -122,7 +124,7 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
                 return DebateOutcome(None, None, media_error=read.reason)
             loaded = read
         started = time.time()
-        result = await self.debate.run(loaded.sample.kind, loaded.images)
+        result = await self.debate.run(loaded.sample.kind, loaded.images, loaded.clip)
         return DebateOutcome(loaded.sample, result, started)
 
     async def aclose(self) -> None:

@@ -44,6 +44,12 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file")
     p.add_argument("--rounds", type=int, metavar="R", help="debate rounds (default 2)")
     p.add_argument(
+        "--video-input",
+        choices=("frames", "native"),
+        help="show videos as still frames (default, the VHD11K protocol) or as one clip of their first "
+        "[media] clip_seconds (native: vLLM video_url, hf models that take videos); beats the config",
+    )
+    p.add_argument(
         "--retry-unparsed",
         action="store_true",
         help="ask again where the judge's reply was unreadable or cut off by the token limit (a cut-off call "
@@ -189,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         store=args.store,
         config=args.config,
         rounds=args.rounds,
+        video_input=args.video_input,
         **model_overrides(args),
         options=RunOptions(
             retry_unparsed=args.retry_unparsed,

@@ -21,16 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
-from vhd.media.encoded import EncodedImage, EncodedVideo
+from vhd.media.encoded import EncodedImage, EncodedVideo, decode_clip
 from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS, HEAD_BYTES, video_demuxer, video_refusal
 from vhd.media.videoframes import bounded, check_frame_size, decode_strictly, strict, upright
 from vhd.media.videosize import declared_frame_size
-
-if TYPE_CHECKING:
-    from PIL import Image
 
 __all__ = ["MODES", "ClipLimits", "VideoContent", "cut_clip", "decode_clip", "span_frames", "video_content"]
 
@@ -309,24 +306,6 @@ def cut_clip(
 def _over(max_bytes: int, kept: int, start_s: float, at_s: float) -> MediaError:
     fix = "lower clip_fps or clip_max_side, or raise clip_max_mb"
     return MediaError(f"clip over {max_bytes:,} bytes after {kept} frames ({start_s:.2f}-{at_s:.2f} s); {fix}")
-
-
-def decode_clip(data: bytes) -> list[Image.Image]:
-    """Decode an MP4 clip made by `cut_clip` into RGB Pillow images, in order.
-
-    Raises:
-        MediaError: The bytes are not a decodable clip.
-    """
-    av = _import_av()
-    try:
-        with av.open(io.BytesIO(data), format="mov") as container:
-            stream = container.streams.video[0]
-            strict(stream)
-            return [frame.to_image() for frame in decode_strictly(container, stream)]
-    except MediaError:
-        raise
-    except (av.error.FFmpegError, OSError, ValueError, IndexError, EOFError) as exc:
-        raise MediaError(f"cannot decode the clip ({_reason(exc)})") from exc
 
 
 def span_frames(

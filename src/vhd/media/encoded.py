@@ -131,6 +131,31 @@ class EncodedVideo:
 
     def to_frames(self) -> list[Image.Image]:
         """Decode the clip's frames to RGB Pillow images, in order (for local backends)."""
-        from vhd.media.clip import decode_clip
-
         return decode_clip(self.data)
+
+
+def decode_clip(data: bytes) -> list[Image.Image]:
+    """Decode an MP4 clip (`EncodedVideo.data`) into RGB Pillow images, in order, strictly.
+
+    Raises:
+        MediaError: The bytes are not a decodable clip.
+        MissingDependencyError: PyAV is not installed.
+    """
+    import io
+
+    from vhd.errors import MediaError, MissingDependencyError
+    from vhd.media.videoframes import decode_strictly, strict
+
+    try:
+        import av
+    except ImportError as exc:
+        raise MissingDependencyError("av", "video") from exc
+    try:
+        with av.open(io.BytesIO(data), format="mov") as container:
+            stream = container.streams.video[0]
+            strict(stream)
+            return [frame.to_image() for frame in decode_strictly(container, stream)]
+    except MediaError:
+        raise
+    except (av.error.FFmpegError, OSError, ValueError, IndexError, EOFError) as exc:
+        raise MediaError(f"cannot decode the clip ({type(exc).__name__}: {exc})") from exc
