@@ -144,3 +144,27 @@ def test_an_unreadable_clip_is_that_videos_outcome(tmp_path: Path) -> None:
     assert s.annotated == 1 and s.skipped == 1
     [(path, reason)] = s.skip_reasons
     assert Path(path).name == "bad.mp4" and "\n" not in reason
+
+
+def test_dry_run_counts_a_clip_instead_of_the_frames(tmp_path: Path) -> None:
+    from vhd.annotate.estimate import image_tokens
+    from vhd.annotate.options import RunOptions
+
+    make_video(tmp_path / "media" / "v.mp4", 20, fps=10)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[media]\nclip_seconds = 10\nclip_fps = 1\nclip_max_side = 280\n")
+
+    def estimate(video_input: str) -> int:
+        s = vhd.annotate(
+            [tmp_path / "media"],
+            model="scripted:demo",
+            store=tmp_path / "d.db",
+            config=cfg,
+            video_input=video_input,  # type: ignore[arg-type]
+            options=RunOptions(dry_run=True),
+        )
+        assert s.estimate is not None and s.estimate["calls"] == 5
+        return int(s.estimate["prompt_tokens_max"])
+
+    clip = 5 * 10 * 10  # ceil(10 frames / 2) x (280 / 28)^2 cells
+    assert estimate("native") - estimate("frames") == 5 * (clip - 5 * image_tokens(1024, 1024))

@@ -118,3 +118,56 @@ def test_openai_and_scripted_take_videos(tmp_path: Path) -> None:
         backend = create_backend(spec, options)
         backend.video_input = "native"
         check_video_input(backend)
+
+
+def test_frames_only_identity_has_no_video_keys_and_native_adds_them() -> None:
+    from vhd.backends.registry import build_backends
+    from vhd.debate.identity import config_identity
+    from vhd.debate.prompts import Prompts
+
+    old_media_keys = {
+        "max_side", "format", "quality", "frames", "first_frames", "max_pixels", "max_file_mb",
+        "max_frame_pixels", "decode_memory_mb",
+    }  # fmt: skip
+    cfg = AnnotateConfig(model="scripted:x", backends=_scripted())
+    frames = config_identity(cfg, build_backends(cfg), Prompts(), [])
+    assert set(frames["media"]) == old_media_keys  # the VHD11K protocol keeps the hash it had
+    assert all("video_input" not in role for role in frames["roles"].values())
+    assert not any(name.endswith("_clip") for name in frames["prompts"])
+    native_cfg = apply_overrides(cfg, {"video_input": "native"})
+    native = config_identity(native_cfg, build_backends(native_cfg), Prompts(), [])
+    assert native["media"]["clip_seconds"] == 30.0 and native["roles"]["judge"]["video_input"] == "native"
+    assert "judge_clip" in native["prompts"]
+
+
+def test_a_debate_shows_each_role_what_its_backend_takes(clip) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from vhd.backends.scripted import ScriptedBackend
+    from vhd.debate.engine import Debate
+    from vhd.debate.prompts import Prompts
+    from vhd.records import Kind, Role
+
+    script = {
+        "script": {"default": "No, fine.", "rules": [{"when": {"tag": "judge", "videos": 1}, "reply": "Yes, x."}]}
+    }
+    cfg = AnnotateConfig(
+        debaters="scripted:x",
+        judge="clipjudge:x",
+        backends={"scripted": script, "clipjudge": {"type": "scripted", "video_input": "native", **script}},
+    )
+    backends = build_backends(cfg)
+    debate = Debate(backends, cfg, Prompts())
+    assert debate.video_mode == "both"
+    frame = EncodedImage(b"\x89PNG", "image/png", 1, 1)
+    result = asyncio.run(debate.run(Kind.VIDEO, [frame, frame], clip))
+    assert result.verdict.harmful is True  # the judge saw the clip
+    debater = backends[Role.AFFIRMATIVE]
+    judge = backends[Role.JUDGE]
+    assert isinstance(debater, ScriptedBackend) and isinstance(judge, ScriptedBackend)
+    for _, messages in debater.calls:
+        assert sum(len(m.images) for m in messages) == 2 and not any(m.videos for m in messages)
+        assert "2 frames" in messages[0].text
+    [(_, judged)] = judge.calls
+    assert judged[-1].videos == [clip] and judged[-1].images == []
+    assert "a clip of 2.0 seconds" in judged[0].text
