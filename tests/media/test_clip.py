@@ -169,3 +169,10 @@ def test_clip_limits_are_checked() -> None:
         ClipLimits(fps=0)
     with pytest.raises(ConfigError, match="clip_max_side"):
         ClipLimits(max_side=4)
+
+
+def test_rotation_metadata_turns_the_clip_upright(tmp_path: Path) -> None:
+    video = make_video(tmp_path / "rot.mp4", 20, fps=10, rotation=90)  # stored 64x48, shown 48x64
+    clip = cut_clip(video, 0.0, 2.0, fps=2)
+    assert (clip.width, clip.height) == (FRAME_SIZE[1], FRAME_SIZE[0])
+    assert [center_index(f) for f in decode_clip(clip.data)] == [0, 5, 10, 15]

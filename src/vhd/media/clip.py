@@ -267,18 +267,28 @@ def cut_clip(
                     continue
                 while due <= t + 1e-6:
                     due += step
-                image = upright(frame.to_image(), int(frame.rotation or 0))
+                rotation = int(frame.rotation or 0) % 360
+                upright_size = (frame.height, frame.width) if rotation in (90, 270) else (frame.width, frame.height)
                 if stream is None:
-                    size = _even_size(image.width, image.height, max_side)
+                    size = _even_size(*upright_size, max_side)
                     stream = muxer.add_stream("libx264", rate=Fraction(fps).limit_denominator(1000))
                     stream.width, stream.height = size
                     stream.pix_fmt = "yuv420p"
                     stream.codec_context.time_base = time_base
                     stream.options = {"crf": str(CRF), "preset": "veryfast"}
                 assert size is not None
-                if image.size != size:
-                    image = image.resize(size)
-                out_frame = av.VideoFrame.from_image(image).reformat(format="yuv420p")
+                if rotation == 0:  # scaled and converted by FFmpeg in one step, to limited-range (tv) yuv420p
+                    full = frame.format.name.startswith("yuvj") or int(getattr(frame, "color_range", 0) or 0) == 2
+                    out_frame = frame.reformat(
+                        width=size[0],
+                        height=size[1],
+                        format="yuv420p",
+                        src_color_range="JPEG" if full else "MPEG",
+                        dst_color_range="MPEG",
+                    )
+                else:
+                    image = upright(frame.to_image(), rotation).resize(size)
+                    out_frame = av.VideoFrame.from_image(image).reformat(format="yuv420p")
                 out_frame.pts = round((t - start_s) / time_base)
                 out_frame.time_base = time_base
                 for packet in stream.encode(out_frame):
