@@ -176,3 +176,12 @@ def test_rotation_metadata_turns_the_clip_upright(tmp_path: Path) -> None:
     clip = cut_clip(video, 0.0, 2.0, fps=2)
     assert (clip.width, clip.height) == (FRAME_SIZE[1], FRAME_SIZE[0])
     assert [center_index(f) for f in decode_clip(clip.data)] == [0, 5, 10, 15]
+
+
+def test_a_clip_survives_pickling_for_executor_workers(tmp_path: Path) -> None:
+    import pickle
+
+    clip = cut_clip(make_video(tmp_path / "v.mp4", 20, fps=10), 0.0, 1.0, fps=2)
+    assert clip.data_url  # the cached data URL travels too, or is rebuilt
+    again = pickle.loads(pickle.dumps(clip))
+    assert again == clip and (again.start_s, again.end_s, again.frames, again.capped) == (0.0, 1.0, 2, False)
