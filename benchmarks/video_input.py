@@ -53,7 +53,7 @@ IMAGE_PIXELS = (3136, 12_845_056)
 VIDEO_FRAME_PIXELS = (3136, 602_112)
 
 
-def draw_video(path: Path, seconds: int) -> Path:
+def draw_video(path: Path, seconds: int, seed: int) -> Path:
     import av
     import numpy as np
 
@@ -64,8 +64,8 @@ def draw_video(path: Path, seconds: int) -> Path:
         stream.options = {"preset": "veryfast", "crf": "28"}
         for i in range(seconds * FPS):
             frame = np.stack([ramp, ramp, ramp], axis=-1)
-            x, y = (i * 7) % (W - 80), (i * 3) % (H - 80)
-            frame[y : y + 80, x : x + 80] = ((i * 5) % 256, (i * 11) % 256, (i * 17) % 256)
+            x, y = (i * 7 + seed * 101) % (W - 80), (i * 3 + seed * 53) % (H - 80)
+            frame[y : y + 80, x : x + 80] = ((i * 5 + seed) % 256, (i * 11) % 256, (i * 17 + 7 * seed) % 256)
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 out.mux(packet)
         for packet in stream.encode():
@@ -146,7 +146,7 @@ def run(videos: list[Path], seconds: int, name: str, srv: ChatServer, tmp: Path)
         video_input="frames" if name == "frames" else "native",
     )
     wall = time.perf_counter() - began
-    assert summary.annotated == len(videos) and summary.errors == 0, summary
+    assert summary.annotated == len(videos) and summary.errors == 0 and summary.duplicates == 0, summary
     span = min(4000 / FPS, seconds) if name == "frames" else min(30 if name == "native" else seconds, seconds)
     return {
         "frames_seen": SEEN["frames"],
@@ -169,8 +169,8 @@ def main() -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
     videos = []
     for k in range(args.videos):
-        path = args.cache / f"drawn_{args.seconds}s_{k}.mp4"
-        videos.append(path if path.exists() else draw_video(path, args.seconds))
+        path = args.cache / f"drawn_{args.seconds}s_seed{k}.mp4"
+        videos.append(path if path.exists() else draw_video(path, args.seconds, k))
     minutes = args.videos * args.seconds / 60
     rows = []
     with ChatServer(reply=reply, usage=qwen_tokens, record=False) as srv, tempfile.TemporaryDirectory() as tmp:
