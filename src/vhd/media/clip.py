@@ -276,6 +276,7 @@ def cut_clip(
                     stream.pix_fmt = "yuv420p"
                     stream.codec_context.time_base = time_base
                     stream.options = {"crf": str(CRF), "preset": "veryfast"}
+                    stream.codec_context.thread_count = 2  # x264 holds frames per thread: bounded like the decoders
                 assert size is not None
                 if rotation == 0:  # scaled and converted by FFmpeg in one step, to limited-range (tv) yuv420p
                     full = frame.format.name.startswith("yuvj") or int(getattr(frame, "color_range", 0) or 0) == 2
