@@ -185,3 +185,9 @@ def test_a_clip_survives_pickling_for_executor_workers(tmp_path: Path) -> None:
     assert clip.data_url  # the cached data URL travels too, or is rebuilt
     again = pickle.loads(pickle.dumps(clip))
     assert again == clip and (again.start_s, again.end_s, again.frames, again.capped) == (0.0, 1.0, 2, False)
+
+
+def test_video_content_default_limits_bound_the_clip(tmp_path: Path) -> None:
+    video = make_video(tmp_path / "v.mp4", 20, fps=10)
+    content = video_content(video, 0.5, 1.5, "native")  # ClipLimits(): 30 s, 2 fps, 448 px
+    assert content.clip is not None and content.clip.frames == 2 and not content.clip.capped

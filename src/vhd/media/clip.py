@@ -386,7 +386,7 @@ def video_content(
     start_s: float,
     end_s: float,
     mode: str,
-    limits: ClipLimits,
+    limits: ClipLimits | None = None,
     *,
     n_frames: int = 5,
     max_side: int = 1024,
@@ -402,7 +402,8 @@ def video_content(
         mode: ``frames`` (``n_frames`` still frames), ``native`` (one clip bounded by ``limits``) or
             ``both`` (for a debate whose roles differ; `vhd.debate.engine.Debate.video_mode`).
         limits: The clip's bounds (``limits.seconds`` caps the span; ``limits.max_pixels`` bounds
-            the source frames in both modes).
+            the source frames in both modes); None: `ClipLimits` defaults. In a run, the
+            ``[media]`` table's: `vhd.media.load.clip_limits`, or ``MediaSettings.clip``.
         n_frames: Still frames in ``frames`` mode.
         max_side: Longest side of the still frames.
         fmt: Encoding of the still frames (``jpeg``, ``png`` or ``webp``).
@@ -418,6 +419,7 @@ def video_content(
     """
     if mode not in (*MODES, "both"):
         raise ConfigError(f"unknown video input {mode!r}: choose frames or native")
+    limits = limits or ClipLimits()
     frames: list[EncodedImage] = []
     clip: EncodedVideo | None = None
     if mode in ("frames", "both"):
