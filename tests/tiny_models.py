@@ -453,3 +453,50 @@ def build_tiny_instructblip_video(path: Path, *, seed: int = 0, text_init: float
     _write(path, model, tokenizer, image_processor)
     qformer_tokenizer.save_pretrained(path / "qformer_tokenizer")
     return path
+
+
+def build_tiny_llava_next_video(path: Path, *, seed: int = 0) -> Path:
+    """Build and save a tiny LLaVA-NeXT-Video (CLIP vision tower, Llama text; images and videos).
+
+    transformers' video processors import torchvision: callers skip without it. Each video frame is
+    `SIDE` px, 4 x 4 patches pooled 2 x 2: 4 tokens a frame.
+
+    Returns:
+        ``path``, loadable with ``AutoProcessor`` + ``AutoModelForImageTextToText``.
+    """
+    import torch
+
+    tf = _transformers()
+    tokenizer = _tokenizer(["<video>"])
+    template = (
+        "{% for m in messages %}{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}{% else %}"
+        "{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>{% elif c['type'] == 'video' %}<video>"
+        "{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}{{ '\\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}"
+    )
+    square = {"size": {"shortest_edge": SIDE}, "crop_size": {"height": SIDE, "width": SIDE}}
+    processor = tf.LlavaNextVideoProcessor(
+        video_processor=tf.LlavaNextVideoVideoProcessor(**square),
+        image_processor=tf.LlavaNextImageProcessor(**square, image_grid_pinpoints=[[SIDE, SIDE]]),
+        tokenizer=tokenizer,
+        chat_template=template,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        image_token="<image>",
+        video_token="<video>",
+    )
+    config = tf.LlavaNextVideoConfig(
+        vision_config=tf.CLIPVisionConfig(**_vision(projection_dim=64)),
+        text_config=_text_config(tokenizer),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+        image_grid_pinpoints=[[SIDE, SIDE]],
+        spatial_pool_stride=2,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = tf.LlavaNextVideoForConditionalGeneration(config).eval()
+    return _save(model, processor, tokenizer, path)

@@ -69,6 +69,24 @@ class MediaConfig(_Strict):
     """Largest width x height of a video or animation frame (8K UHD by default), checked before decoding."""
     decode_memory_mb: float = Field(default=2048.0, gt=0)
     """Memory the decodes of one process may hold at once, shared by all its workers (`vhd.media.budget`)."""
+    video_input: Literal["frames", "native"] = "frames"
+    """How videos are shown to the models: ``frames`` (``frames`` still frames of the first
+    ``first_frames``, the VHD11K protocol) or ``native`` (one MP4 clip of the first ``clip_seconds``,
+    to backends that take a video). A ``[backends.NAME]`` table's own ``video_input`` beats it;
+    ``--video-input`` beats both."""
+    clip_seconds: float = Field(default=30.0, gt=0, le=3600)
+    """Longest span one clip covers (native video input): a whole video is shown as its first this-many seconds."""
+    clip_fps: float = Field(default=2.0, gt=0, le=60)
+    """Most frames a second a clip keeps."""
+    clip_max_side: int = Field(default=448, ge=16)
+    """Longest side of a clip's frames, in pixels."""
+    clip_max_mb: float = Field(default=8.0, gt=0)
+    """Largest clip sent; a clip over it is that video's error (lower ``clip_fps`` or ``clip_max_side``)."""
+
+
+VIDEO_KEYS = frozenset({"video_input", "clip_seconds", "clip_fps", "clip_max_side", "clip_max_mb"})
+"""The ``[media]`` keys of native video input: left out of a configuration's identity while every
+role is shown frames, so the VHD11K protocol keeps its configuration hash."""
 
 
 class VideoConfig(_Strict):
@@ -243,6 +261,9 @@ class ConfigOverrides(ModelOverrides, total=False):
     """Judge videos segment by segment (``[video] segments``)."""
     max_calls_per_video: int | None
     """Model calls one segmented video may spend (``[video] max_calls_per_video``)."""
+    video_input: Literal["frames", "native"] | None
+    """How every backend is shown a video (``--video-input``): beats ``[media]`` and each
+    ``[backends.NAME]`` table's ``video_input``."""
 
 
 def apply_overrides(
@@ -262,6 +283,9 @@ def apply_overrides(
     cfg = config if isinstance(config, AnnotateConfig) else load_config(path)
     values: dict[str, Any] = dict(overrides)
     rounds = values.pop("rounds", None)
+    video_input = values.pop("video_input", None)
+    if video_input is not None:
+        cfg = with_video_input(cfg, video_input)
     if values.get("icl") is not None:
         values["icl"] = str(values["icl"])
     if rounds is not None:
@@ -272,6 +296,26 @@ def apply_overrides(
     if video:
         values["video"] = {**cfg.video.model_dump(), **video}
     return cfg.with_overrides(**values)
+
+
+def with_video_input(config: AnnotateConfig, mode: str) -> AnnotateConfig:
+    """``config`` with every backend shown videos as ``mode`` (``frames`` or ``native``).
+
+    ``[media] video_input`` is set and each ``[backends.NAME]`` table's own ``video_input`` removed.
+
+    Raises:
+        ConfigError: Unknown mode.
+    """
+    if mode not in ("frames", "native"):
+        raise ConfigError(f"unknown video input {mode!r}: choose frames or native")
+    tables: dict[str, Any] = {}
+    for name, table in config.backends.items():
+        if isinstance(table, list):
+            tables[name] = [{k: v for k, v in t.items() if k != "video_input"} for t in table]
+        else:
+            tables[name] = {k: v for k, v in table.items() if k != "video_input"}
+    media = config.media.model_copy(update={"video_input": mode})
+    return config.model_copy(update={"media": media, "backends": tables})
 
 
 def _first_error(exc: ValidationError) -> str:

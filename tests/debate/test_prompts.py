@@ -10,13 +10,37 @@ def test_every_template_ships_and_renders() -> None:
     templates = default_templates()
     assert set(templates) == set(TEMPLATE_NAMES)
     p = Prompts()
-    values = dict(rounds=2, n_frames=5, definition="DEF", medium="image", transcript="T", round=1, side="affirmative")
+    values = dict(
+        rounds=2,
+        n_frames=5,
+        definition="DEF",
+        medium="image",
+        transcript="T",
+        round=1,
+        side="affirmative",
+        seconds="12.5",
+    )
     for name in TEMPLATE_NAMES:
         text = p.render(name, **values)
         assert "$" not in text, name
     assert "DEF" in p.render("affirmative_video", **values)
     assert "DEF" in p.render("judge_image", **values)
     assert "2 rounds" in p.render("negative_image", **values)
+    assert "a clip of 12.5 seconds" in p.render("judge_clip", **values)
+
+
+def test_clip_templates_leave_the_prompt_hash_alone_unless_overridden() -> None:
+    from vhd.debate.prompts import CLIP_TEMPLATES
+
+    p = Prompts()
+    assert not set(CLIP_TEMPLATES) & set(p.identity(clips=False))
+    assert set(CLIP_TEMPLATES) <= set(p.identity(clips=True))
+    frames_only = {k: v for k, v in default_templates().items() if k not in CLIP_TEMPLATES}
+    import hashlib
+    import json
+
+    assert p.digest() == hashlib.sha256(json.dumps(frames_only, sort_keys=True).encode()).hexdigest()
+    assert Prompts({"judge_clip": "Judge the clip. $definition"}).digest() != p.digest()
 
 
 def test_override_text_and_file(tmp_path: Path) -> None:

@@ -26,8 +26,8 @@ API:
     - ``top_logprobs``: ``{token: logprob}`` returned for the first generated token when a
       request asks for ``logprobs`` (default: the reply's first word at -0.01 and "No"/"Yes"
       alternatives).
-    - ``usage``: fixed ``(prompt_tokens, completion_tokens)``; default: counted in words (85 per
-      image).
+    - ``usage``: fixed ``(prompt_tokens, completion_tokens)``, or a callable of the body returning
+      them; default: counted in words (85 per image or video part).
     - ``api_key``: when set, requests without ``Authorization: Bearer <key>`` (or an Azure
       ``api-key`` header with it) get a 401.
     - ``models_status``: status for ``GET .../models`` (``transformers serve`` answers 500 in
@@ -298,6 +298,16 @@ class RecordedRequest:
                 out.extend(p["image_url"] for p in content if p.get("type") == "image_url")
         return out
 
+    @property
+    def videos(self) -> list[dict[str, Any]]:
+        """Every ``video_url`` part (vLLM's video content part) in the request's messages."""
+        out: list[dict[str, Any]] = []
+        for message in self.json.get("messages", []):
+            content = message.get("content")
+            if isinstance(content, list):
+                out.extend(p["video_url"] for p in content if p.get("type") == "video_url")
+        return out
+
 
 def _count_words(body: Mapping[str, Any]) -> int:
     words = 0
@@ -324,7 +334,7 @@ class ChatServer:
         latency: float = 0.0,
         model: str = "test-model",
         top_logprobs: Mapping[str, float] | None = None,
-        usage: tuple[int, int] | None = None,
+        usage: tuple[int, int] | Callable[[dict[str, Any]], tuple[int, int]] | None = None,
         api_key: str | None = None,
         models_status: int = 200,
         record: bool = True,
@@ -451,7 +461,8 @@ class ChatServer:
     def _completion(self, body: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
         text = self.reply(body) if callable(self.reply) else self.reply
         filtered = finish_reason == "content_filter"
-        prompt_tokens, completion_tokens = self.usage or (_count_words(body), len(text.split()))
+        fixed = self.usage(body) if callable(self.usage) else self.usage
+        prompt_tokens, completion_tokens = fixed or (_count_words(body), len(text.split()))
         reasoning = self.reasoning_tokens(body) if callable(self.reasoning_tokens) else self.reasoning_tokens
         completion_tokens += reasoning or 0
         default_finish = self.finish_reason(body) if callable(self.finish_reason) else self.finish_reason

@@ -33,6 +33,22 @@ def image_tokens(width: int, height: int) -> int:
     return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
 
 
+def native_video(config: AnnotateConfig) -> bool:
+    """Whether the judge is shown videos as clips (its backend table's ``video_input``, else ``[media]``'s)."""
+    table = config.backends.get(config.role_model("judge").partition(":")[0], {})
+    tables = table if isinstance(table, list) else [table]
+    modes = [str(t["video_input"]) for t in tables if "video_input" in t]
+    return (modes[0] if modes else config.media.video_input) == "native"
+
+
+def clip_tokens(config: AnnotateConfig) -> int:
+    """Prompt tokens of one clip at the ``[media]`` clip bounds, square frames (an upper bound; Qwen2-VL count)."""
+    from vhd.backends.endpoints import video_tokens
+
+    side = config.media.clip_max_side
+    return video_tokens(math.ceil(config.media.clip_seconds * config.media.clip_fps), side, side)
+
+
 def _words(text: str) -> int:
     return int(len(text.split()) * TOKENS_PER_WORD) + 1
 
@@ -157,6 +173,8 @@ async def estimate(
         judge_system = _words(prompts.render(f"judge_{kind.value}", n_frames=n_images, definition=""))
         definition = _words(prompts.render(f"definition_{kind.value}"))
         media = n_images * per_image
+        if kind is Kind.VIDEO and native_video(config):  # one clip instead of the frames (every role, as the judge)
+            media = clip_tokens(config)
         for k in range(2 * rounds):
             counts = tokens["affirmative" if k % 2 == 0 else "negative"]
             counts[0] += n * (system + definition + media + 40 + k * debater_cap)

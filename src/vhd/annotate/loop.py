@@ -99,8 +99,11 @@ async def run(
     pool = await workers.enter_async_context(
         remote_pool(executor, config, plan.prompts, plan.examples, plan.settings, retry_budget=plan.retry_budget)
     )
+    from vhd.backends.base import check_video_input
+
     for backend in unique if pool is None else ():
         await backend.check()
+        check_video_input(backend)  # a model that takes no video, known once it is loaded
     try:
         if cascade is not None:
             await cascade.check()
@@ -382,7 +385,7 @@ class _Job(Feeder):
                 self.save_decided(ann, sample)
                 return
             decided_by = DEBATE
-        result = await self.debate.run(sample.kind, loaded.images)
+        result = await self.debate.run(sample.kind, loaded.images, loaded.clip)
         result.usage.add(stage_usage)
         self.commit(sample, result, started, decided_by)
 

@@ -114,6 +114,7 @@ def make_plan(
         vhd.errors.ConfigError: Bad inputs or configuration; a batch run whose backends cannot batch.
         vhd.errors.BackendUnavailableError: A backend that runs here cannot work at all.
     """
+    from vhd.backends.base import check_video_input
     from vhd.backends.registry import build_backends
     from vhd.debate.icl import load_examples
     from vhd.debate.identity import config_identity, digest
@@ -128,8 +129,11 @@ def make_plan(
     known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
     check_inputs(list(inputs))
     backends = build_backends(config)
-    if executor is None:  # elsewhere a model path may exist only where the workers run
-        for backend in {id(b): b for b in backends.values()}.values():
+    if any(b.video_input == "native" for b in backends.values()):  # video files get a clip too
+        settings = media_settings(config.media, native=True)
+    for backend in {id(b): b for b in backends.values()}.values():
+        check_video_input(backend)  # a backend that can never send a video: before any work
+        if executor is None:  # elsewhere a model path may exist only where the workers run
             backend.precheck()  # before the identity below imports torch for a local model
     if options.batch_api:
         from vhd.annotate.batch import check_batchable

@@ -108,12 +108,14 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
 
     async def setup(self) -> None:
         """Build and check this worker's backends (an ``hf`` model loads here, on the worker's GPU)."""
+        from vhd.backends.base import check_video_input
         from vhd.backends.registry import build_backends
         from vhd.debate.engine import Debate
 
         backends = build_backends(self.config)
         for backend in {id(b): b for b in backends.values()}.values():
             await backend.check()
+            check_video_input(backend)
         self.debate = Debate(backends, self.config, self.prompts, self.examples, retry_budget=self.retry_budget)
 
     async def run(self, item: DebateItem) -> DebateOutcome:
@@ -132,7 +134,7 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         path = Path(item.item.path) if item.item is not None else None
         if self.config.video.segments and loaded.sample.kind is Kind.VIDEO and path is not None and path.is_file():
             return await self.segmented(loaded, path, started)
-        result = await self.debate.run(loaded.sample.kind, loaded.images)
+        result = await self.debate.run(loaded.sample.kind, loaded.images, loaded.clip)
         return DebateOutcome(loaded.sample, result, started)
 
     async def segmented(self, loaded: LoadedSample, path: Path, started: float) -> DebateOutcome:

@@ -12,16 +12,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from vhd.boundary import ItemFailure, is_run_fault
-from vhd.errors import BackendError, ConfigError
-from vhd.media.encoded import EncodedImage
+from vhd.errors import BackendError, BackendUnavailableError, ConfigError
+from vhd.media.encoded import EncodedImage, EncodedVideo
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
 OptionsT = TypeVar("OptionsT", bound="BaseModel")
 
-Part = str | EncodedImage
-"""A piece of message content: text, or an encoded image."""
+Part = str | EncodedImage | EncodedVideo
+"""A piece of message content: text, an encoded image, or a video clip (native video input)."""
+
+VIDEO_INPUTS = ("frames", "native")
+"""How a backend is shown videos: still frames, or one clip (``video_input`` in its table)."""
 
 
 def validate_table(model: type[OptionsT], options: Mapping[str, Any], table: str) -> OptionsT:
@@ -50,7 +53,7 @@ class Message:
 
     Attributes:
         role: ``system``, ``user`` or ``assistant``.
-        content: Text, or a sequence of text and image parts in order.
+        content: Text, or a sequence of text, image and video parts in order.
     """
 
     role: Literal["system", "user", "assistant"]
@@ -65,6 +68,11 @@ class Message:
     def images(self) -> list[EncodedImage]:
         """The images in this message, in order."""
         return [p for p in self.parts if isinstance(p, EncodedImage)]
+
+    @property
+    def videos(self) -> list[EncodedVideo]:
+        """The video clips in this message, in order."""
+        return [p for p in self.parts if isinstance(p, EncodedVideo)]
 
     @property
     def text(self) -> str:
@@ -149,16 +157,29 @@ class Backend(abc.ABC):
         supports_logprobs: Whether `Output.first_token_logprobs` can be filled.
         multi_endpoint: Whether a list of config tables (``[[backends.NAME]]``, one per endpoint)
             may configure it; it then gets ``{"endpoints": [table, ...]}`` as options.
+        takes_video: Whether it can send a video part (`EncodedVideo`) at all; `video_support`
+            may still refuse a model that cannot.
+        video_input: ``frames`` or ``native``: how this backend is shown videos (set by the registry
+            from the config; `check_video_input` refuses ``native`` where it cannot work).
     """
 
     name: ClassVar[str] = ""
     supports_logprobs: ClassVar[bool] = False
     multi_endpoint: ClassVar[bool] = False
+    takes_video: ClassVar[bool] = False
 
     def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
         self.model = model
         self.options = dict(options or {})
         self.alias: str | None = None
+        self.video_input = "frames"
+
+    def video_support(self) -> str | None:
+        """Why this backend (and its model) cannot take a video part, or None when it can.
+
+        Backends that know only after loading their model (``hf``) answer after `check`.
+        """
+        return None if self.takes_video else f"the {self.name} backend cannot send a video to its model"
 
     @property
     def spec(self) -> str:
@@ -217,6 +238,23 @@ class Backend(abc.ABC):
         Returns the spec and the options that change answers; never secrets.
         """
         return {"spec": self.spec}
+
+
+def check_video_input(backend: Backend) -> None:
+    """Refuse native video input, before any work, on a backend or model that cannot take a video.
+
+    Raises:
+        BackendUnavailableError: One line naming ``--video-input frames`` as the fix.
+    """
+    if backend.video_input != "native":
+        return
+    why = backend.video_support()
+    if why is not None:
+        table = backend.alias or backend.name
+        raise BackendUnavailableError(
+            f"{backend.spec}: native video input is not possible: {why}; "
+            f'use --video-input frames (or video_input = "frames" in [backends.{table}])'
+        )
 
 
 async def ask(backend: Backend, messages: Sequence[Message], config: GenerateConfig) -> Output | BackendError:

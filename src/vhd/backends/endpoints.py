@@ -62,6 +62,16 @@ def image_tokens(width: int, height: int, detail: str = "auto") -> int:
     return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
 
 
+def video_tokens(frames: int, width: int, height: int) -> int:
+    """Prompt tokens of a clip as Qwen2-VL-family models count them (vLLM's ``video_url``).
+
+    Frames are merged two by two in time and cut into 28 x 28 pixel cells, one token each: a
+    448 x 252 clip of 60 frames is 30 x 16 x 9 = 4,320 tokens. Other families differ; this is an
+    estimate for ``tpm`` limits and dry runs.
+    """
+    return math.ceil(frames / 2) * math.ceil(width / 28) * math.ceil(height / 28)
+
+
 def estimate_tokens(messages: Sequence[Message], config: GenerateConfig, detail: str = "auto") -> int:
     """Tokens a call will count against a ``tpm`` limit before it is made: prompt plus ``max_tokens``."""
     chars = 0
@@ -69,6 +79,7 @@ def estimate_tokens(messages: Sequence[Message], config: GenerateConfig, detail:
     for message in messages:
         chars += len(message.text) + 16  # role markers
         images += sum(image_tokens(im.width, im.height, detail) for im in message.images)
+        images += sum(video_tokens(v.frames, v.width, v.height) for v in message.videos)
     return math.ceil(chars / CHARS_PER_TOKEN) + images + config.max_tokens
 
 

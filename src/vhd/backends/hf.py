@@ -22,6 +22,11 @@ processor, which transformers picks when torchvision is installed, runs on the m
 `HFBackend.local_stats` reports the time spent preprocessing and generating, and which image
 processor ran.
 
+With ``video_input = "native"`` a video is passed as one clip: its decoded frames go to the
+processor's ``videos=`` (models whose processor has a video processor: LLaVA-NeXT-Video,
+LLaVA-OneVision, Qwen2-VL...), or are the video of an InstructBLIP-Video model; any other model
+is refused when the backend is checked, before any work.
+
 A processor without a chat template is refused, except InstructBLIP-family processors (no
 template by design): their prompt is the conversation's text as it is, one image per prompt.
 """
@@ -41,7 +46,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from vhd.backends.base import Backend, GenerateConfig, Message, Output
-from vhd.backends.hf_batch import PLAIN_TEMPLATE, LoadedModel, single_image
+from vhd.backends.hf_batch import PLAIN_TEMPLATE, LoadedModel, single_image, video_support
 from vhd.backends.hf_worker import BatchWorker
 from vhd.backends.hub import brief, hub_failure, local_only, looks_local, offline_env
 from vhd.backends.hub import hub_reachable as hub_reachable  # re-exported: its home was here
@@ -232,6 +237,7 @@ class HFBackend(Backend):
 
     name = "hf"
     supports_logprobs = True
+    takes_video = True  # where the model's processor does (`video_support`, known once loaded)
 
     def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(model, options)
@@ -356,6 +362,18 @@ class HFBackend(Backend):
         """
         self.precheck()
         await asyncio.wrap_future(self._ensure_worker().ready)
+
+    def video_support(self) -> str | None:
+        """None when the loaded model's processor takes a video (`vhd.backends.hf_batch.video_support`).
+
+        Before `check` has loaded the model nothing is known and None is returned.
+        """
+        worker = self._worker
+        loaded = worker.loaded if worker is not None else None
+        if loaded is None:
+            return None
+        why = video_support(loaded.processor)
+        return None if why is None else f"hf model {self.model!r}: {why}"
 
     async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> Output:
         """Answer one conversation; concurrent calls share batches.

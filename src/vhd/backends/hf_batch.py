@@ -16,7 +16,7 @@ from typing import Any
 from vhd.backends.base import GenerateConfig, Message, Output
 from vhd.backends.hf_preprocess import PreprocessCache, PreprocessStats
 from vhd.errors import BackendError
-from vhd.media.encoded import EncodedImage
+from vhd.media.encoded import EncodedImage, EncodedVideo
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,18 @@ def to_chat(messages: Sequence[Message], *, fold_system: bool = False) -> list[d
             that have no system role.
 
     Returns:
-        ``[{"role": ..., "content": [{"type": "image"} | {"type": "text", "text": ...}]}]``.
+        ``[{"role": ..., "content": [{"type": "image"} | {"type": "video"} | {"type": "text", "text": ...}]}]``.
     """
 
+    def part(p: str | EncodedImage | EncodedVideo) -> dict[str, Any]:
+        if isinstance(p, EncodedImage):
+            return {"type": "image"}
+        if isinstance(p, EncodedVideo):
+            return {"type": "video"}
+        return {"type": "text", "text": p}
+
     def content(msg: Message) -> list[dict[str, Any]]:
-        return [{"type": "image"} if isinstance(p, EncodedImage) else {"type": "text", "text": p} for p in msg.parts]
+        return [part(p) for p in msg.parts]
 
     if not fold_system:
         return [{"role": m.role, "content": content(m)} for m in messages]
@@ -118,6 +125,27 @@ def single_image(processor: Any) -> bool:
     return type(processor).__name__ in SINGLE_IMAGE_PROCESSORS
 
 
+VIDEO_FRAMES_PROCESSORS = ("VideoBlipProcessor",)
+"""Processors that take a video as the conversation's list of frames (``images=``), one video per prompt."""
+
+
+def video_support(processor: Any) -> str | None:
+    """Why a processor cannot take a video clip, or None when it can.
+
+    A processor takes one when it has a video processor (``videos=``: LLaVA-NeXT-Video,
+    LLaVA-OneVision, Qwen2-VL and others) or is vhd's InstructBLIP-Video processor (the clip's
+    frames as its video).
+    """
+    if type(processor).__name__ in VIDEO_FRAMES_PROCESSORS or getattr(processor, "video_processor", None) is not None:
+        return None
+    return f"its processor ({type(processor).__name__}) takes no video"
+
+
+def video_key(messages: Sequence[Message]) -> tuple[int, ...]:
+    """The frame count of each clip of a conversation: calls batched together must agree on it."""
+    return tuple(v.frames for m in messages for v in m.videos)
+
+
 def group_key(config: GenerateConfig) -> tuple[Any, ...]:
     """Decoding settings that must be equal for two calls to share one ``generate``."""
     return (
@@ -143,10 +171,12 @@ class Prepared:
     Attributes:
         prompt: The chat-template text.
         images: Decoded images in conversation order.
+        videos: Decoded clips (each a list of frames) in conversation order.
     """
 
     prompt: str
     images: list[Any]
+    videos: list[list[Any]] = field(default_factory=list)
 
 
 def prepare(processor: Any, messages: Sequence[Message], cache: PreprocessCache | None = None) -> Prepared:
@@ -166,9 +196,17 @@ def prepare(processor: Any, messages: Sequence[Message], cache: PreprocessCache 
         )
     try:
         images = [im.to_pil() if cache is None else cache.pil(im) for m in messages for im in m.images]
+        videos = [clip.to_frames() for m in messages for clip in m.videos]
     except Exception as exc:
-        raise BackendError(f"hf: cannot decode an image of the conversation: {exc}") from exc
-    return Prepared(prompt, images)
+        raise BackendError(f"hf: cannot decode an image or a clip of the conversation: {exc}") from exc
+    if videos and type(processor).__name__ in VIDEO_FRAMES_PROCESSORS:
+        if images or len(videos) > 1:
+            raise BackendError(
+                f"hf: {type(processor).__name__} takes one video per prompt and no images besides it, this "
+                f"conversation has {len(videos)} clip(s) and {len(images)} image(s); use --video-input frames"
+            )
+        return Prepared(prompt, videos[0])  # the clip's frames are the model's video input
+    return Prepared(prompt, images, videos)
 
 
 def generate_group(loaded: LoadedModel, items: Sequence[Prepared], config: GenerateConfig) -> list[Output]:
@@ -187,6 +225,8 @@ def generate_group(loaded: LoadedModel, items: Sequence[Prepared], config: Gener
         kwargs["images"] = [item.images[0] for item in items]  # one each (`prepare` checked)
     elif any(item.images for item in items):
         kwargs["images"] = [item.images for item in items]
+    if any(item.videos for item in items):
+        kwargs["videos"] = [video for item in items for video in item.videos]
     bos = tokenizer.bos_token
     if bos and all(p.startswith(bos) for p in prompts):
         kwargs["add_special_tokens"] = False  # the template wrote it already

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vhd.backends.base import GenerateConfig, Message, Output
-from vhd.backends.hf_batch import LoadedModel, Prepared, generate_group, group_key, prepare
+from vhd.backends.hf_batch import LoadedModel, Prepared, generate_group, group_key, prepare, video_key
 from vhd.errors import BackendError
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,9 @@ class BatchWorker:
         groups: dict[tuple[Any, ...], list[_Request]] = {}
         for request in live:
             key = group_key(request.config)
+            frames = video_key(request.messages)
+            if frames:  # clips of a batch must have the same frame counts
+                key = (*key, frames)
             if request.config.seed is not None and request.config.temperature > 0:
                 key = (*key, id(request))  # seeded sampling runs alone, so it is reproducible
             groups.setdefault(key, []).append(request)

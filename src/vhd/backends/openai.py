@@ -132,6 +132,7 @@ class OpenAIBackend(Backend):
     name = "openai"
     supports_logprobs = True
     multi_endpoint = True
+    takes_video = True  # vLLM's video_url part; whether the served model takes it, the server says
 
     def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(model, options)

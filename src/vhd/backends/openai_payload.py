@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vhd.backends.base import GenerateConfig, Message, Output, validate_table
 from vhd.errors import BackendError, ConfigError
-from vhd.media.encoded import EncodedImage
+from vhd.media.encoded import EncodedImage, EncodedVideo
 from vhd.netread import DEFAULT_MAX_REPLY_BYTES, ReplyRefused, parse_json
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -173,13 +173,23 @@ _NONCE = secrets.token_hex(8)
 """Makes image placeholders impossible to forge from message text."""
 
 
-def _content(message: Message, detail: str, spliced: list[EncodedImage] | None = None) -> str | list[Any]:
+Media = EncodedImage | EncodedVideo
+
+
+def media_part(part: Media, detail: str) -> dict[str, Any]:
+    """The content part of an image (``image_url``) or a clip (vLLM's ``video_url``, a base64 MP4 data URL)."""
+    if isinstance(part, EncodedVideo):
+        return {"type": "video_url", "video_url": {"url": part.data_url}}
+    return {"type": "image_url", "image_url": {"url": part.data_url, "detail": detail}}
+
+
+def _content(message: Message, detail: str, spliced: list[Media] | None = None) -> str | list[Any]:
     if isinstance(message.content, str):
         return message.content
     if message.role != "user":
-        if message.images:
+        if message.images or message.videos:
             raise BackendError(
-                f"openai backend: images are only allowed in user messages, not {message.role} ones",
+                f"openai backend: images and videos are only allowed in user messages, not {message.role} ones",
                 retryable=False,
             )
         return message.text
@@ -194,7 +204,7 @@ def _content(message: Message, detail: str, spliced: list[EncodedImage] | None =
             parts.append(f"\x00{_NONCE}:{len(spliced)}\x00")  # a placeholder, replaced after json.dumps
             spliced.append(part)
         else:
-            parts.append({"type": "image_url", "image_url": {"url": part.data_url, "detail": detail}})
+            parts.append(media_part(part, detail))
     return parts
 
 
@@ -204,12 +214,14 @@ def build_payload(
     config: GenerateConfig,
     options: OpenAIOptions,
     *,
-    _spliced: list[EncodedImage] | None = None,
+    _spliced: list[Media] | None = None,
 ) -> dict[str, Any]:
     """Build a Chat Completions request body.
 
     Images become ``image_url`` parts holding the image's cached base64 data URL, so a
-    sample's images are encoded once however many calls send them.
+    sample's images are encoded once however many calls send them. A clip (native video input)
+    becomes vLLM's ``video_url`` part, ``{"type": "video_url", "video_url": {"url":
+    "data:video/mp4;base64,..."}}``.
 
     Args:
         model: Model name (or Azure deployment).
@@ -252,13 +264,15 @@ def encode_payload(model: str, messages: Sequence[Message], config: GenerateConf
     escaping) is spliced in as it is, so the megabytes of a judge call that carries in-context
     images are copied once rather than scanned character by character on every call.
     """
-    images: list[EncodedImage] = []
+    images: list[Media] = []
     text_only = json.dumps(build_payload(model, messages, config, options, _spliced=images), separators=(",", ":"))
     detail = json.dumps(options.image_detail)
 
     def image_part(match: re.Match[str]) -> str:
-        url = images[int(match.group(1))].data_url
-        return f'{{"type":"image_url","image_url":{{"url":"{url}","detail":{detail}}}}}'
+        part = images[int(match.group(1))]
+        if isinstance(part, EncodedVideo):
+            return f'{{"type":"video_url","video_url":{{"url":"{part.data_url}"}}}}'
+        return f'{{"type":"image_url","image_url":{{"url":"{part.data_url}","detail":{detail}}}}}'
 
     return _PLACEHOLDER.sub(image_part, text_only).encode()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vhd.backends.base import Backend
+from vhd.backends.base import VIDEO_INPUTS, Backend
 from vhd.config import AnnotateConfig
 from vhd.errors import ConfigError
 from vhd.records import Role
@@ -92,7 +92,8 @@ def create_backend(
             the spec's backend supplies its options; a ``type`` key makes it an alias of another
             backend (``[backends.vllm] type = "openai"`` lets ``vllm:MODEL`` reach a second
             endpoint). A list of tables (``[[backends.NAME]]``) configures one endpoint each, for
-            backends that take several (``openai``).
+            backends that take several (``openai``). A table's ``video_input`` (``frames`` or
+            ``native``) is taken out of its options and set as `Backend.video_input`.
 
     Returns:
         An unopened backend instance.
@@ -110,8 +111,15 @@ def create_backend(
         if len(kinds) != 1:
             raise ConfigError(f"[[backends.{name}]] tables name different types ({', '.join(sorted(kinds))}): use one")
         kind = kinds.pop()
+        modes = {t.pop("video_input") for t in tables if "video_input" in t}
+        if len(modes) > 1:
+            raise ConfigError(f"[[backends.{name}]] tables set video_input differently: set it once")
+        video_input = modes.pop() if modes else None
     else:
         kind = str(options.pop("type", name))
+        video_input = options.pop("video_input", None)
+    if video_input is not None and video_input not in VIDEO_INPUTS:
+        raise ConfigError(f"[backends.{name}] video_input = {video_input!r}: choose frames or native")
     if kind != name and name in available():
         raise ConfigError(
             f"[backends.{name}] type = {kind!r} shadows the registered backend {name!r}: name the alias otherwise, "
@@ -125,16 +133,26 @@ def create_backend(
     backend = cls(model, options)
     if kind != name:
         backend.alias = name
+    if video_input is not None:
+        backend.video_input = str(video_input)
     return backend
 
 
 def build_backends(config: AnnotateConfig) -> dict[Role, Backend]:
-    """Create one backend per distinct spec; roles with the same spec share an instance."""
+    """Create one backend per distinct spec; roles with the same spec share an instance.
+
+    Each backend is shown videos as its table's ``video_input`` says, else as ``[media] video_input``.
+    """
     by_spec: dict[str, Backend] = {}
     roles: dict[Role, Backend] = {}
     for role in Role:
         spec = config.role_model(role.value)
         if spec not in by_spec:
-            by_spec[spec] = create_backend(spec, config.backends)
+            table = config.backends.get(split_spec(spec)[0], {})
+            tables = table if isinstance(table, list) else [table]
+            backend = create_backend(spec, config.backends)
+            if not any("video_input" in t for t in tables):
+                backend.video_input = config.media.video_input
+            by_spec[spec] = backend
         roles[role] = by_spec[spec]
     return roles

@@ -16,7 +16,8 @@ or ``scripted:path/to/script.yaml`` (YAML or JSON)::
 
 Conditions: ``tag`` (the call's role tag, exact), ``system`` / ``text`` (regular expressions
 searched in the system message / all user text), ``image`` (prefix of the sha256 of any image
-in the conversation), ``images`` (exact image count). Replies may use ``{n_images}`` and
+in the conversation), ``images`` (exact image count), ``videos`` (exact count of video clips, native
+video input). Replies may use ``{n_images}`` and
 ``{round}`` (the count of assistant-visible arguments so far is not known to the backend;
 ``{round}`` is taken from a ``round N`` phrase in the last user text when present). Optional per
 rule: ``logprobs`` (first-token alternatives), ``refused: true`` (simulate a provider
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -68,7 +70,7 @@ DEMO_SCRIPT: dict[str, Any] = {
     ],
 }
 
-_CONDITIONS = {"tag", "system", "text", "image", "images"}
+_CONDITIONS = {"tag", "system", "text", "image", "images", "videos"}
 _ROUND = re.compile(r"round\s+(\d+)", re.IGNORECASE)
 
 
@@ -136,6 +138,7 @@ class ScriptedBackend(Backend):
 
     name = "scripted"
     supports_logprobs = True
+    takes_video = True
 
     def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(model, options)
@@ -168,6 +171,8 @@ class ScriptedBackend(Backend):
         images = [im for m in messages for im in m.images]
         if "images" in w and len(images) != int(w["images"]):
             return False
+        if "videos" in w and sum(len(m.videos) for m in messages) != int(w["videos"]):
+            return False
         return not ("image" in w and not any(im.sha256.startswith(str(w["image"])) for im in images))
 
     async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> Output:
@@ -188,7 +193,8 @@ class ScriptedBackend(Backend):
         rounds = _ROUND.findall(last_user)
         template = rule.reply if rule else self.default
         text = template.replace("{n_images}", str(images)).replace("{round}", rounds[-1] if rounds else "")
-        words = sum(len(m.text.split()) for m in messages) + 85 * images
+        clip_frames = sum(v.frames for m in messages for v in m.videos)
+        words = sum(len(m.text.split()) for m in messages) + 85 * images + 85 * math.ceil(clip_frames / 2)
         refused = bool(rule and rule.refused)
         return Output(
             text="" if refused else text,

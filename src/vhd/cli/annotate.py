@@ -44,6 +44,12 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file")
     p.add_argument("--rounds", type=int, metavar="R", help="debate rounds (default 2)")
     p.add_argument(
+        "--video-input",
+        choices=("frames", "native"),
+        help="show videos as still frames (default, the VHD11K protocol) or as one clip of their first "
+        "[media] clip_seconds (native: vLLM video_url, hf models that take videos); beats the config",
+    )
+    p.add_argument(
         "--retry-unparsed",
         action="store_true",
         help="ask again where the judge's reply was unreadable or cut off by the token limit (a cut-off call "
@@ -208,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         segments=args.segments,
         max_calls_per_video=args.max_calls_per_video,
+        video_input=args.video_input,
         **model_overrides(args),
         options=RunOptions(
             retry_unparsed=args.retry_unparsed,

@@ -25,7 +25,7 @@ from vhd.debate.parse import is_refusal, parse_verdict
 from vhd.debate.prompts import Prompts, quote_argument
 from vhd.debate.score import yes_probability
 from vhd.errors import BackendError
-from vhd.media.encoded import EncodedImage
+from vhd.media.encoded import EncodedImage, EncodedVideo
 from vhd.records import Kind, Role, Status, Turn, Usage, Verdict
 
 _SIDE = {Role.AFFIRMATIVE: "affirmative", Role.NEGATIVE: "negative"}
@@ -56,7 +56,7 @@ class DebateResult:
     retryable: bool = True
 
 
-def argument_nonce(seed: int | None, images: Sequence[EncodedImage]) -> str:
+def argument_nonce(seed: int | None, images: Sequence[EncodedImage | EncodedVideo]) -> str:
     """The id of a debate's argument delimiters: 16 hex digits from the debate seed and the sample.
 
     The same seed and sample always give the same id (prompts are reproducible, caches hit);
@@ -78,6 +78,11 @@ def media_parts(kind: Kind, images: Sequence[EncodedImage]) -> list[Part]:
     return parts
 
 
+def clip_parts(clip: EncodedVideo) -> list[Part]:
+    """Content parts that show a video as one clip (native video input)."""
+    return [f"The video, as a clip of {clip.duration_s:.1f} seconds:", clip]
+
+
 @dataclass
 class DebateState:
     """One sample's debate in progress.
@@ -87,6 +92,7 @@ class DebateState:
         images: The image, or the frames.
         shown: The content parts that show the sample.
         nonce: The argument delimiter id (`argument_nonce`).
+        clip: The video as one clip, for the roles whose backend takes it (native video input).
         turns: Turns made so far.
         usage: Calls, tokens and cost so far.
         step: Calls answered so far (``2 * rounds`` means the judge is next).
@@ -104,6 +110,13 @@ class DebateState:
     step: int = 0
     boost: int = 1
     result: DebateResult | None = None
+    clip: EncodedVideo | None = None
+
+    def shown_to(self, backend: Backend) -> tuple[list[Part], bool]:
+        """The parts a role's backend is shown, and whether they are the clip."""
+        if self.clip is not None and backend.video_input == "native":
+            return clip_parts(self.clip), True
+        return self.shown, False
 
 
 @dataclass(frozen=True)
@@ -184,27 +197,38 @@ class Debate:
                 logprobs=role is Role.JUDGE and config.debate.judge_logprobs and backends[role].supports_logprobs,
                 tag=role.value,
             )
-        self._system: dict[tuple[Role, Kind, int], str] = {}
-        self._judge_prefix: dict[tuple[Kind, int], tuple[Message, ...]] = {}
+        self._system: dict[tuple[Role, Kind, int, float | None], str] = {}
+        self._judge_prefix: dict[tuple[Kind, int, float | None], tuple[Message, ...]] = {}
         self.examples = list(examples)
 
-    def system_prompt(self, role: Role, kind: Kind, n_frames: int) -> str:
-        """The system prompt of a role for a kind of sample (cached)."""
-        key = (role, kind, n_frames)
+    @property
+    def video_mode(self) -> str:
+        """What a video sample must carry for this debate's roles: ``frames``, ``native`` (a clip) or ``both``."""
+        modes = {b.video_input for b in self.backends.values()}
+        return modes.pop() if len(modes) == 1 else "both"
+
+    def system_prompt(self, role: Role, kind: Kind, n_frames: int, clip_s: float | None = None) -> str:
+        """The system prompt of a role for a kind of sample (cached); ``clip_s``: a clip of that length."""
+        key = (role, kind, n_frames, clip_s)
         if key not in self._system:
             values = {
                 "rounds": self.rounds,
-                "n_frames": n_frames,
                 "definition": self.prompts.render(f"definition_{kind.value}"),
             }
-            self._system[key] = self.prompts.render(f"{role.value}_{kind.value}", **values)
+            if clip_s is None:
+                self._system[key] = self.prompts.render(f"{role.value}_{kind.value}", n_frames=n_frames, **values)
+            else:
+                self._system[key] = self.prompts.render(f"{role.value}_clip", seconds=f"{clip_s:.1f}", **values)
         return self._system[key]
 
-    def judge_prefix(self, kind: Kind, n_frames: int) -> tuple[Message, ...]:
-        """System prompt plus in-context examples: the same objects for every sample of a kind."""
-        key = (kind, n_frames)
+    def judge_prefix(self, kind: Kind, n_frames: int, clip_s: float | None = None) -> tuple[Message, ...]:
+        """System prompt plus in-context examples: the same objects for every sample of a kind.
+
+        In-context examples are shown as frames, also to a judge shown the sample as a clip.
+        """
+        key = (kind, n_frames, clip_s)
         if key not in self._judge_prefix:
-            messages = [Message("system", self.system_prompt(Role.JUDGE, kind, n_frames))]
+            messages = [Message("system", self.system_prompt(Role.JUDGE, kind, n_frames, clip_s))]
             question = self.prompts.render("example_turn", medium=kind.value)
             for example in self.examples:
                 if example.kind is kind:
@@ -235,9 +259,17 @@ class Debate:
             return 0.0
         return price.cost(out.prompt_tokens, out.completion_tokens, out.cached_tokens)
 
-    def start(self, kind: Kind, images: Sequence[EncodedImage]) -> DebateState:
-        """A debate of one sample, before its first call (drive it with `next_call` and `accept`)."""
-        return DebateState(kind, images, media_parts(kind, images), argument_nonce(self.config.debate.seed, images))
+    def start(self, kind: Kind, images: Sequence[EncodedImage], clip: EncodedVideo | None = None) -> DebateState:
+        """A debate of one sample, before its first call (drive it with `next_call` and `accept`).
+
+        Args:
+            kind: image or video.
+            images: The image, or the video's frames (may be empty when every role takes the clip).
+            clip: The video as one clip, shown to the roles whose backend has ``video_input = "native"``.
+        """
+        media: list[EncodedImage | EncodedVideo] = [*images, clip] if clip is not None else list(images)
+        nonce = argument_nonce(self.config.debate.seed, media)
+        return DebateState(kind, images, media_parts(kind, images), nonce, clip=clip)
 
     @property
     def calls_per_debate(self) -> int:
@@ -253,6 +285,8 @@ class Debate:
         if state.step < 2 * self.rounds:
             round_ = state.step // 2 + 1
             role = (Role.AFFIRMATIVE, Role.NEGATIVE)[state.step % 2]
+            shown, native = state.shown_to(self.backends[role])
+            clip_s = state.clip.duration_s if native and state.clip is not None else None
             text = self.prompts.render(
                 "debater_turn",
                 medium=kind.value,
@@ -262,13 +296,15 @@ class Debate:
                 side=_SIDE[role],
             )
             messages: tuple[Message, ...] = (
-                Message("system", self.system_prompt(role, kind, n)),
-                Message("user", (*state.shown, text)),
+                Message("system", self.system_prompt(role, kind, n, clip_s)),
+                Message("user", (*shown, text)),
             )
             return Call(role, round_, messages, self._settings(role, state), self.backends[role])
         transcript = self.transcript(state.turns, state.nonce)
         final = self.prompts.render("judge_turn", medium=kind.value, transcript=transcript)
-        messages = (*self.judge_prefix(kind, n), Message("user", (*state.shown, final)))
+        shown, native = state.shown_to(self.backends[Role.JUDGE])
+        clip_s = state.clip.duration_s if native and state.clip is not None else None
+        messages = (*self.judge_prefix(kind, n, clip_s), Message("user", (*shown, final)))
         return Call(Role.JUDGE, self.rounds, messages, self._settings(Role.JUDGE, state), self.backends[Role.JUDGE])
 
     def _settings(self, role: Role, state: DebateState) -> GenerateConfig:
@@ -325,18 +361,20 @@ class Debate:
         elif role is Role.JUDGE:
             state.result = DebateResult(self.decide(state.turns, out), state.turns, state.usage)
 
-    async def run(self, kind: Kind, images: Sequence[EncodedImage]) -> DebateResult:
+    async def run(self, kind: Kind, images: Sequence[EncodedImage], clip: EncodedVideo | None = None) -> DebateResult:
         """Debate one sample.
 
         Args:
             kind: image or video.
             images: The image, or the video's frames in chronological order.
+            clip: The video as one clip (`vhd.media.clip.video_content`), shown to the roles whose
+                backend takes videos natively; the others see ``images``.
 
         Returns:
             The verdict with every turn; a failed model call gives status error (with the turns
             made so far) rather than raising.
         """
-        state = self.start(kind, images)
+        state = self.start(kind, images, clip)
         while (call := self.next_call(state)) is not None:
             reply = await ask(call.backend, call.messages, call.config)
             self.accept(state, call, reply)

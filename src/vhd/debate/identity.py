@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vhd.backends.base import Backend
-from vhd.config import AnnotateConfig
+from vhd.config import VIDEO_KEYS, AnnotateConfig
 from vhd.debate.icl import ICLExample, examples_identity
 from vhd.debate.prompts import Prompts
 from vhd.records import Role
@@ -21,16 +21,24 @@ from vhd.records import Role
 def config_identity(
     config: AnnotateConfig, backends: dict[Role, Backend], prompts: Prompts, examples: Sequence[ICLExample]
 ) -> dict[str, Any]:
-    """Everything that changes a debate's messages or decoding, as plain data."""
+    """Everything that changes a debate's messages or decoding, as plain data.
+
+    The keys of native video input (``[media] clip_*``, each role's ``video_input``, the clip
+    templates) count only when a role is shown clips: a frames-only configuration keeps the hash
+    it had before they existed.
+    """
+    native = any(b.video_input == "native" for b in backends.values())
     roles = {}
     for role in Role:
         temperature, max_tokens = config.role_settings(role.value)
         roles[role.value] = {"backend": backends[role].identity(), "temperature": temperature, "max_tokens": max_tokens}
+        if native:  # a role shown clips asks other questions than one shown frames
+            roles[role.value]["video_input"] = backends[role].video_input
     return {
         "roles": roles,
         "debate": config.debate.model_dump(),
-        "media": config.media.model_dump(),
-        "prompts": prompts.templates,
+        "media": config.media.model_dump(exclude=None if native else set(VIDEO_KEYS)),
+        "prompts": prompts.identity(clips=native),
         "icl": examples_identity(examples),
     }
 

@@ -31,8 +31,15 @@ TEMPLATE_NAMES: tuple[str, ...] = (
     "judge_turn",
     "example_turn",
     "transcript_empty",
+    "affirmative_clip",
+    "negative_clip",
+    "judge_clip",
 )
 """Every template a user can override."""
+
+CLIP_TEMPLATES: tuple[str, ...] = ("affirmative_clip", "negative_clip", "judge_clip")
+"""The system prompts of a video shown as one clip (native video input; ``$seconds`` is its length).
+They count in a configuration's identity only where a role is shown clips."""
 
 
 _TAG_LOOKALIKE = re.compile(r"<\s*/?\s*argument\b[^<>\n]*>?", re.IGNORECASE)
@@ -119,6 +126,12 @@ class Prompts:
         except ValueError as exc:
             raise ConfigError(f"prompt template {name!r} is malformed ({exc}); write $$ for a literal $") from None
 
+    def identity(self, *, clips: bool) -> dict[str, str]:
+        """The templates that decide a run's messages: the clip templates only when ``clips``."""
+        return {k: v for k, v in self.templates.items() if clips or k not in CLIP_TEMPLATES}
+
     def digest(self) -> str:
-        """sha256 of every template, for the run's prompt hash."""
-        return hashlib.sha256(json.dumps(self.templates, sort_keys=True).encode()).hexdigest()
+        """sha256 of every template, for the run's prompt hash (the clip ones only when overridden)."""
+        defaults = default_templates()
+        used = {k: v for k, v in self.templates.items() if k not in CLIP_TEMPLATES or v != defaults[k]}
+        return hashlib.sha256(json.dumps(used, sort_keys=True).encode()).hexdigest()

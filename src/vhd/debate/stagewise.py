@@ -45,11 +45,11 @@ from dataclasses import dataclass
 from vhd.backends.base import Output, ask
 from vhd.debate.engine import Call, Debate, DebateResult, DebateState
 from vhd.errors import BackendError
-from vhd.media.encoded import EncodedImage
+from vhd.media.encoded import EncodedImage, EncodedVideo
 from vhd.records import Kind
 
-Sample = tuple[Kind, Sequence[EncodedImage]]
-"""A sample to debate: its kind and its image (or frames)."""
+Sample = tuple[Kind, Sequence[EncodedImage]] | tuple[Kind, Sequence[EncodedImage], EncodedVideo | None]
+"""A sample to debate: its kind, its image (or frames) and, for native video input, its clip."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class StageWise:
 
     def __init__(self, debate: Debate, samples: Sequence[Sample]) -> None:
         self.debate = debate
-        self.states: list[DebateState] = [debate.start(kind, images) for kind, images in samples]
+        self.states: list[DebateState] = [debate.start(*sample) for sample in samples]
         self.stage = 0
         self._pending: list[StageRequest] | None = None
 
@@ -154,11 +154,11 @@ class Cohorts:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def run(self, kind: Kind, images: Sequence[EncodedImage]) -> DebateResult:
+    async def run(self, kind: Kind, images: Sequence[EncodedImage], clip: EncodedVideo | None = None) -> DebateResult:
         """Debate one sample as part of the next cohort; returns when its judge has answered."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[DebateResult] = loop.create_future()
-        self._waiting.append(((kind, images), future))
+        self._waiting.append(((kind, images, clip), future))
         if len(self._waiting) >= self.size:
             self._launch()
         elif self._timer is None:

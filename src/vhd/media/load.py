@@ -10,8 +10,9 @@ from vhd.config import MediaConfig
 from vhd.errors import ConfigError, MediaError
 from vhd.fileio import display_path
 from vhd.media.budget import decode_budget, video_file_cost
+from vhd.media.clip import ClipLimits, cut_clip
 from vhd.media.discover import frame_folder_frames
-from vhd.media.encoded import EncodedImage
+from vhd.media.encoded import EncodedImage, EncodedVideo
 from vhd.media.hashing import combine_hashes, is_sha256_hex, sha256_bytes, sha256_file
 from vhd.media.image import (
     FORMATS,
@@ -41,6 +42,8 @@ class MediaSettings:
         limits: Size limits for image files, and the frame size limit of videos and animations.
         decode_memory: Bytes every `load_sample` of the process may hold decoding at once, shared
             by all its threads (`vhd.media.budget`); None: `vhd.media.budget.DEFAULT_DECODE_MEMORY`.
+        clip: With native video input, the bounds of the clip a video file is also shown as (its
+            first ``clip.seconds`` seconds); None: frames only.
     """
 
     max_side: int = 1024
@@ -50,6 +53,7 @@ class MediaSettings:
     first_frames: int = DEFAULT_FIRST
     limits: ImageLimits = field(default_factory=ImageLimits)
     decode_memory: int | None = None
+    clip: ClipLimits | None = None
 
     def __post_init__(self) -> None:
         fmt = self.fmt.lower()
@@ -74,7 +78,8 @@ class MediaSettings:
 
         Limits are left out: they decide whether a file is accepted, not how it looks.
         """
-        return {
+        clip = {} if self.clip is None else self.clip.identity()
+        return clip | {
             "media_pipeline": PIPELINE_VERSION,
             "max_side": self.max_side,
             "fmt": self.fmt,
@@ -84,8 +89,19 @@ class MediaSettings:
         }
 
 
-def media_settings(m: MediaConfig) -> MediaSettings:
-    """`MediaSettings` from the configuration's ``[media]`` table."""
+def clip_limits(m: MediaConfig) -> ClipLimits:
+    """The clip bounds of native video input from the configuration's ``[media]`` table."""
+    return ClipLimits(
+        seconds=m.clip_seconds,
+        fps=m.clip_fps,
+        max_side=m.clip_max_side,
+        max_bytes=int(m.clip_max_mb * 2**20),
+        max_pixels=m.max_frame_pixels,
+    )
+
+
+def media_settings(m: MediaConfig, *, native: bool = False) -> MediaSettings:
+    """`MediaSettings` from the configuration's ``[media]`` table (``native``: video files get a clip too)."""
     limits = ImageLimits(
         max_pixels=m.max_pixels, max_bytes=int(m.max_file_mb * 1024 * 1024), max_frame_pixels=m.max_frame_pixels
     )
@@ -97,6 +113,7 @@ def media_settings(m: MediaConfig) -> MediaSettings:
         first_frames=m.first_frames,
         limits=limits,
         decode_memory=int(m.decode_memory_mb * 2**20),
+        clip=clip_limits(m) if native else None,
     )
 
 
@@ -107,10 +124,13 @@ class LoadedSample:
     Attributes:
         sample: The record (content-hash id, kind, path, frames, manifest fields).
         images: What the models see: one image, or a video's frames in chronological order.
+        clip: With native video input (`MediaSettings.clip`), a video file's first seconds as one
+            clip (`vhd.media.clip.cut_clip`); None otherwise and for images and frame folders.
     """
 
     sample: Sample
     images: list[EncodedImage]
+    clip: EncodedVideo | None = None
 
 
 def _encode_image_file(item: MediaItem, settings: MediaSettings) -> tuple[str, EncodedImage]:
@@ -153,6 +173,18 @@ def _load_frame_folder(item: MediaItem, settings: MediaSettings) -> tuple[str, l
         except OSError as exc:
             raise MediaError(f"frame {frame.name}: cannot read file ({exc.strerror})") from exc
     return combine_hashes(hashes), sorted(chosen), images
+
+
+def _load_clip(item: MediaItem, limits: ClipLimits) -> EncodedVideo:
+    return cut_clip(
+        item.path,
+        0.0,
+        limits.seconds,
+        max_side=limits.max_side,
+        fps=limits.fps,
+        max_bytes=limits.max_bytes,
+        max_pixels=limits.max_pixels,
+    )
 
 
 def _load_video_file(item: MediaItem, settings: MediaSettings) -> tuple[str, list[int], list[EncodedImage]]:
@@ -241,6 +273,7 @@ def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> Loade
     settings = settings or MediaSettings()
     path = Path(item.path)
     frames: list[int] = []
+    clip: EncodedVideo | None = None
     folder = item.kind is not Kind.IMAGE and (item.is_frame_folder or path.is_dir())
     with decode_budget(settings.decode_memory).hold(_decode_cost(item, folder, settings)):
         if item.kind is Kind.IMAGE:
@@ -250,6 +283,8 @@ def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> Loade
             digest, frames, images = _load_frame_folder(item, settings)
         else:
             digest, frames, images = _load_video_file(item, settings)
+            if settings.clip is not None:
+                clip = _load_clip(item, settings.clip)
 
     meta: dict[str, Any] = dict(item.meta)
     if item.id is not None:
@@ -273,4 +308,4 @@ def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> Loade
         frames=frames,
         meta=meta,
     )
-    return LoadedSample(sample=sample, images=images)
+    return LoadedSample(sample=sample, images=images, clip=clip)
