@@ -98,8 +98,9 @@ def write_index(
     plots: Sequence[Path],
     problems: Sequence[str],
     unblurred: bool = False,
+    sections: Sequence[str] = (),
 ) -> Path:
-    """Write ``index.html`` tying the report's files together."""
+    """Write ``index.html`` tying the report's files together (``sections``: more HTML after Table 1)."""
     shown = {sid for r in results for sid in r.misclassified[:MAX_THUMBS]}
     by_id = {i.id: i for i in items if i.id in shown}  # only the samples shown: no dict of the whole set
     thumbs = out / "thumbs"
@@ -113,6 +114,7 @@ def write_index(
         "<p>Answered: samples the detector gave a decision for, of all samples. A sample it failed on "
         "counts as wrong in every number (see results.json's failures).</p>",
         _markdown_table_html(table_md),
+        *sections,
         "<h2>Detectors</h2><table>",
         "<tr><th>detector</th><th>answered</th><th>failed</th><th>cached</th><th>run now</th><th>samples/s</th></tr>",
     ]

@@ -37,6 +37,8 @@ class Prediction:
         boxes: Object detections behind the decision, for detectors that find objects (HOD):
             ``{"label", "score", "box": [x1, y1, x2, y2]}`` in image pixels, plus ``"frame"``
             (the frame's index) in a video's combined prediction.
+        severity: The policy's severity level name given with a harmful decision, for
+            detectors that give one (the debate's judge under a policy with a scale); else None.
     """
 
     harmful: bool | None
@@ -47,6 +49,7 @@ class Prediction:
     error: str | None = None
     latency_s: float = 0.0
     boxes: list[dict[str, Any]] = field(default_factory=list)
+    severity: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (the prediction cache stores this)."""
@@ -61,12 +64,14 @@ class Prediction:
         }
         if self.boxes:
             data["boxes"] = self.boxes
+        if self.severity is not None:
+            data["severity"] = self.severity
         return data
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Prediction:
         """Inverse of `to_dict`."""
-        keys = ("harmful", "score", "labels", "categories", "raw", "error", "latency_s", "boxes")
+        keys = ("harmful", "score", "labels", "categories", "raw", "error", "latency_s", "boxes", "severity")
         return cls(**{k: d[k] for k in keys if k in d})
 
 

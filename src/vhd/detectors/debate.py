@@ -12,8 +12,10 @@ Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
     backends: Backend tables, as the config file's ``[backends.*]``, merged over the file's.
 
 The prediction is the judge's verdict: harmful, the score P(yes) where the backend gives
-first-token log-probabilities, the judge's text as ``raw``, and the VHD11K category of the
-judge's "Yes, <category>" reason when the taxonomy recognises it.
+first-token log-probabilities, the judge's text as ``raw``, the VHD11K category of the
+judge's "Yes, <category>" reason when the taxonomy recognises it, and the severity level the
+judge gave with a harmful verdict (``Verdict.severity``), which ``vhd bench`` compares with
+the labels' levels.
 """
 
 from __future__ import annotations
@@ -123,4 +125,7 @@ class DebateDetector(Detector):
         categories: list[str] = []
         if verdict.harmful and verdict.reason and not verdict.refused:
             categories = list(parse_answer(verdict.reason, self.taxonomy).codes)
-        return Prediction(verdict.harmful, score=verdict.score, categories=categories, raw=raw, latency_s=elapsed)
+        severity = verdict.severity if verdict.harmful else None
+        return Prediction(
+            verdict.harmful, score=verdict.score, categories=categories, raw=raw, latency_s=elapsed, severity=severity
+        )

@@ -3,7 +3,8 @@
 One package for every number ``vhd bench``, ``vhd compare``, ``vhd icl`` and ``vhd align`` report:
 `vhd.bench.metrics.values` (a value with its interval, resampling, curves, how an undefined number
 prints), `vhd.bench.metrics.binary` (`BinaryMetrics`), `vhd.bench.metrics.multiclass`
-(`MulticlassMetrics`) and `vhd.bench.metrics.agreement` (Cohen's kappa, across runs too). Every name
+(`MulticlassMetrics`), `vhd.bench.metrics.agreement` (Cohen's kappa, across runs too, and weighted for
+ordinal levels) and `vhd.bench.metrics.severity` (`SeverityMetrics`: levels of a severity scale). Every name
 is importable from here. The package needs only numpy, loaded when a metric is computed.
 """
 
@@ -13,6 +14,7 @@ from vhd.bench.metrics.agreement import (
     cohen_kappa,
     kappa_runs,
     kappa_value,
+    weighted_kappa_value,
 )
 from vhd.bench.metrics.binary import (
     BinaryMetrics,
@@ -22,6 +24,14 @@ from vhd.bench.metrics.binary import (
 from vhd.bench.metrics.multiclass import (
     MulticlassMetrics,
     MulticlassResult,
+)
+from vhd.bench.metrics.severity import (
+    NO_LEVEL,
+    NOT_HARMFUL,
+    SeverityMetrics,
+    SeverityResult,
+    SeverityScale,
+    infer_scale,
 )
 from vhd.bench.metrics.values import (
     BINARY_METRICS,
@@ -54,6 +64,8 @@ __all__ = [
     "BLOCK_CELLS",
     "BOOTSTRAP",
     "COVERAGE",
+    "NOT_HARMFUL",
+    "NO_LEVEL",
     "SCORE_METRICS",
     "UNDEFINED",
     "UNDEFINED_CSV",
@@ -61,6 +73,9 @@ __all__ = [
     "BinaryResult",
     "MulticlassMetrics",
     "MulticlassResult",
+    "SeverityMetrics",
+    "SeverityResult",
+    "SeverityScale",
     "Value",
     "average_precision",
     "binary_from_counts",
@@ -70,6 +85,7 @@ __all__ = [
     "cohen_kappa",
     "counted_wrong",
     "fmt",
+    "infer_scale",
     "kappa_runs",
     "kappa_value",
     "mean_value",
@@ -81,4 +97,5 @@ __all__ = [
     "roc_curve",
     "safe_div",
     "trapezoid",
+    "weighted_kappa_value",
 ]
