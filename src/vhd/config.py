@@ -101,6 +101,8 @@ class AnnotateConfig(_Strict):
     prompts: dict[str, str] = Field(default_factory=dict)
     icl: str | None = None
     """In-context examples: a CSV/YAML file or a folder holding one (see `vhd.debate.icl`)."""
+    policy: str | None = None
+    """The moderation policy file (YAML or TOML, `vhd.policy`); None: the packaged default (VHD11K)."""
     backends: dict[str, dict[str, Any] | list[dict[str, Any]]] = Field(default_factory=dict)
     """``[backends.NAME]`` tables, or lists of tables (``[[backends.NAME]]``: one per endpoint)."""
     prices: dict[str, Price] = Field(default_factory=dict)
@@ -212,10 +214,12 @@ class ModelOverrides(TypedDict, total=False):
 
 
 class ConfigOverrides(ModelOverrides, total=False):
-    """`ModelOverrides` plus the debate's round count: what ``vhd.annotate`` takes as keywords."""
+    """`ModelOverrides` plus the debate's round count and the policy: what ``vhd.annotate`` takes as keywords."""
 
     rounds: int | None
     """Debate rounds."""
+    policy: str | os.PathLike[str] | None
+    """The moderation policy file (`vhd.policy`)."""
 
 
 def apply_overrides(
@@ -237,6 +241,8 @@ def apply_overrides(
     rounds = values.pop("rounds", None)
     if values.get("icl") is not None:
         values["icl"] = str(values["icl"])
+    if values.get("policy") is not None:  # a flag's path is the caller's, not the config file's
+        values["policy"] = str(Path(values["policy"]).expanduser().resolve())
     if rounds is not None:
         values["debate"] = cfg.debate.model_copy(update={"rounds": rounds}).model_dump()
     return cfg.with_overrides(**values)

@@ -490,6 +490,8 @@ class Annotation:
         decided_by: In a cascade run (``vhd annotate --cascade``), the label of the stage that
             decided the verdict, or ``"debate"`` when the sample went through to the debate;
             None outside a cascade.
+        policy: ``name@version`` of the policy its run used (`vhd.policy`); None for a run from
+            before the store recorded policies.
     """
 
     sample_id: str
@@ -502,6 +504,7 @@ class Annotation:
     started_at: float = 0.0
     finished_at: float = 0.0
     decided_by: str | None = None
+    policy: str | None = None
 
     def arguments(self, role: Role) -> list[str]:
         """Return the texts a debater gave, in round order."""

@@ -75,7 +75,8 @@ def annotate(
         on_event: Called with one-line messages (interruption notices and the like).
         **overrides: Model settings over the configuration (`vhd.config.ConfigOverrides`):
             ``model`` (``BACKEND:MODEL`` for every role), ``affirmative``, ``negative``,
-            ``debaters``, ``judge``, ``icl``, ``concurrency`` (default 16), ``rounds`` (default 2).
+            ``debaters``, ``judge``, ``icl``, ``concurrency`` (default 16), ``rounds`` (default 2),
+            ``policy`` (a policy file, `vhd.policy`; default: the VHD11K paper's definition).
 
     Works inside a running event loop too (a notebook cell): the run then goes on its own loop in
     a worker thread (`vhd.aio.run_sync`); async code can ``await`` `annotate_async` instead. The

@@ -31,6 +31,7 @@ def add_parser(sub: Any, name: str) -> None:
             "vhd annotate photos/ clips/ --model openai:gpt-4o --config vhd.toml --concurrency 32",
             "vhd annotate photos/ --model vllm-engine:Qwen/Qwen2.5-VL-7B-Instruct --stage-wise --concurrency 64",
             "vhd annotate photos/ --config vhd.toml --executor ray --ray-address auto --workers 8",
+            "vhd annotate photos/ --model openai:gpt-4o --policy acme-policy.yaml",
             note=(
                 f"Model specs are BACKEND:MODEL (backends: openai, hf, vllm-engine, scripted). Without --model, "
                 f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys "
@@ -42,6 +43,12 @@ def add_parser(sub: Any, name: str) -> None:
     add_model_flags(p)
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file")
+    p.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="your moderation policy (YAML or TOML: categories, exceptions, severity scale; `vhd policy check "
+        "FILE`); default: the VHD11K paper's definition and categories",
+    )
     p.add_argument("--rounds", type=int, metavar="R", help="debate rounds (default 2)")
     p.add_argument(
         "--retry-unparsed",
@@ -189,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
         store=args.store,
         config=args.config,
         rounds=args.rounds,
+        policy=args.policy,
         **model_overrides(args),
         options=RunOptions(
             retry_unparsed=args.retry_unparsed,

@@ -21,18 +21,25 @@ from vhd.records import Role
 def config_identity(
     config: AnnotateConfig, backends: dict[Role, Backend], prompts: Prompts, examples: Sequence[ICLExample]
 ) -> dict[str, Any]:
-    """Everything that changes a debate's messages or decoding, as plain data."""
+    """Everything that changes a debate's messages or decoding, as plain data.
+
+    A policy other than the packaged default adds its content hash (``"policy"``); the default
+    adds nothing, so configurations from before policies keep their hash.
+    """
     roles = {}
     for role in Role:
         temperature, max_tokens = config.role_settings(role.value)
         roles[role.value] = {"backend": backends[role].identity(), "temperature": temperature, "max_tokens": max_tokens}
-    return {
+    identity: dict[str, Any] = {
         "roles": roles,
         "debate": config.debate.model_dump(),
         "media": config.media.model_dump(),
         "prompts": prompts.templates,
         "icl": examples_identity(examples),
     }
+    if prompts.policy is not None:
+        identity["policy"] = prompts.policy.content_hash
+    return identity
 
 
 def digest(data: Any) -> str:

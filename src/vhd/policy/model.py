@@ -159,6 +159,12 @@ class Policy(_Strict):
         """The policy as plain data in the file format (every key, defaults included)."""
         return self.model_dump(mode="json")
 
+    def to_yaml(self) -> str:
+        """The policy as a YAML document in the file format (what the store keeps); it loads back to the same hash."""
+        import yaml
+
+        return str(yaml.safe_dump(self.to_data(), sort_keys=False, allow_unicode=True, width=100))
+
     @functools.cached_property
     def content_hash(self) -> str:
         """sha256 of the canonical form: sorted-key compact JSON of `to_data` (comments and layout do not count)."""

@@ -548,6 +548,23 @@ MIGRATIONS: list[tuple[str, str]] = [
             AND json_extract(meta_json, '$.content_credentials.trust') IS NULL;
         """,
     ),
+    (
+        "0016_policies_and_severity",
+        # Every policy a run used (`vhd annotate --policy`), kept by its content hash with its text
+        # (canonical YAML); each run names its policy; an annotation keeps the severity level the
+        # judge gave with a harmful verdict. Runs from before have no policy recorded (NULL).
+        """
+        CREATE TABLE policies (
+            hash TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            version TEXT NOT NULL,
+            text TEXT NOT NULL,
+            first_used REAL NOT NULL
+        );
+        ALTER TABLE runs ADD COLUMN policy_hash TEXT REFERENCES policies (hash);
+        ALTER TABLE annotations ADD COLUMN severity TEXT;
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 
