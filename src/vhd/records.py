@@ -181,8 +181,7 @@ class LabelRow(Record):
         harmful: The human label.
         line: Row number as a spreadsheet shows it (the header is row 1); for JSON, the
             1-based position of the entry.
-        severity: The ``severity`` column of a harmful row: a level of the policy's severity
-            scale, as written (a name or a 1-based number); None when not given.
+        severity: A harmful row's severity level as written (a name or a 1-based number), or None.
     """
 
     path: Path | None
@@ -272,8 +271,7 @@ class LabelledSample(Record):
         kind: Image or video.
         harmful: The human label.
         line: Row number in the labels file it came from (0 when not from a file).
-        severity: The label's severity level name for a harmful sample; None when not harmful
-            or not given.
+        severity: The label's severity level name for a harmful sample, else None.
     """
 
     id: str
@@ -298,7 +296,6 @@ class LabelledSample(Record):
             "source": None if self.source is None else self.source.value,
             "split": self.split,
             "line": self.line,
-            **({"severity": self.severity} if self.severity is not None else {}),
         }
 
 
