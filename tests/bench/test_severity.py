@@ -178,3 +178,27 @@ def test_cli_severity_scale_inferred_and_bad_level(
     assert sev["n"] == 2 and sev["confusion"] == [[1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0]]
     problems = json.loads((out / "results.json").read_text())["problems"]
     assert any("severity 'gory' is not on the scale (low, high): dropped" in p["message"] for p in problems)
+
+
+@pytest.mark.slow
+def test_cli_scale_from_a_policy(
+    tmp_path: Path, labelled: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, media = labelled
+    labels = _severity_labels(media / "sev.csv")
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        'name: p\nversion: "1"\ncategories:\n  - {id: harm, description: Harm.}\n'
+        "severity:\n  - {name: low, meaning: mild}\n  - {name: high, meaning: graphic}\n",
+        encoding="utf-8",
+    )
+    args = ["bench", "--labels", str(labels), "--detector", "red", "--set", "red.levels=low,high", "--no-plots"]
+    args += ["--bootstrap", "50", "--out", str(tmp_path / "r"), "--json"]
+    assert main([*args, "--policy", str(policy)]) == 1  # green fails
+    sev = json.loads(capsys.readouterr().out)["results"][0]["groups"]["all"]["severity"]
+    assert sev["steps"] == ["none", "low", "high"] and sev["n"] == 9
+    assert main([*args, "--policy", str(policy), "--severity-scale", "low,high"]) == 2
+    assert "--severity-scale or --policy, not both" in capsys.readouterr().err
+    policy.write_text(policy.read_text().split("severity:")[0], encoding="utf-8")
+    assert main([*args, "--policy", str(policy)]) == 2
+    assert "has no severity scale" in capsys.readouterr().err

@@ -74,9 +74,10 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument(
         "--severity-scale",
         metavar="LEVELS",
-        help="the labels' severity levels, lowest first (e.g. low,medium,high; default: inferred from the "
-        "levels when they are numbers or a common ladder)",
+        help="the labels' severity levels, lowest first (e.g. low,medium,high; default: the --policy's scale, "
+        "else inferred from the levels when they are numbers or a common ladder)",
     )
+    p.add_argument("--policy", metavar="FILE", help="a policy file whose severity scale the labels' levels are on")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000; 0 off)")
     p.add_argument("--no-plots", action="store_true", help="tables, JSON and HTML only (no matplotlib needed)")
     p.add_argument("--unblurred-previews", action="store_true", help="also include clear thumbnails, shown on click")
@@ -102,6 +103,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give --labels FILE (a labels file or a vhd store) or --store FILE")
     options = label_options(args)
     scale = SeverityScale.parse(args.severity_scale) if args.severity_scale else None
+    if args.policy:
+        from vhd.policy import load_policy
+
+        if scale is not None:
+            raise ConfigError("give the severity scale once: --severity-scale or --policy, not both")
+        names = load_policy(args.policy).severity_names
+        if not names:
+            raise ConfigError(f"policy {args.policy} has no severity scale: add one, or drop --policy")
+        scale = SeverityScale(tuple(names))
     detectors = build_detectors(args.detector, sets=args.set, config=args.config)
     try:
         with bar("benchmarking", not (args.no_progress or args.json), unit="samples") as on_progress:
