@@ -115,3 +115,17 @@ def test_identity_tracks_rounds_and_model_and_bad_options() -> None:
         debate(round=1)
     with pytest.raises(ConfigError, match="in-context examples not found"):
         debate(icl="/nonexistent/examples.csv")
+
+
+def test_severity_of_a_policy_judge_reaches_the_prediction(tmp_path: Path) -> None:
+    from tests.detectors.policy_fixture import write_policy
+
+    config = tmp_path / "annotate.toml"
+    config.write_text(f'policy = "{write_policy(tmp_path)}"\n', encoding="utf-8")
+    rules = [{"when": {"tag": "judge", "image": RED.sha256[:12]}, "reply": "Yes, violence.\nSeverity: HIGH"}]
+    det = debate([*rules, {"when": {"tag": "judge"}, "reply": "No, a plain square."}], config=str(config))
+    harmful = predict_once(det, Kind.IMAGE, [RED])
+    assert harmful.harmful is True and harmful.severity == "high"  # the scale's own spelling
+    assert harmful.to_dict()["severity"] == "high"
+    benign = predict_once(det, Kind.IMAGE, [BLUE])
+    assert benign.harmful is False and benign.severity is None and "severity" not in benign.to_dict()

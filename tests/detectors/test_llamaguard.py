@@ -195,7 +195,7 @@ def test_policy_replaces_s1_to_s14_and_reaches_the_server(tmp_path: Path) -> Non
     assert pred.harmful is True and pred.labels == {"nudity": 1.0} and pred.categories == ["B"]
     assert pred.score == pytest.approx(0.7)
     assert det.identity()["policy"] == "acme-moderation@2026-11" and det.identity()["prompt"] == "meta"
-    with pytest.raises(ConfigError, match="prompt=template .* cannot take a policy"):
+    with pytest.raises(ConfigError, match=r"prompt=template .* cannot take a policy"):
         create_detector("llamaguard:scripted:demo", {"policy": path, "prompt": "template"})
     with pytest.raises(ConfigError, match="categories picks among S1-S14"):
         create_detector("llamaguard:scripted:demo", {"policy": path, "categories": "S1"})

@@ -6,7 +6,8 @@ Videos are debated over their numbered frames (video-native).
 
 Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
     config: An annotate config file (TOML/YAML) to start from: per-role models, prompts,
-        temperatures, ``[backends.*]`` tables, media settings.
+        temperatures, ``[backends.*]`` tables, media settings, and its ``policy`` (which renders
+        the prompts, adds its examples and gives the judge's severity, as in ``vhd annotate``).
     rounds: Debate rounds (default 2, the paper's).
     icl: In-context examples for the judge (a file or folder; see `vhd.debate.icl`).
     backends: Backend tables, as the config file's ``[backends.*]``, merged over the file's.
@@ -57,10 +58,11 @@ class DebateDetector(Detector):
         from vhd.backends.registry import build_backends
         from vhd.config import load_config
         from vhd.debate.engine import Debate
-        from vhd.debate.icl import load_examples
+        from vhd.debate.icl import load_examples, policy_examples
         from vhd.debate.identity import config_identity
         from vhd.debate.prompts import Prompts
         from vhd.media.load import media_settings
+        from vhd.policy import load_policy
         from vhd.taxonomy.taxonomy import default_taxonomy
 
         self.opts: DebateOptions = parse_options(label, self.options, DebateOptions)
@@ -76,12 +78,15 @@ class DebateDetector(Detector):
         if model:  # the spec's model plays every role, whatever the file's debaters say
             cfg = cfg.model_copy(update={"debaters": None})
         self.config = cfg
-        prompts = Prompts(cfg.prompts, Path(cfg.base_dir) if cfg.base_dir else None)
-        self.backends = build_backends(cfg)
-        try:
+        try:  # the config's policy renders the prompts and adds its examples, as in vhd annotate
+            policy = load_policy(cfg.resolve_path(cfg.policy)) if cfg.policy else None
+            prompts = Prompts(cfg.prompts, Path(cfg.base_dir) if cfg.base_dir else None, policy=policy)
             examples = load_examples(cfg.resolve_path(cfg.icl), media_settings(cfg.media)) if cfg.icl else []
+            if policy is not None and cfg.policy:
+                examples += policy_examples(policy, cfg.resolve_path(cfg.policy).parent, media_settings(cfg.media))
         except ConfigError as exc:
             raise ConfigError(f"detector {label}: {exc}") from None
+        self.backends = build_backends(cfg)
         self.debate = Debate(self.backends, cfg, prompts, examples)
         self._identity = config_identity(cfg, self.backends, prompts, examples)
         self.taxonomy = default_taxonomy()
