@@ -193,7 +193,7 @@ def _taxonomy(
     if policy is None and taxonomy is None and config is not None:
         from vhd.config import load_config
 
-        cfg = load_config(config)
+        cfg = load_config(os.fspath(config))
         policy = cfg.resolve_path(cfg.policy) if cfg.policy else None
     if policy is not None:
         try:
