@@ -115,3 +115,18 @@ def test_identity_tracks_rounds_and_model_and_bad_options() -> None:
         debate(round=1)
     with pytest.raises(ConfigError, match="in-context examples not found"):
         debate(icl="/nonexistent/examples.csv")
+
+
+def test_the_config_files_policy_reaches_the_judge(tmp_path: Path) -> None:
+    (tmp_path / "acme.yaml").write_text(
+        'name: acme\nversion: "1"\ncategories:\n  - id: violence\n    description: Physical harm.\n'
+        '    allows: ["educational medical imagery such as X-rays"]\n',
+        encoding="utf-8",
+    )
+    config = tmp_path / "annotate.toml"
+    config.write_text('policy = "acme.yaml"\n')
+    rules = [{"when": {"tag": "judge", "system": "such as X-rays"}, "reply": "No, allowed by the policy."}, *RULES]
+    det = debate(rules, config=str(config))
+    pred = predict_once(det, Kind.IMAGE, [RED])
+    assert pred.harmful is False
+    assert det.identity() != debate(rules).identity()
