@@ -109,3 +109,15 @@ def test_a_bad_policy_stops_before_any_work(media: Path, tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert "bad.yaml:6: categories[0]: unknown key 'forbidz'" in err
     assert not (tmp_path / "s.db").exists() or Store(tmp_path / "s.db").runs() == []
+
+
+def test_show_prints_severity_and_policy(media: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.db"
+    run = annotate([media], store=store, config=config(), policy=tmp_path / "acme.yaml")
+    capsys.readouterr()
+    assert main(["show", str(store), str(media / "red.png"), "--config-hash", run.config_hash]) == 0
+    out = capsys.readouterr().out
+    assert "severity: high" in out and "policy: acme-moderation@2026-11" in out
+    assert main(["show", str(store), str(media / "red.png"), "--config-hash", run.config_hash, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["severity"] == "high" and data["policy"] == "acme-moderation@2026-11"

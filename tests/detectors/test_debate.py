@@ -129,3 +129,18 @@ def test_severity_of_a_policy_judge_reaches_the_prediction(tmp_path: Path) -> No
     assert harmful.to_dict()["severity"] == "high"
     benign = predict_once(det, Kind.IMAGE, [BLUE])
     assert benign.harmful is False and benign.severity is None and "severity" not in benign.to_dict()
+
+
+def test_the_config_files_policy_reaches_the_judge(tmp_path: Path) -> None:
+    (tmp_path / "acme.yaml").write_text(
+        'name: acme\nversion: "1"\ncategories:\n  - id: violence\n    description: Physical harm.\n'
+        '    allows: ["educational medical imagery such as X-rays"]\n',
+        encoding="utf-8",
+    )
+    config = tmp_path / "annotate.toml"
+    config.write_text('policy = "acme.yaml"\n')
+    rules = [{"when": {"tag": "judge", "system": "such as X-rays"}, "reply": "No, allowed by the policy."}, *RULES]
+    det = debate(rules, config=str(config))
+    pred = predict_once(det, Kind.IMAGE, [RED])
+    assert pred.harmful is False
+    assert det.identity() != debate(rules).identity()

@@ -28,10 +28,9 @@ def add_parser(sub: Any, name: str) -> None:
         ),
         epilog=examples(
             "vhd annotate examples/ --model scripted:demo --store demo.db",
-            "vhd annotate photos/ clips/ --model openai:gpt-4o --config vhd.toml --concurrency 32",
+            "vhd annotate photos/ clips/ --model openai:gpt-4o --config vhd.toml --policy acme-policy.yaml",
             "vhd annotate photos/ --model vllm-engine:Qwen/Qwen2.5-VL-7B-Instruct --stage-wise --concurrency 64",
             "vhd annotate photos/ --config vhd.toml --executor ray --ray-address auto --workers 8",
-            "vhd annotate photos/ --model openai:gpt-4o --policy acme-policy.yaml",
             note=(
                 f"Model specs are BACKEND:MODEL (backends: openai, hf, vllm-engine, scripted). Without --model, "
                 f"${MODEL_ENV} or a config file, every role uses {DEFAULT_MODEL}. Endpoints and keys "

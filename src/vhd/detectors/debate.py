@@ -6,8 +6,7 @@ Videos are debated over their numbered frames (video-native).
 
 Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
     config: An annotate config file (TOML/YAML) to start from: per-role models, prompts,
-        temperatures, ``[backends.*]`` tables, media settings, and its ``policy`` (which renders
-        the prompts, adds its examples and gives the judge's severity, as in ``vhd annotate``).
+        temperatures, ``[backends.*]`` tables, media settings.
     rounds: Debate rounds (default 2, the paper's).
     icl: In-context examples for the judge (a file or folder; see `vhd.debate.icl`).
     backends: Backend tables, as the config file's ``[backends.*]``, merged over the file's.
@@ -78,15 +77,15 @@ class DebateDetector(Detector):
         if model:  # the spec's model plays every role, whatever the file's debaters say
             cfg = cfg.model_copy(update={"debaters": None})
         self.config = cfg
-        try:  # the config's policy renders the prompts and adds its examples, as in vhd annotate
-            policy = load_policy(cfg.resolve_path(cfg.policy)) if cfg.policy else None
-            prompts = Prompts(cfg.prompts, Path(cfg.base_dir) if cfg.base_dir else None, policy=policy)
+        policy = load_policy(cfg.resolve_path(cfg.policy)) if cfg.policy else None  # the config's `policy` key
+        prompts = Prompts(cfg.prompts, Path(cfg.base_dir) if cfg.base_dir else None, policy=policy)
+        self.backends = build_backends(cfg)
+        try:
             examples = load_examples(cfg.resolve_path(cfg.icl), media_settings(cfg.media)) if cfg.icl else []
             if policy is not None and cfg.policy:
                 examples += policy_examples(policy, cfg.resolve_path(cfg.policy).parent, media_settings(cfg.media))
         except ConfigError as exc:
             raise ConfigError(f"detector {label}: {exc}") from None
-        self.backends = build_backends(cfg)
         self.debate = Debate(self.backends, cfg, prompts, examples)
         self._identity = config_identity(cfg, self.backends, prompts, examples)
         self.taxonomy = default_taxonomy()

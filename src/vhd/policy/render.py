@@ -59,8 +59,8 @@ def severity_instruction(policy: Policy | None) -> str:
         return ""
     levels = "\n".join(f"- {level.name}: {level.meaning}" for level in policy.severity)
     return (
-        'When your answer is Yes, add a second line "Severity: <level>", naming one level of this scale '
-        f"(mildest first):\n{levels}"
+        'When your answer is Yes, also write a second line "Severity: <level>" (the one other line allowed), '
+        f"naming one level of this scale (mildest first):\n{levels}"
     )
 
 

@@ -552,7 +552,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         "0016_policies_and_severity",
         # Every policy a run used (`vhd annotate --policy`), kept by its content hash with its text
         # (canonical YAML); each run names its policy; an annotation keeps the severity level the
-        # judge gave with a harmful verdict. Runs from before have no policy recorded (NULL).
+        # judge gave with a harmful verdict, a review the level a reviewer set. Runs from before
+        # have no policy recorded (NULL).
         """
         CREATE TABLE policies (
             hash TEXT PRIMARY KEY,
@@ -563,6 +564,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         ALTER TABLE runs ADD COLUMN policy_hash TEXT REFERENCES policies (hash);
         ALTER TABLE annotations ADD COLUMN severity TEXT;
+        ALTER TABLE reviews ADD COLUMN severity TEXT;
         """,
     ),
 ]
