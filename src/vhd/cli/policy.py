@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vhd.cli.habits import add_habits, examples
+from vhd.cli.policy_diff import add_diff_parser
 from vhd.fileio import printable
 
 ROLES = ("affirmative", "negative", "judge")
@@ -54,7 +55,7 @@ def _add_show(sub: Any, name: str) -> None:
     p.set_defaults(handler=run_show)
 
 
-SUBCOMMANDS: dict[str, Callable[[Any, str], None]] = {"check": _add_check, "show": _add_show}
+SUBCOMMANDS: dict[str, Callable[[Any, str], object]] = {"check": _add_check, "show": _add_show, "diff": add_diff_parser}
 """Subcommand name to the function that registers it on the group's subparsers."""
 
 
