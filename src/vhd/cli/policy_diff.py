@@ -68,9 +68,9 @@ def render(diff: PolicyDiff) -> str:
         if "decision" in flip.changes:
             what.append(f"decision {_decision(flip.a)} -> {_decision(flip.b)}")
         if "category" in flip.changes:
-            what.append(f"category {flip.a.category or '-'} -> {flip.b.category or '-'}")
+            what.append(f"category {flip.a.category or '(none)'} -> {flip.b.category or '(none)'}")
         if "severity" in flip.changes:
-            what.append(f"severity {flip.a.severity or '-'} -> {flip.b.severity or '-'}")
+            what.append(f"severity {flip.a.severity or '(none)'} -> {flip.b.severity or '(none)'}")
         lines.append(f"{Path(flip.path).name or flip.sample_id[:12]}: {'; '.join(what)}")
         lines.append(_side_line("A", diff.policy_a, flip.a))
         lines.append(_side_line("B", diff.policy_b, flip.b))

@@ -116,7 +116,7 @@ class PolicyDiff:
         config_hash_a: The configuration hash A's verdicts are stored under.
         config_hash_b: The same for B.
         compared: Samples of the inputs compared.
-        samples: The flips, in the store's order (by path).
+        samples: The flips, in the order the inputs give the samples.
         calls_made: Model calls sent in this diff.
         calls_shared: Calls answered with an identical earlier call's answer (not sent again).
         store: The store holding both policies' annotations (None: a temporary one, removed).
