@@ -13,16 +13,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from vhd.boundary import ItemFailure, guarded
 from vhd.errors import ConfigError, MediaError
 from vhd.labels.rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
 from vhd.records import Kind, LabelledSample, LabelRow, MediaItem
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
-
-if TYPE_CHECKING:
-    from vhd.bench.metrics.severity import SeverityScale
 
 UNHARMFUL = "unharmful"
 """The multi-class label of an unharmful sample (and of an unharmful prediction)."""
@@ -61,58 +57,18 @@ class BenchSet:
         problems: Rows left out or kept with a caveat, each with its row number.
         source: The labels file.
         taxonomy: The taxonomy the categories are codes of.
-        severity: The severity scale the items' levels are on (`apply_scale`); None when the
-            labels carry no level.
+        severity: The severity scale's level names, lowest first, that the items' levels are on
+            (`vhd.bench.levels.apply_scale`); None when the labels carry no level.
     """
 
     items: list[BenchItem]
     problems: list[Problem]
     source: Path
     taxonomy: Taxonomy
-    severity: SeverityScale | None = None
+    severity: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.items)
-
-
-def apply_scale(bench: BenchSet, scale: SeverityScale | None) -> SeverityScale | None:
-    """Check the items' severity levels against a scale (inferred from them when None); the scale used.
-
-    Each level is rewritten as the scale's name (``HIGH`` or ``3`` -> ``high``). A level the
-    scale lacks is dropped from its item and reported in `BenchSet.problems` (the row kept).
-
-    Args:
-        bench: The labelled set (changed in place).
-        scale: The policy's severity scale (``--severity-scale``), or None to infer it from the
-            levels the labels use (`vhd.bench.metrics.infer_scale`).
-
-    Returns:
-        The scale (also set as ``bench.severity``); None when neither a scale is given nor any
-        label carries a level.
-
-    Raises:
-        ConfigError: No scale given and the labels' levels have no order vhd can tell.
-    """
-    from vhd.bench.metrics.severity import infer_scale
-
-    given = [i.severity for i in bench.items if i.severity is not None]
-    if scale is None:
-        scale = infer_scale(given)
-    if scale is None:
-        return None
-    for item in bench.items:
-        if item.severity is None:
-            continue
-        name = scale.find(item.severity)
-        if name is None:
-            levels = ", ".join(scale.levels)
-            bench.problems.append(
-                Problem(item.line, f"severity {item.severity!r} is not on the scale ({levels}): dropped", used=True)
-            )
-        item.severity = name
-    bench.problems.sort(key=lambda p: p.line)
-    bench.severity = scale
-    return scale
 
 
 def _kind_of(path: Path, given: Kind | None) -> Kind | None:

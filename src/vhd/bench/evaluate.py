@@ -221,7 +221,7 @@ def evaluate(
             crosswalk=crosswalk,
             resamples=resamples,
             seed=seed,
-            severity=bench_run.bench.severity,
+            severity=SeverityScale(bench_run.bench.severity) if bench_run.bench.severity else None,
         )
         for r in bench_run.detectors
     ]

@@ -224,8 +224,9 @@ def benchmark(
     """
     from vhd.bench.cache import CACHE_FILE, PredictionCache
     from vhd.bench.calibration import load_calibrations
-    from vhd.bench.data import apply_scale, load_bench_set
+    from vhd.bench.data import load_bench_set
     from vhd.bench.evaluate import evaluate
+    from vhd.bench.levels import apply_scale
     from vhd.bench.report import write_report
     from vhd.bench.runner import run_bench
     from vhd.bench.store_source import is_store_file, load_bench_set_from_store

@@ -146,7 +146,7 @@ def write_report(
             for d in bench_run.detectors
         },
         "calibration": {k: c.to_dict() for k, c in (calibrations or {}).items()},
-        "severity_scale": list(bench.severity.levels) if bench.severity is not None else None,
+        "severity_scale": list(bench.severity) if bench.severity is not None else None,
         "subsets": [s.to_dict() for s in subsets],
         **(extra or {}),
     }
