@@ -202,3 +202,23 @@ def test_cli_scale_from_a_policy(
     policy.write_text(policy.read_text().split("severity:")[0], encoding="utf-8")
     assert main([*args, "--policy", str(policy)]) == 2
     assert "has no severity scale" in capsys.readouterr().err
+
+
+def test_a_store_as_labels_gives_the_judges_severity(tmp_path: Path, labelled: tuple[Path, Path]) -> None:
+    from vhd.annotate.api import annotate
+    from vhd.bench.store_source import load_bench_set_from_store
+    from vhd.config import AnnotateConfig
+
+    _, media = labelled
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        'name: p\nversion: "1"\ncategories:\n  - {id: harm, description: Harm.}\n'
+        "severity:\n  - {name: low, meaning: mild}\n  - {name: high, meaning: graphic}\n",
+        encoding="utf-8",
+    )
+    script = {"default": "1. An argument.", "rules": [{"when": {"tag": "judge"}, "reply": "Yes, harm.\nSeverity: 2"}]}
+    cfg = AnnotateConfig(model="scripted:sev", backends={"scripted": {"script": script}})
+    store = tmp_path / "s.db"
+    annotate([media / "red1.png", media / "blue1.png"], store=store, config=cfg, policy=policy, rounds=1)
+    bench = load_bench_set_from_store(store)
+    assert [(i.harmful, i.severity) for i in bench.items] == [(True, "high"), (True, "high")]
