@@ -168,3 +168,15 @@ def test_bad_arguments(tmp_path: Path, media: tuple[Path, str, str]) -> None:
         policy_diff(a, a, [folder], config=_config(seen), options=RunOptions(batch_api=True))
     with pytest.raises(ConfigError, match="drop policy="):
         policy_diff(a, a, [folder], config=_config(seen), policy=str(a))
+
+
+def test_vhd11k_means_the_packaged_default_even_over_a_config_files_policy(
+    tmp_path: Path, media: tuple[Path, str, str]
+) -> None:
+    folder, _, seen = media
+    b = _policy(tmp_path, "b.yaml", allows=True, scale=False)
+    cfg = _config(seen).with_overrides(policy=str(b))  # the configuration names B; A is the default
+    diff = policy_diff("vhd11k", b, [folder / "xray.png"], config=cfg, rounds=1)
+    assert diff.policy_a == "vhd11k@1.0" and diff.config_hash_a != diff.config_hash_b
+    (flip,) = diff.samples  # the default has no X-ray exception: the judge says violence; B lets it through
+    assert (flip.a.harmful, flip.b.harmful, flip.a.category) == (True, False, "violence")  # vhd11k has it too

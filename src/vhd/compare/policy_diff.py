@@ -155,14 +155,14 @@ class PolicyDiff:
 
 
 def _policy_arg(value: str | os.PathLike[str] | Policy | None) -> str | None:
-    """The ``policy`` override of one side (None: the packaged default)."""
+    """One side's policy as the configuration's ``policy`` (an absolute path; None: the packaged default)."""
     from vhd.policy import DEFAULT_POLICY, Policy
 
     if isinstance(value, Policy):
         raise ConfigError("policy_diff takes policy files (paths), not Policy objects: save the policy first")
     if value is None or os.fspath(value) == DEFAULT_POLICY:
         return None
-    return os.fspath(value)
+    return str(Path(value).expanduser().resolve())
 
 
 def side_of(annotation: Annotation | None, policy: Policy) -> Side:
@@ -277,6 +277,7 @@ def policy_diff(
             calls under.
     """
     from vhd.aio import run_sync
+    from vhd.annotate.api import annotate_config
     from vhd.annotate.options import RunOptions
     from vhd.policy import load_policy
 
@@ -293,22 +294,23 @@ def policy_diff(
         raise ConfigError("vhd policy diff needs the verdicts: drop --dry-run (use vhd annotate --dry-run to estimate)")
     arg_a, arg_b = _policy_arg(policy_a), _policy_arg(policy_b)
     pol_a, pol_b = load_policy(arg_a), load_policy(arg_b)  # a bad file fails before any call
+    base = annotate_config(config, **overrides)
+    # each side's configuration: the file's own policy replaced, by None too (the packaged default)
+    cfg_a, cfg_b = (base.model_copy(update={"policy": arg}) for arg in (arg_a, arg_b))
     with tempfile.TemporaryDirectory(prefix="vhd-policy-diff-") as scratch:
         db_path = Path(store) if store is not None else Path(scratch) / "diff.db"
-        return run_sync(_diff(arg_a, arg_b, pol_a, pol_b, inputs, db_path, store is not None, config, opts, overrides))
+        return run_sync(_diff(cfg_a, cfg_b, pol_a, pol_b, inputs, db_path, store is not None, opts))
 
 
 async def _diff(
-    arg_a: str | None,
-    arg_b: str | None,
+    cfg_a: AnnotateConfig,
+    cfg_b: AnnotateConfig,
     pol_a: Policy,
     pol_b: Policy,
     inputs: Inputs,
     db_path: Path,
     keep: bool,
-    config: AnnotateConfig | str | os.PathLike[str] | None,
     opts: RunOptions,
-    overrides: dict[str, Any],
 ) -> PolicyDiff:
     from vhd.annotate.api import annotate_async
     from vhd.compare.shared_calls import SharedCalls
@@ -317,8 +319,8 @@ async def _diff(
     shared = SharedCalls()
     try:
         with shared.active():
-            first = await annotate_async(inputs, store=db_path, config=config, options=opts, policy=arg_a, **overrides)
-            second = await annotate_async(inputs, store=db_path, config=config, options=opts, policy=arg_b, **overrides)
+            first = await annotate_async(inputs, store=db_path, config=cfg_a, options=opts)
+            second = await annotate_async(inputs, store=db_path, config=cfg_b, options=opts)
     finally:
         shared.close()
     result = PolicyDiff(
