@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 _COLS = "hash, name, version, text, first_used"
+RUN_POLICY_KEY = (
+    "(SELECT p.name || '@' || p.version FROM runs r JOIN policies p ON p.hash = r.policy_hash WHERE r.id = a.run_id)"
+)
+"""SQL for ``name@version`` of the policy of annotation ``a``'s run (NULL for a run from before policies)."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any, Literal, overload
 
 from vhd.errors import ConfigError
 from vhd.records import Annotation, Kind, Role, Sample, Source, Status, Turn, Usage, Verdict
+from vhd.store.policies import RUN_POLICY_KEY
 from vhd.store.rows import VerdictRow, annotation_from_row, loads
 
 _FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value, Status.TRUNCATED.value)
@@ -32,11 +33,7 @@ _ANN_COLS = (
     "a.categories_json, a.score, a.refused, a.prompt_tokens, a.completion_tokens, a.calls, "
     "a.cost, a.error, a.started_at, a.finished_at, a.decided_by"
 )
-_POLICY_KEY = (
-    "(SELECT p.name || '@' || p.version FROM runs r JOIN policies p ON p.hash = r.policy_hash WHERE r.id = a.run_id)"
-)
-_EXTRA_NAMES = ["a.severity", f"{_POLICY_KEY} AS policy"]
-"""Annotation cells read after the sample's (so the older positions stay): severity, the run's policy key."""
+_EXTRA_NAMES = ["a.severity", f"{RUN_POLICY_KEY} AS policy"]  # after the sample's cells: older positions stay
 _ANN_READ = ", ".join([_ANN_COLS, *_EXTRA_NAMES])
 
 
