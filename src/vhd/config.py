@@ -142,6 +142,8 @@ class AnnotateConfig(_Strict):
     prompts: dict[str, str] = Field(default_factory=dict)
     icl: str | None = None
     """In-context examples: a CSV/YAML file or a folder holding one (see `vhd.debate.icl`)."""
+    policy: str | None = None
+    """The moderation policy file (YAML or TOML, `vhd.policy`); None: the packaged default (VHD11K)."""
     backends: dict[str, dict[str, Any] | list[dict[str, Any]]] = Field(default_factory=dict)
     """``[backends.NAME]`` tables, or lists of tables (``[[backends.NAME]]``: one per endpoint)."""
     prices: dict[str, Price] = Field(default_factory=dict)
@@ -253,7 +255,7 @@ class ModelOverrides(TypedDict, total=False):
 
 
 class ConfigOverrides(ModelOverrides, total=False):
-    """`ModelOverrides` plus the round count and the video settings: what ``vhd.annotate`` takes as keywords."""
+    """`ModelOverrides`, the round count, the video settings and the policy: ``vhd.annotate``'s keywords."""
 
     rounds: int | None
     """Debate rounds."""
@@ -264,6 +266,8 @@ class ConfigOverrides(ModelOverrides, total=False):
     video_input: Literal["frames", "native"] | None
     """How every backend is shown a video (``--video-input``): beats ``[media]`` and each
     ``[backends.NAME]`` table's ``video_input``."""
+    policy: str | os.PathLike[str] | None
+    """The moderation policy file (`vhd.policy`)."""
 
 
 def apply_overrides(
@@ -288,6 +292,8 @@ def apply_overrides(
         cfg = with_video_input(cfg, video_input)
     if values.get("icl") is not None:
         values["icl"] = str(values["icl"])
+    if values.get("policy") is not None:  # a flag's path is the caller's, not the config file's
+        values["policy"] = str(Path(values["policy"]).expanduser().resolve())
     if rounds is not None:
         values["debate"] = cfg.debate.model_copy(update={"rounds": rounds}).model_dump()
     video = {k: values.pop(k) for k in ("segments", "max_calls_per_video") if values.get(k) is not None}

@@ -184,12 +184,14 @@ class LabelRow(Record):
         segments: A video's harmful spans as the person marked them (``harmful`` True,
             ``decided_by="human"``), in time order; None when the row gives no spans (an empty
             list: the row says there are none).
+        severity: A harmful row's severity level as written (a name or a 1-based number), or None.
     """
 
     path: Path | None
     harmful: bool
     line: int = 0
     segments: list[Segment] | None = None
+    severity: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -274,6 +276,7 @@ class LabelledSample(Record):
         harmful: The human label.
         line: Row number in the labels file it came from (0 when not from a file).
         segments: A video's human-harmful spans (see `LabelRow.segments`); None when not given.
+        severity: The label's severity level name for a harmful sample, else None.
     """
 
     id: str
@@ -282,6 +285,7 @@ class LabelledSample(Record):
     harmful: bool
     line: int = 0
     segments: list[Segment] | None = None
+    severity: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -490,6 +494,8 @@ class Annotation:
         decided_by: In a cascade run (``vhd annotate --cascade``), the label of the stage that
             decided the verdict, or ``"debate"`` when the sample went through to the debate;
             None outside a cascade.
+        policy: ``name@version`` of the policy its run used (`vhd.policy`); None for a run from
+            before the store recorded policies.
     """
 
     sample_id: str
@@ -502,6 +508,7 @@ class Annotation:
     started_at: float = 0.0
     finished_at: float = 0.0
     decided_by: str | None = None
+    policy: str | None = None
 
     def arguments(self, role: Role) -> list[str]:
         """Return the texts a debater gave, in round order."""

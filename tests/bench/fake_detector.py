@@ -36,7 +36,11 @@ class RedDetector(Detector):
             if "trace" in self.options:  # one line per finished call, for tests that watch a child process
                 with open(str(self.options["trace"]), "a") as fh:
                     fh.write("done\n")
-            return Prediction(harmful, score=score, categories=cats)
+            severity = None
+            if harmful and "levels" in self.options:  # "low,high": the second level from a score of 0.9
+                low, high = str(self.options["levels"]).split(",")
+                severity = high if score >= 0.9 else low
+            return Prediction(harmful, score=score, categories=cats, severity=severity)
         finally:
             cls.active -= 1
 

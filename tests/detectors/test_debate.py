@@ -115,3 +115,32 @@ def test_identity_tracks_rounds_and_model_and_bad_options() -> None:
         debate(round=1)
     with pytest.raises(ConfigError, match="in-context examples not found"):
         debate(icl="/nonexistent/examples.csv")
+
+
+def test_severity_of_a_policy_judge_reaches_the_prediction(tmp_path: Path) -> None:
+    from tests.detectors.policy_fixture import write_policy
+
+    config = tmp_path / "annotate.toml"
+    config.write_text(f'policy = "{write_policy(tmp_path)}"\n', encoding="utf-8")
+    rules = [{"when": {"tag": "judge", "image": RED.sha256[:12]}, "reply": "Yes, violence.\nSeverity: HIGH"}]
+    det = debate([*rules, {"when": {"tag": "judge"}, "reply": "No, a plain square."}], config=str(config))
+    harmful = predict_once(det, Kind.IMAGE, [RED])
+    assert harmful.harmful is True and harmful.severity == "high"  # the scale's own spelling
+    assert harmful.to_dict()["severity"] == "high"
+    benign = predict_once(det, Kind.IMAGE, [BLUE])
+    assert benign.harmful is False and benign.severity is None and "severity" not in benign.to_dict()
+
+
+def test_the_config_files_policy_reaches_the_judge(tmp_path: Path) -> None:
+    (tmp_path / "acme.yaml").write_text(
+        'name: acme\nversion: "1"\ncategories:\n  - id: violence\n    description: Physical harm.\n'
+        '    allows: ["educational medical imagery such as X-rays"]\n',
+        encoding="utf-8",
+    )
+    config = tmp_path / "annotate.toml"
+    config.write_text('policy = "acme.yaml"\n')
+    rules = [{"when": {"tag": "judge", "system": "such as X-rays"}, "reply": "No, allowed by the policy."}, *RULES]
+    det = debate(rules, config=str(config))
+    pred = predict_once(det, Kind.IMAGE, [RED])
+    assert pred.harmful is False
+    assert det.identity() != debate(rules).identity()

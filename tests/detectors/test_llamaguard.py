@@ -174,3 +174,30 @@ def test_runs_through_vhd_bench_into_table_1(tmp_path: Path, capsys: pytest.Capt
     assert "| guard |" in (tmp_path / "out" / "table1.md").read_text()
     run = json.loads((tmp_path / "out" / "results.json").read_text())["detectors"][0]["run"]
     assert run["identity"]["name"] == "llamaguard"
+
+
+def test_policy_replaces_s1_to_s14_and_reaches_the_server(tmp_path: Path) -> None:
+    from tests.detectors.policy_fixture import EXCEPTION, WIDE_EXCEPTION, write_policy
+
+    path = str(write_policy(tmp_path))
+    with ChatServer(reply="\n\nunsafe\nS2,S14", logprobs=_vllm_logprobs(0.7)) as srv:
+        det = _endpoint(srv, policy=path)
+        pred = predict_once(det, Kind.IMAGE, [RED])
+        (req,) = srv.requests
+    content = req.json["messages"][0]["content"]
+    assert [p["type"] for p in content] == ["text", "image_url", "text"]  # vhd writes Meta's format around the image
+    text = content[0]["text"]
+    block = text[text.index("<BEGIN UNSAFE CONTENT CATEGORIES>") : text.index("<END UNSAFE CONTENT CATEGORIES>")]
+    assert "S1: Violence.\nPhysical harm to people or animals.\nShould not\n - graphic injury." in block
+    assert f"Can\n - {EXCEPTION}.\n - {WIDE_EXCEPTION}." in block and "\nS2: nudity." in block
+    assert "Violent Crimes" not in block and "S3" not in block
+    # S14 is past the policy's two categories: dropped; S2 is the policy's second category
+    assert pred.harmful is True and pred.labels == {"nudity": 1.0} and pred.categories == ["B"]
+    assert pred.score == pytest.approx(0.7)
+    assert det.identity()["policy"] == "acme-moderation@2026-11" and det.identity()["prompt"] == "meta"
+    with pytest.raises(ConfigError, match=r"prompt=template .* cannot take a policy"):
+        create_detector("llamaguard:scripted:demo", {"policy": path, "prompt": "template"})
+    with pytest.raises(ConfigError, match="categories picks among S1-S14"):
+        create_detector("llamaguard:scripted:demo", {"policy": path, "categories": "S1"})
+    assert read_answer("unsafe\nS15,S9") == (True, ["S9"])
+    assert read_answer("unsafe\nS15,S3", 20) == (True, ["S15", "S3"])

@@ -180,3 +180,38 @@ def test_tiny_llava_through_hf(tiny_llava_dir: Path) -> None:
     # A random model writes gibberish: the detector reports it as unreadable, with the raw text.
     assert pred.raw is not None and pred.latency_s > 0
     assert pred.harmful is None and pred.error is not None and pred.error.startswith("unparsed:")
+
+
+def test_policy_renders_in_llavaguards_layout_and_reaches_the_server(tmp_path: Path) -> None:
+    from tests.detectors.policy_fixture import EXCEPTION, WIDE_EXCEPTION, write_policy
+    from vhd.detectors.llavaguard_policy import policy_codes
+    from vhd.policy import load_policy
+
+    path = write_policy(tmp_path)
+    text = policy_prompt(load_policy(path))
+    assert "O1: Violence.\nPhysical harm to people or animals.\nShould not:\n- graphic injury." in text
+    assert f"Can:\n- {EXCEPTION}.\n- {WIDE_EXCEPTION}." in text  # the category's exception, then the policy-wide one
+    assert "O2: nudity.\nShould not:\n- Exposed bodies shown for arousal.\nCan:\n" in text
+    assert '"O1: Violence"|"O2: nudity"|"NA: None applying"' in text and "O9" not in text
+    assert policy_codes(load_policy(path)) == {"O1": "Violence", "O2": "nudity"}
+    assert parse_assessment(_json("Unsafe", "O2: nudity"), {"O1": "Violence", "O2": "nudity"}).category == "O2"
+    assert parse_assessment(_json("Unsafe", "O3: Sexual Content"), {"O1": "Violence"}).category is None
+
+    seen: list[str] = []
+
+    def reply(body: dict[str, Any]) -> str:
+        seen.append(" ".join(p.get("text", "") for m in body["messages"] for p in m["content"] if isinstance(p, dict)))
+        return _json("Unsafe", "O2: nudity", "exposed")
+
+    opts = {"policy": str(path)}
+    with ChatServer(reply=reply) as srv:
+        det = create_detector("llavaguard:openai:lg", {**opts, "backends": {"openai": {"base_url": srv.base_url}}})
+        pred = predict_once(det, Kind.IMAGE, [RED])
+    assert EXCEPTION in seen[0] and WIDE_EXCEPTION in seen[0] and "O1: Hate" not in seen[0]
+    assert pred.harmful is True and pred.labels == {"nudity": 1.0} and pred.categories == ["B"]  # the policy's codes
+    default = scripted([])
+    assert default.identity()["prompt_text"] == policy_prompt() and "policy" not in default.identity()
+    with_policy = scripted([], **opts).identity()
+    assert with_policy["policy"] == "acme-moderation@2026-11" and with_policy != default.identity()
+    with pytest.raises(ConfigError, match=r"detector llavaguard: .*missing\.yaml"):
+        scripted([], policy=str(tmp_path / "missing.yaml"))

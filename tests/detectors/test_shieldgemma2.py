@@ -82,3 +82,45 @@ def test_load_errors(tmp_path: Path, tiny_clip_dir: Path) -> None:
         asyncio.run(ShieldGemma2Detector("sg", str(tmp_path / "missing")).check())
     with pytest.raises(BackendUnavailableError, match="shieldgemma2: cannot load"):
         asyncio.run(ShieldGemma2Detector("sg", str(tiny_clip_dir)).check())
+
+
+def test_policy_becomes_custom_policies(tmp_path: Path) -> None:
+    from tests.detectors.policy_fixture import EXCEPTION, WIDE_EXCEPTION, write_policy
+
+    path = str(write_policy(tmp_path))
+    det = create_detector("shieldgemma2", {"policy": path, "threshold": 0.5})
+    assert isinstance(det, ShieldGemma2Detector)
+    kwargs = det.processor_kwargs()
+    assert kwargs["policies"] == ["violence", "nudity"]
+    violence = kwargs["custom_policies"]["violence"]
+    assert violence.startswith("No Violence: Physical harm to people or animals. The image shall not contain")
+    assert f"Allowed, and not a violation of this policy: {EXCEPTION}; {WIDE_EXCEPTION}." in violence
+    pred = det.judge({"violence": 0.4, "nudity": 0.8})
+    assert pred.harmful is True and pred.categories == ["B"] and pred.labels == {"violence": 0.4, "nudity": 0.8}
+    assert det.identity()["policy"] == "acme-moderation@2026-11"
+    plain = create_detector("shieldgemma2")
+    assert isinstance(plain, ShieldGemma2Detector)
+    assert plain.processor_kwargs() == {"policies": ["dangerous", "sexual", "violence"]}
+    assert "policy" not in plain.identity() and plain.identity() != det.identity()
+    with pytest.raises(ConfigError, match="policies picks among ShieldGemma 2's own"):
+        create_detector("shieldgemma2", {"policy": path, "policies": "sexual"})
+
+
+@pytest.mark.slow
+def test_policy_text_reaches_the_tiny_models_prompt(
+    tiny_shieldgemma2_dir: Path, tmp_path: Path, photo: Callable[[str], EncodedImage]
+) -> None:
+    from tests.detectors.policy_fixture import EXCEPTION, write_policy
+
+    det = create_detector(
+        f"shieldgemma2:{tiny_shieldgemma2_dir}", {"device": "cpu", "policy": str(write_policy(tmp_path))}
+    )
+    assert isinstance(det, ShieldGemma2Detector)
+    asyncio.run(det.check())
+    _, processor = det._loaded or (None, None)
+    image = photo("astronaut")
+    inputs = processor(images=[image.to_pil()], return_tensors="pt", **det.processor_kwargs())
+    prompts = processor.tokenizer.batch_decode(inputs["input_ids"], skip_special_tokens=True)
+    assert len(prompts) == 2 and EXCEPTION in prompts[0] and "Exposed bodies shown for arousal." in prompts[1]
+    probs = det.probabilities(image)
+    assert set(probs) == {"violence", "nudity"} and all(0.0 <= p <= 1.0 for p in probs.values())

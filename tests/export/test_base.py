@@ -39,6 +39,7 @@ FLAT_COLUMNS = [
     "credentials", "harmful", "reason", "categories", "score", "status", "refused", "calls", "prompt_tokens",
     "completion_tokens", "cost", "config_hash", "run_id", "error", "started_at", "finished_at", "decided_by", "turns",
     "segments",
+    "severity", "policy",
 ]  # fmt: skip
 
 

@@ -126,8 +126,21 @@ NEW = ("9000_test_extra", "CREATE TABLE test_extra (x INTEGER);")
 
 
 def _old_store_with_a_run(db: Path) -> str:
-    with Store(db) as store:
-        return store.start_run({"k": "v"}, "h", {}, "p")
+    """A store at the (possibly patched) schema with one run, written with the columns every schema has."""
+    with Store(db):
+        pass
+    import uuid
+
+    run_id = uuid.uuid4().hex
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "INSERT INTO runs (id, config_json, config_hash, models_json, prompt_hash, vhd_version, started_at) "
+        "VALUES (?, '{\"k\": \"v\"}', 'h', '{}', 'p', '0', 1.0)",
+        (run_id,),
+    )
+    conn.commit()
+    conn.close()
+    return run_id
 
 
 def test_migrating_an_existing_store_backs_it_up_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -309,3 +322,39 @@ def test_credentials_migration_gives_back_the_sources_forged_claims_changed(
     assert trusted.meta["content_credentials"]["trust"] == "trusted"
     assert broken is not None and broken.meta["content_credentials"]["trust"] == "invalid"
     assert plain is not None and plain.generator == "mine" and plain.meta == {"keyword": "cat"}
+
+
+def test_policies_migration_keeps_old_annotations_and_stores_policies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vhd.records import Annotation, Kind, Sample, Verdict
+
+    db = tmp_path / "vhd.db"
+    with monkeypatch.context() as m:  # a store as the vhd before policies left it
+        m.setattr(mig, "MIGRATIONS", [x for x in mig.MIGRATIONS if x[0] != "0016_policies_and_severity"])
+        run_id = _old_store_with_a_run(db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("INSERT INTO samples (id, path, kind) VALUES ('a', '/a.png', 'image')")
+    conn.execute(
+        "INSERT INTO annotations (id, sample_id, run_id, config_hash, status, harmful) "
+        "VALUES (1, 'a', ?, 'h', 'ok', 1)",
+        (run_id,),
+    )
+    conn.close()
+    with Store(db) as store:
+        old = store.get_annotation("a", "h")
+        assert old is not None and old.verdict.severity is None and old.policy is None  # before policies: unknown
+        assert store.run_policy(run_id) is None and store.policies() == []
+        store.save_policy("f" * 64, "acme", "2", "name: acme\n")
+        new_run = store.start_run({}, "h2", {}, "p", policy_hash="f" * 64)
+        verdict = Verdict(True, "gore", severity="high")
+        store.save_annotation(Annotation("b", new_run, "h2", verdict), Sample(id="b", path="/b.png", kind=Kind.IMAGE))
+        got = store.get_annotation("b", "h2")
+        assert got is not None and got.verdict.severity == "high" and got.policy == "acme@2"
+        assert store.get_policy("fff") == store.run_policy(new_run) and store.policies()[0].key == "acme@2"
+        store.save_policy("f" * 64, "acme", "2", "another text")  # kept once: the first text stays
+        assert [p.text for p in store.policies()] == ["name: acme\n"]
+        # a severity without a harmful verdict is not kept
+        store.save_annotation(Annotation("c", new_run, "h2", Verdict(False, "fine", severity="high")),
+                              Sample(id="c", path="/c.png", kind=Kind.IMAGE))  # fmt: skip
+        assert store.get_annotation("c", "h2").verdict.severity is None  # type: ignore[union-attr]

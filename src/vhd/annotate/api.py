@@ -76,7 +76,8 @@ def annotate(
         **overrides: Model settings over the configuration (`vhd.config.ConfigOverrides`):
             ``model`` (``BACKEND:MODEL`` for every role), ``affirmative``, ``negative``,
             ``debaters``, ``judge``, ``icl``, ``concurrency`` (default 16), ``rounds`` (default 2),
-            ``video_input`` (``frames`` or ``native``).
+            ``segments``, ``max_calls_per_video``, ``video_input`` (``frames`` or ``native``),
+            ``policy`` (a policy file, `vhd.policy`; default: the VHD11K paper's definition).
 
     Works inside a running event loop too (a notebook cell): the run then goes on its own loop in
     a worker thread (`vhd.aio.run_sync`); async code can ``await`` `annotate_async` instead. The

@@ -171,7 +171,7 @@ async def estimate(
         n_images = 1 if kind is Kind.IMAGE else config.media.frames
         system = _words(prompts.render(f"affirmative_{kind.value}", rounds=rounds, n_frames=n_images, definition=""))
         judge_system = _words(prompts.render(f"judge_{kind.value}", n_frames=n_images, definition=""))
-        definition = _words(prompts.render(f"definition_{kind.value}"))
+        definition = _words(prompts.definition(kind.value))
         media = n_images * per_image
         if kind is Kind.VIDEO and native_video(config):  # one clip instead of the frames (every role, as the judge)
             media = clip_tokens(config)

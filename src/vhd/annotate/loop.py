@@ -117,12 +117,15 @@ async def run(
             recorded = redact(config.model_dump())
             if cascade is not None:  # the stages, for `vhd runs` and the review app's "decided by"
                 recorded = {**recorded, "cascade": cascade.record()}
+            policy = plan.policy
+            db.save_policy(policy.content_hash, policy.name, policy.version, policy.to_yaml())
             run_id = db.start_run(
                 recorded,
                 plan.config_hash,
                 {role.value: b.spec for role, b in plan.backends.items()},
                 plan.prompts.digest(),
                 command=options.command,
+                policy_hash=policy.content_hash,
             )
         except StoreWriteError as exc:
             summary.store_error = store_message(exc, summary)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from vhd.execution import Executor
     from vhd.media.discover import PlainFile, Skipped
     from vhd.media.load import MediaSettings
+    from vhd.policy import Policy
     from vhd.records import MediaItem, Role, Usage
 
 RETRY_BUDGET = 4
@@ -59,6 +60,13 @@ class Plan:
     examples: list[ICLExample]
     config_hash: str
     known: Callable[[str | None, Path], bool] | None
+
+    @property
+    def policy(self) -> Policy:
+        """The run's policy (the packaged default when none was given)."""
+        from vhd.policy import default_policy
+
+        return self.prompts.policy or default_policy()
 
     @property
     def retry_budget(self) -> int:
@@ -116,15 +124,17 @@ def make_plan(
     """
     from vhd.backends.base import check_video_input
     from vhd.backends.registry import build_backends
-    from vhd.debate.icl import load_examples
+    from vhd.debate.icl import load_examples, policy_examples
     from vhd.debate.identity import config_identity, digest
     from vhd.debate.prompts import Prompts
     from vhd.labels.rules import store_lookup
     from vhd.media.discover import check_inputs
     from vhd.media.load import media_settings
+    from vhd.policy import load_policy
 
     base = Path(config.base_dir) if config.base_dir else None
-    prompts = Prompts(config.prompts, base)
+    policy = load_policy(config.resolve_path(config.policy)) if config.policy else None
+    prompts = Prompts(config.prompts, base, policy=policy)
     settings = media_settings(config.media)
     known = store_lookup(store)  # manifest rows naming the store's samples may lead anywhere
     check_inputs(list(inputs))
@@ -140,6 +150,8 @@ def make_plan(
 
         check_batchable(backends)
     examples = load_examples(config.resolve_path(config.icl), settings) if config.icl else []
+    if policy is not None and config.policy:  # the policy's own examples follow the --icl ones
+        examples += policy_examples(policy, config.resolve_path(config.policy).parent, settings)
     identity = config_identity(config, backends, prompts, examples)
     if options.cascade is not None:  # stages decide some verdicts: a distinct configuration
         identity = {**identity, "cascade": options.cascade.identity()}

@@ -7,7 +7,8 @@ registered by name (see `vhd.backends.registry`) and resolved from ``BACKEND:MOD
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -257,14 +258,33 @@ def check_video_input(backend: Backend) -> None:
         )
 
 
+Ask = Callable[[Backend, Sequence[Message], GenerateConfig], Awaitable["Output | BackendError"]]
+"""The shape of `ask`: one call whose failure is a value."""
+
+CallHook = Callable[[Backend, Sequence[Message], GenerateConfig, Ask], Awaitable["Output | BackendError"]]
+"""A function every `ask` goes through while it is set in `CALL_HOOK`: given the call and the plain `ask`."""
+
+CALL_HOOK: ContextVar[CallHook | None] = ContextVar("vhd_call_hook", default=None)
+"""A hook around every `ask` in this context (and the tasks it starts), e.g. answering identical
+calls once across two runs (`vhd.compare.policy_diff`); None (the default): calls go straight through."""
+
+
 async def ask(backend: Backend, messages: Sequence[Message], config: GenerateConfig) -> Output | BackendError:
     """One call of ``backend.generate`` whose failure is a value, so one sample's failure stays its own.
 
     A `BackendError` is returned as it is. Anything else a backend raises for this call (a
     `RecursionError` or `KeyError` from reading a hostile reply, a bug) becomes a `BackendError`
     naming it (not retryable), the item boundary's rule (`vhd.boundary`); run faults (an
-    interrupt, memory, a full disk, an unavailable backend) pass.
+    interrupt, memory, a full disk, an unavailable backend) pass. While `CALL_HOOK` holds a hook,
+    the call goes through it.
     """
+    hook = CALL_HOOK.get()
+    if hook is not None:
+        return await hook(backend, messages, config, _ask)
+    return await _ask(backend, messages, config)
+
+
+async def _ask(backend: Backend, messages: Sequence[Message], config: GenerateConfig) -> Output | BackendError:
     try:
         return await backend.generate(messages, config)
     except BackendError as exc:

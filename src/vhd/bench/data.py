@@ -57,12 +57,15 @@ class BenchSet:
         problems: Rows left out or kept with a caveat, each with its row number.
         source: The labels file.
         taxonomy: The taxonomy the categories are codes of.
+        severity: The severity scale's level names, lowest first, that the items' levels are on
+            (`vhd.bench.levels.apply_scale`); None when the labels carry no level.
     """
 
     items: list[BenchItem]
     problems: list[Problem]
     source: Path
     taxonomy: Taxonomy
+    severity: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -181,4 +184,5 @@ def _item(row: LabelRow, tax: Taxonomy, problems: list[Problem], stored: Path | 
         split=row.split,
         line=row.line,
         segments=row.segments if kind is Kind.VIDEO else None,
+        severity=row.severity if row.harmful else None,
     )

@@ -2,9 +2,11 @@
 
 For each detector and group: the binary metrics (`BinaryResult`), multi-class accuracy where the
 detector names categories (itself, or through the crosswalk from its raw labels), the share of
-harmful samples of each category it caught (per-category recall), and calibration (ECE and
-reliability bins) where it gives scores. A sample the detector failed on (or has no prediction
-for) stays in every number and counts as wrong, as in ``vhd compare`` (`vhd.bench.metrics`);
+harmful samples of each category it caught (per-category recall), calibration (ECE and
+reliability bins) where it gives scores, and, where the labels carry severity levels and the
+detector gives them, a confusion matrix by level with the quadratic-weighted kappa. A sample
+the detector failed on (or has no prediction for) stays in every number and counts as wrong,
+as in ``vhd compare`` (`vhd.bench.metrics`);
 ``coverage`` (answered / total) says how many there were. Score-based numbers (ROC-AUC, PR-AUC,
 calibration) stand on the answered samples. Each number says how many samples it stands on.
 """
@@ -28,6 +30,7 @@ from vhd.bench.metrics import (
     Value,
     mean_value,
 )
+from vhd.bench.metrics.severity import NOT_HARMFUL, SeverityMetrics, SeverityResult, SeverityScale
 from vhd.bench.timeline import segment_truth
 from vhd.records import Source
 
@@ -47,12 +50,15 @@ class GroupResult:
         multiclass: Multi-class accuracy, when the detector names categories.
         category_recall: Category code -> share of its harmful samples predicted harmful.
         reliability: Calibration bins and ECE, when the detector gives scores.
+        severity: The confusion matrix by severity level and the quadratic-weighted kappa, when
+            the labels carry levels and the detector gives them.
     """
 
     binary: BinaryResult
     multiclass: MulticlassResult | None = None
     category_recall: dict[str, Value] = field(default_factory=dict)
     reliability: Reliability | None = None
+    severity: SeverityResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data."""
@@ -61,6 +67,7 @@ class GroupResult:
             "multiclass": self.multiclass.to_dict() if self.multiclass else None,
             "category_recall": {k: v.to_dict() for k, v in self.category_recall.items()},
             "calibration": self.reliability.to_dict() if self.reliability else None,
+            "severity": self.severity.to_dict() if self.severity else None,
         }
 
 
@@ -153,6 +160,7 @@ def evaluate_detector(
     resamples: int = 1000,
     seed: int = 0,
     iou: float = IOU,
+    severity: SeverityScale | None = None,
 ) -> DetectorResult:
     """Every number of one detector over the items (a failed prediction counts as wrong).
 
@@ -160,6 +168,11 @@ def evaluate_detector(
     metrics (`vhd.bench.metrics.segments`, a pair matching at ``iou``) stand on the videos with
     spans to compare (`vhd.bench.timeline.segment_truth`); a video it gave no segments for counts
     as answering nothing in time.
+
+    With a severity scale (the labels carry levels) and a detector that gives a level with any
+    harmful decision, each group also gets its severity numbers (`SeverityResult`): an
+    unharmful label or decision is the step below the scale's lowest level, a harmful label
+    without a level is left out of them.
 
     The predictions are read once, one at a time, into what the numbers need per sample (the
     decision, the score, the class named): a few numbers a sample, never the `Prediction`
@@ -172,6 +185,7 @@ def evaluate_detector(
     decisions: list[bool | None] = []
     scores: list[float | None] = []
     classes: list[str | None] = []
+    levels: list[str | None] = []
     wrong: list[str] = []
     for item, true_spans in zip(items, truth, strict=True):
         p = run.predictions.get(item.id)
@@ -182,12 +196,17 @@ def evaluate_detector(
             decisions.append(None)
             scores.append(None)
             classes.append(None)
+            levels.append(None)
             continue
         decisions.append(bool(p.harmful))
+        levels.append(p.severity if p.harmful else NOT_HARMFUL)
         scores.append(p.score)
         classes.append(predicted_class(p, run, taxonomy, crosswalk) if scheme is not None else None)
         if p.harmful != item.harmful:
             wrong.append(item.id)
+    gives_levels = any(level not in (None, NOT_HARMFUL) for level in levels)
+    labelled_levels = any(i.severity is not None for i in items)
+    rated = severity if severity is not None and gives_levels and labelled_levels else None
     groups: dict[str, GroupResult] = {}
     for name, at in group_indices(items).items():
         members = [items[k] for k in at]
@@ -205,6 +224,13 @@ def evaluate_detector(
             hits = [float(bool(decisions[k])) for i, k in zip(members, at, strict=True) if code in i.categories]
             if hits:
                 result.category_recall[code] = mean_value(hits, resamples, seed)
+        if rated:
+            true_levels = [(i.severity if i.harmful else NOT_HARMFUL) for i in members]
+            result.severity = (
+                SeverityMetrics(rated, resamples=resamples, seed=seed)
+                .update(true_levels, [levels[k] for k in at])
+                .compute()
+            )
         scored = [(i, k) for i, k in zip(members, at, strict=True) if decisions[k] is not None]
         if scored and all(scores[k] is not None for _, k in scored):
             result.reliability = reliability([i.harmful for i, _ in scored], [float(scores[k] or 0) for _, k in scored])
@@ -223,6 +249,15 @@ def evaluate(
     """Numbers for every detector of a run, in the run's order (``iou``: the segment numbers' matching threshold)."""
     bench = bench_run.bench
     return [
-        evaluate_detector(r, bench.items, bench.taxonomy, crosswalk=crosswalk, resamples=resamples, seed=seed, iou=iou)
+        evaluate_detector(
+            r,
+            bench.items,
+            bench.taxonomy,
+            crosswalk=crosswalk,
+            resamples=resamples,
+            seed=seed,
+            iou=iou,
+            severity=SeverityScale(bench.severity) if bench.severity else None,
+        )
         for r in bench_run.detectors
     ]

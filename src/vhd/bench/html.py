@@ -99,8 +99,12 @@ def write_index(
     problems: Sequence[str],
     unblurred: bool = False,
     segments_md: str | None = None,
+    sections: Sequence[str] = (),
 ) -> Path:
-    """Write ``index.html`` tying the report's files together (with the segment table, when there is one)."""
+    """Write ``index.html`` tying the report's files together.
+
+    ``segments_md``: the segment table, when there is one; ``sections``: more HTML after it.
+    """
     shown = {sid for r in results for sid in r.misclassified[:MAX_THUMBS]}
     by_id = {i.id: i for i in items if i.id in shown}  # only the samples shown: no dict of the whole set
     thumbs = out / "thumbs"
@@ -126,6 +130,7 @@ def write_index(
             _markdown_table_html(segments_md),
         ]
     parts += [
+        *sections,
         "<h2>Detectors</h2><table>",
         "<tr><th>detector</th><th>answered</th><th>failed</th><th>cached</th><th>run now</th><th>samples/s</th></tr>",
     ]

@@ -7,7 +7,7 @@ import json
 import os
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,9 @@ from vhd.progress import ProgressFn, renamed_on_progress
 if TYPE_CHECKING:
     from vhd.bench.calibration import Calibration
     from vhd.bench.evaluate import DetectorResult
+    from vhd.bench.metrics.severity import SeverityScale
     from vhd.bench.runner import BenchRun, DetectorRun
+    from vhd.bench.subsets import SubsetResult
     from vhd.detectors.base import Detector
     from vhd.execution import Executor, ExecutorOptions
     from vhd.labels.rules import LabelOptions
@@ -33,12 +35,14 @@ class BenchReport:
         results: The numbers per detector.
         calibrations: Calibrations applied, by detector label.
         files: The report files written.
+        subsets: The ``--subset`` false-positive rates, in the order given.
     """
 
     run: BenchRun
     results: list[DetectorResult]
     calibrations: dict[str, Calibration]
     files: list[Path]
+    subsets: list[SubsetResult] = field(default_factory=list)
 
 
 def parse_value(text: str) -> Any:
@@ -179,6 +183,8 @@ def benchmark(
     executor: str | Executor = "local",
     executor_options: ExecutorOptions | None = None,
     segment_iou: float = 0.5,
+    subsets: Sequence[str] = (),
+    severity_scale: SeverityScale | None = None,
 ) -> BenchReport:
     """Benchmark detectors on a labelled set and write the report folder.
 
@@ -210,6 +216,11 @@ def benchmark(
         executor_options: Workers, Ray address, CPUs/GPUs per worker.
         segment_iou: The intersection over union a predicted span needs to match a human span in
             the segment numbers (reported when the labels carry spans; `vhd.bench.metrics.segments`).
+        subsets: ``NAME=FILE`` labelled subsets (e.g. content the policy allows) whose samples
+            are judged too and get their false-positive rate reported on their own
+            (`vhd.bench.subsets`).
+        severity_scale: The policy's severity scale the labels' ``severity`` levels are on
+            (default: inferred from the levels, `vhd.bench.metrics.infer_scale`).
 
     Returns:
         The run, the numbers and the files written.
@@ -218,15 +229,19 @@ def benchmark(
     from vhd.bench.calibration import load_calibrations
     from vhd.bench.data import load_bench_set
     from vhd.bench.evaluate import evaluate
+    from vhd.bench.levels import apply_scale
     from vhd.bench.report import write_report
     from vhd.bench.runner import run_bench
     from vhd.bench.store_source import is_store_file, load_bench_set_from_store
+    from vhd.bench.subsets import evaluate_subsets, load_subsets, parse_subset, with_subsets
     from vhd.taxonomy.crosswalk import load_crosswalk
     from vhd.taxonomy.taxonomy import load_taxonomy
 
     if not 0 < segment_iou <= 1:
         raise ConfigError(f"--segment-iou must be above 0 and at most 1, got {segment_iou}")
     folder = Path(out)
+    for spec in subsets:  # a malformed --subset fails before any file is read
+        parse_subset(spec)
     if is_store_file(labels):
         if media is not None:
             raise ConfigError("--media applies to a labels file; a store's samples carry their own paths: drop --media")
@@ -236,12 +251,14 @@ def benchmark(
     else:
         tax = load_taxonomy(taxonomy)
         bench = load_bench_set(labels, media=media, taxonomy=tax, options=label_options, store=store)
+    apply_scale(bench, severity_scale)
+    parts = load_subsets(subsets, taxonomy=bench.taxonomy, options=label_options, store=store)
     cw = load_crosswalk(crosswalk)
     saved = load_calibrations(calibration_file) if calibration_file is not None else {}
     made = [p for p in (folder, folder / CACHE_FILE) if not p.exists()]  # removed again if nothing is computed
     with PredictionCache(folder / CACHE_FILE) as cache, _unmade_on_failure(made, cache):
         bench_run = run_bench(
-            bench,
+            with_subsets(bench, parts),
             detectors,
             cache=cache,
             settings=settings,
@@ -250,11 +267,22 @@ def benchmark(
             executor=executor,
             executor_options=executor_options,
         )
+    bench_run.bench = bench  # the subsets' extra samples count only in their own numbers
     cals = _calibrate(bench_run, calibrate_split, calibration_method, saved, folder)
     results = evaluate(bench_run, crosswalk=cw, resamples=resamples, iou=segment_iou)
+    subset_results = evaluate_subsets(bench_run, parts, resamples=resamples)
     extra = {"crosswalk_version": cw.version, "calibrate_split": calibrate_split}
-    files = write_report(folder, bench_run, results, plots=plots, unblurred=unblurred, calibrations=cals, extra=extra)
-    return BenchReport(run=bench_run, results=results, calibrations=cals, files=files)
+    files = write_report(
+        folder,
+        bench_run,
+        results,
+        plots=plots,
+        unblurred=unblurred,
+        calibrations=cals,
+        extra=extra,
+        subsets=subset_results,
+    )
+    return BenchReport(run=bench_run, results=results, calibrations=cals, files=files, subsets=subset_results)
 
 
 @contextlib.contextmanager

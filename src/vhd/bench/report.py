@@ -3,8 +3,9 @@
 Files: ``table1.{md,csv,tex}`` (the paper's Table 1 layout), ``breakdown.{md,csv,tex}`` (the
 same columns for real vs synthetic), ``metrics.csv`` (every number with its interval and
 sample count), ``results.json`` (every number, curves and reliability bins included, with the
-run's counts, throughput and the problems per row), ``plots/*.png`` (unless plots are off),
-``thumbs/`` and ``index.html``. Each file is written atomically.
+run's counts, throughput and the problems per row), ``severity.md`` (where labels and a detector
+give severity levels), ``subsets.{md,csv}`` (with ``--subset``), ``plots/*.png`` (unless plots
+are off), ``thumbs/`` and ``index.html``. Each file is written atomically.
 
 Every table and ``results.json`` give each detector's coverage (samples answered / samples): a
 sample a detector failed on counts as wrong in its numbers (see `vhd.bench.metrics`).
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vhd.bench.policy_tables import html_sections, severity_markdown, severity_results, subsets_csv, subsets_markdown
 from vhd.bench.tables import long_csv, segment_csv, segment_markdown, table1, to_csv, to_latex, to_markdown
 from vhd.fileio import atomic_write
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from vhd.bench.calibration import Calibration
     from vhd.bench.evaluate import DetectorResult
     from vhd.bench.runner import BenchRun
+    from vhd.bench.subsets import SubsetResult
 
 
 def _slug(label: str) -> str:
@@ -85,6 +88,7 @@ def write_report(
     unblurred: bool = False,
     calibrations: Mapping[str, Calibration] | None = None,
     extra: Mapping[str, Any] | None = None,
+    subsets: Sequence[SubsetResult] = (),
 ) -> list[Path]:
     """Write the report folder.
 
@@ -96,6 +100,7 @@ def write_report(
         unblurred: Also write clear thumbnails, shown when a blurred one is clicked.
         calibrations: Calibrations applied, by detector label (recorded in the JSON).
         extra: More fields for ``results.json`` (e.g. the command's settings).
+        subsets: The ``--subset`` false-positive rates (`vhd.bench.subsets.evaluate_subsets`).
 
     Returns:
         The files written.
@@ -125,6 +130,14 @@ def write_report(
             atomic_write(folder / "segments.md", segments_md),
             atomic_write(folder / "segments.csv", segment_csv(results)),
         ]
+    if severity_results(results):
+        files.append(atomic_write(folder / "severity.md", severity_markdown(results)))
+    if subsets:
+        subset_md = subsets_markdown(subsets, [r.label for r in results])
+        files += [
+            atomic_write(folder / "subsets.md", subset_md),
+            atomic_write(folder / "subsets.csv", subsets_csv(subsets)),
+        ]
     bench = bench_run.bench
     problems = [str(p) for p in bench.problems]
     data = {
@@ -139,6 +152,8 @@ def write_report(
             for d in bench_run.detectors
         },
         "calibration": {k: c.to_dict() for k, c in (calibrations or {}).items()},
+        "severity_scale": list(bench.severity) if bench.severity is not None else None,
+        "subsets": [s.to_dict() for s in subsets],
         **(extra or {}),
     }
     files.append(atomic_write(folder / "results.json", json.dumps(_finite(data), indent=1, allow_nan=False) + "\n"))
@@ -154,6 +169,7 @@ def write_report(
             problems=problems,
             unblurred=unblurred,
             segments_md=segments_md,
+            sections=html_sections(results, subsets),
         )
     )
     return files

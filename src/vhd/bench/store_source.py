@@ -1,7 +1,8 @@
 """A vhd store (``vhd annotate``'s SQLite file) as the labelled set of a benchmark.
 
 Each sample's latest annotation gives its label: harmful yes/no from the verdict, categories
-from ``Verdict.categories`` (names or codes, as ``vhd categorize`` wrote them). Samples whose
+from ``Verdict.categories`` (names or codes, as ``vhd categorize`` wrote them), the severity
+level from ``Verdict.severity``. Samples whose
 latest annotation has no decision (``unparsed`` or ``error``), whose media is gone or changed,
 or whose categories are unknown are reported in `BenchSet.problems`, numbered by their position
 in the store's listing (ordered by path), with the sample's path in the message.
@@ -96,6 +97,7 @@ def load_bench_set_from_store(
                 source=sample.source,
                 split=sample.split,
                 line=line,
+                severity=verdict.severity if verdict.harmful else None,
             )
         )
     if not items:

@@ -242,6 +242,9 @@ def long_rows(results: Sequence[DetectorResult]) -> list[dict[str, Any]]:
             if g.multiclass:
                 for row in g.multiclass.to_rows():
                     rows.append({"detector": r.label, "group": group, **row})
+            if g.severity:
+                for row in g.severity.to_rows():
+                    rows.append({"detector": r.label, "group": group, **row})
             for code, v in g.category_recall.items():
                 rows.append({"detector": r.label, "group": group, "metric": f"category_recall_{code}", **v.to_dict()})
             if g.reliability:

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vhd.aio import run_sync
 from vhd.categorize.todo import BATCH, Todo
@@ -32,6 +32,9 @@ from vhd.registry import Registry
 from vhd.store import categories as cstore
 from vhd.store.sqlite import Store, open_store
 from vhd.taxonomy.taxonomy import Taxonomy, load_taxonomy
+
+if TYPE_CHECKING:
+    from vhd.policy import Policy
 
 _BATCH = BATCH
 
@@ -177,6 +180,29 @@ def use_store(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
     return open_store(store), True
 
 
+def _taxonomy(
+    taxonomy: Taxonomy | str | os.PathLike[str] | None,
+    policy: Policy | str | os.PathLike[str] | None,
+    config: str | os.PathLike[str] | None,
+) -> Taxonomy:
+    """The categories to assign: the taxonomy, the policy's categories, the config's policy, or VHD11K's."""
+    from vhd.policy import load_policy
+
+    if taxonomy is not None and policy is not None:
+        raise ConfigError("give a taxonomy or a policy, not both: a policy's categories are its taxonomy")
+    if policy is None and taxonomy is None and config is not None:
+        from vhd.config import load_config
+
+        cfg = load_config(os.fspath(config))
+        policy = cfg.resolve_path(cfg.policy) if cfg.policy else None
+    if policy is not None:
+        try:
+            return load_policy(policy).to_taxonomy()
+        except ValueError as exc:  # more categories than letter codes
+            raise ConfigError(f"policy {policy}: {exc}") from None
+    return load_taxonomy(taxonomy)
+
+
 def categorize(
     store: Store | str | os.PathLike[str],
     *,
@@ -184,6 +210,7 @@ def categorize(
     model: str | None = None,
     taxonomy: Taxonomy | str | os.PathLike[str] | None = None,
     config: str | os.PathLike[str] | None = None,
+    policy: Policy | str | os.PathLike[str] | None = None,
     concurrency: int = 16,
     calibrate: str | os.PathLike[str] | None = None,
     threshold: float | None = None,
@@ -206,7 +233,10 @@ def categorize(
             all-MiniLM-L6-v2); ``llm``: a ``BACKEND:MODEL`` spec (default: the config file's
             ``model``, then ``$VHD_MODEL``).
         taxonomy: A taxonomy file or object (default: VHD11K's ten categories).
-        config: TOML/YAML config file (its ``[backends.*]`` tables and ``model`` are used).
+        config: TOML/YAML config file (its ``[backends.*]`` tables and ``model`` are used, and its
+            ``policy`` when neither ``taxonomy`` nor ``policy`` is given).
+        policy: A policy file or object (`vhd.policy`): its categories are the taxonomy (named and
+            versioned like the policy). Not with ``taxonomy``.
         concurrency: ``llm`` requests in flight at once.
         calibrate: ``embed``: a labels CSV (with ``reason`` and ``categories`` columns) to
             calibrate per-category thresholds on.
@@ -238,7 +268,7 @@ def categorize(
     if not runner.in_process and method != "llm":
         raise ConfigError(f"--executor {runner.name} works with --method llm; {method} runs here")
     started = time.perf_counter()
-    tax = load_taxonomy(taxonomy)
+    tax = _taxonomy(taxonomy, policy, config)
     db, owned = use_store(store)
     emit = on_event or (lambda _m: None)
     try:

@@ -28,7 +28,7 @@ def add_parser(sub: Any, name: str) -> None:
         ),
         epilog=examples(
             "vhd annotate examples/ --model scripted:demo --store demo.db",
-            "vhd annotate photos/ clips/ --model openai:gpt-4o --config vhd.toml --concurrency 32",
+            "vhd annotate photos/ clips/ --model openai:gpt-4o --config vhd.toml --policy acme-policy.yaml",
             "vhd annotate photos/ --model vllm-engine:Qwen/Qwen2.5-VL-7B-Instruct --stage-wise --concurrency 64",
             "vhd annotate photos/ --config vhd.toml --executor ray --ray-address auto --workers 8",
             note=(
@@ -42,6 +42,12 @@ def add_parser(sub: Any, name: str) -> None:
     add_model_flags(p)
     p.add_argument("--store", default="vhd.db", help="SQLite store (default: vhd.db)")
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file")
+    p.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="your moderation policy (YAML or TOML: categories, exceptions, severity scale; `vhd policy check "
+        "FILE`); default: the VHD11K paper's definition and categories",
+    )
     p.add_argument("--rounds", type=int, metavar="R", help="debate rounds (default 2)")
     p.add_argument(
         "--video-input",
@@ -215,6 +221,7 @@ def run(args: argparse.Namespace) -> int:
         segments=args.segments,
         max_calls_per_video=args.max_calls_per_video,
         video_input=args.video_input,
+        policy=args.policy,
         **model_overrides(args),
         options=RunOptions(
             retry_unparsed=args.retry_unparsed,

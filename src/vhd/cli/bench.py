@@ -38,6 +38,7 @@ def add_parser(sub: Any, name: str) -> None:
             "vhd bench --labels labels.csv --detector nudenet --out report/",
             "vhd bench --labels labels.csv --detector debate:openai:gpt-4o --config bench.toml --out report/",
             "vhd bench --store run.db --detector nudenet --json",
+            "vhd bench --labels labels.csv --subset medical=medical.csv --detector debate:scripted:demo",
         ),
     )
     p.add_argument("--labels", metavar="FILE", help="labels CSV, VHD11K annotation CSV/JSON, or a vhd store (.db) file")
@@ -62,6 +63,21 @@ def add_parser(sub: Any, name: str) -> None:
     method = p.add_argument("--calibration-method", default="temperature", help="(default temperature)")
     method.choices = RegistryNames(_calibration_methods)  # set after add_argument: read only when used
     p.add_argument("--calibration", metavar="FILE", help="apply a calibration.json written by an earlier --calibrate")
+    p.add_argument(
+        "--subset",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a labelled subset (e.g. medical, news or art the policy allows) judged too, its false-positive "
+        "rate reported on its own; repeatable",
+    )
+    p.add_argument(
+        "--severity-scale",
+        metavar="LEVELS",
+        help="the labels' severity levels, lowest first (e.g. low,medium,high; default: the --policy's scale, "
+        "else inferred from the levels when they are numbers or a common ladder)",
+    )
+    p.add_argument("--policy", metavar="FILE", help="a policy file whose severity scale the labels' levels are on")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000; 0 off)")
     p.add_argument(
         "--segment-iou",
@@ -82,7 +98,9 @@ def add_parser(sub: Any, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.bench.cache import CACHE_FILE, cached_count
+    from vhd.bench.metrics.severity import SeverityScale
     from vhd.bench.pipeline import benchmark, build_detectors
+    from vhd.bench.policy_tables import interval, severity_results, subsets_markdown
     from vhd.bench.tables import segment_markdown, table1, to_markdown
     from vhd.errors import ConfigError
     from vhd.media.load import MediaSettings
@@ -91,6 +109,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.labels and not args.store:
         raise ConfigError("give --labels FILE (a labels file or a vhd store) or --store FILE")
     options = label_options(args)
+    scale = SeverityScale.parse(args.severity_scale) if args.severity_scale else None
+    if args.policy:
+        from vhd.policy import load_policy
+
+        if scale is not None:
+            raise ConfigError("give the severity scale once: --severity-scale or --policy, not both")
+        names = load_policy(args.policy).severity_names
+        if not names:
+            raise ConfigError(f"policy {args.policy} has no severity scale: add one, or drop --policy")
+        scale = SeverityScale(tuple(names))
     detectors = build_detectors(args.detector, sets=args.set, config=args.config)
     try:
         with bar("benchmarking", not (args.no_progress or args.json), unit="samples") as on_progress:
@@ -115,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
                 executor=args.executor,
                 executor_options=executor_options(args),
                 segment_iou=args.segment_iou,
+                subsets=args.subset,
+                severity_scale=scale,
             )
     except KeyboardInterrupt:  # the bar is down by now
         cached = cached_count(Path(args.out))
@@ -141,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
                     for d in report.run.detectors
                 ],
                 "results": report.results,
+                "subsets": [r.to_dict() for r in report.subsets],
                 "files": report.files,
             }
         )
@@ -155,5 +186,10 @@ def run(args: argparse.Namespace) -> int:
     if segments is not None:
         print("Where in the video (segments; 95% intervals over videos):")
         print(segments, end="")
+    for label, sev in severity_results(report.results):
+        print(f"{label}: severity kappa (quadratic) {interval(sev.kappa)}, {sev.answered}/{sev.n} with a level")
+    if report.subsets:
+        print("False-positive rate on each subset's unharmful samples:")
+        print(subsets_markdown(report.subsets, [r.label for r in report.results]), end="")
     print(f"wrote {len(report.files)} file(s) to {args.out}/ (index.html, results.json, table1.*)")
     return 1 if any(d.failed for d in report.run.detectors) else 0

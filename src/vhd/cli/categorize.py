@@ -65,6 +65,11 @@ def add_parser(sub: Any, name: str) -> None:
         help="llm and --discover: BACKEND:MODEL; embed: a sentence-transformers model name or folder",
     )
     p.add_argument("--taxonomy", metavar="FILE", help="taxonomy file (YAML/TOML); default VHD11K's")
+    p.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a policy file (vhd annotate --policy): assign its categories (default: the --config file's policy)",
+    )
     p.add_argument("--config", metavar="FILE", help="TOML or YAML config file ([backends.*], model)")
     p.add_argument("--config-hash", help="only annotations under this configuration (default: each sample's latest)")
     p.add_argument("--concurrency", type=int, default=16, metavar="N", help="llm: requests in flight (default 16)")
@@ -113,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         taxonomy=args.taxonomy,
         config=args.config,
+        policy=args.policy,
         concurrency=args.concurrency,
         calibrate=args.calibrate,
         threshold=args.threshold,

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "config": "vhd.cli.config",
     "completion": "vhd.cli.completion",
     "prompts": "vhd.cli.prompts",
+    "policy": "vhd.cli.policy",
     "generate": "vhd.cli.generate",
     "tune": "vhd.cli.tune",
     "table2": "vhd.cli.table2",

@@ -109,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
         console.print(Text.assemble(("content credentials: ", style), printable(claim)))
     if v.categories:
         console.print(Text("categories: " + "; ".join(printable(c) for c in v.categories)))
+    if v.severity is not None and v.harmful:
+        console.print(Text(f"severity: {printable(v.severity)}"))
+    if ann.policy is not None:
+        console.print(Text(f"policy: {printable(ann.policy)}"))
     if ann.decided_by is not None:
         from vhd.annotate.segmented import SEGMENTS, WHOLE_VIDEO
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from vhd.backends.base import Backend, GenerateConfig, Message, Output, Part, ask
 from vhd.config import AnnotateConfig
 from vhd.debate.icl import ICLExample
-from vhd.debate.parse import is_refusal, parse_verdict
+from vhd.debate.parse import is_refusal, parse_verdict, read_severity
 from vhd.debate.prompts import Prompts, quote_argument
 from vhd.debate.score import yes_probability
 from vhd.errors import BackendError
@@ -211,14 +211,9 @@ class Debate:
         """The system prompt of a role for a kind of sample (cached); ``clip_s``: a clip of that length."""
         key = (role, kind, n_frames, clip_s)
         if key not in self._system:
-            values = {
-                "rounds": self.rounds,
-                "definition": self.prompts.render(f"definition_{kind.value}"),
-            }
-            if clip_s is None:
-                self._system[key] = self.prompts.render(f"{role.value}_{kind.value}", n_frames=n_frames, **values)
-            else:
-                self._system[key] = self.prompts.render(f"{role.value}_clip", seconds=f"{clip_s:.1f}", **values)
+            self._system[key] = self.prompts.system_prompt(
+                role.value, kind.value, rounds=self.rounds, n_frames=n_frames, clip_s=clip_s
+            )
         return self._system[key]
 
     def judge_prefix(self, kind: Kind, n_frames: int, clip_s: float | None = None) -> tuple[Message, ...]:
@@ -382,13 +377,27 @@ class Debate:
         return state.result
 
     def decide(self, turns: Sequence[Turn], judge_out: Output) -> Verdict:
-        """Turn the judge's answer and any refusals into a verdict."""
+        """Turn the judge's answer and any refusals into a verdict.
+
+        With a policy's severity scale, a harmful verdict carries the level the judge named
+        (`Verdict.severity`); a level the scale lacks makes the verdict unparsed (the reply is
+        kept in the judge's turn).
+        """
         score = yes_probability(judge_out.first_token_logprobs)
         parsed = parse_verdict(judge_out.text)
         judge_refused = judge_out.refused or (parsed.harmful is None and is_refusal(judge_out.text))
         debater_refusals = [t for t in turns if t.role is not Role.JUDGE and t.refused]
         if parsed.harmful is True:
-            return Verdict(True, parsed.reason, score=score, refused=False)
+            policy = self.prompts.policy
+            given = read_severity(judge_out.text) if policy is not None and policy.severity else None
+            if policy is None or given is None:
+                return Verdict(True, parsed.reason, score=score, refused=False)
+            level = policy.severity_level(given)
+            if level is None:  # a level the scale lacks: not guessed; the judge's reply stays in the turns
+                scale = ", ".join(policy.severity_names)
+                reason = f"unknown severity level {given!r} (the policy's scale: {scale})"
+                return Verdict(None, reason, score=score, status=Status.UNPARSED)
+            return Verdict(True, parsed.reason, score=score, refused=False, severity=level)
         if self.config.debate.refusal_is_harmful and (judge_refused or debater_refusals):
             if judge_refused:
                 who = "the judge" if not judge_out.refused else "the provider (content policy, judge's call)"

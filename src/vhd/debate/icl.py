@@ -27,6 +27,7 @@ from typing import Any
 from vhd.debate.parse import parse_verdict
 from vhd.errors import ConfigError, MediaError
 from vhd.media.encoded import EncodedImage
+from vhd.policy.model import Policy
 from vhd.records import Kind, parse_yes_no
 
 _FOLDER_FILES = ("examples.csv", "examples.yaml", "examples.yml", "icl.csv", "icl.yaml", "icl.yml")
@@ -110,6 +111,60 @@ def find_examples_file(path: Path) -> Path:
     return path
 
 
+def _load_one(media: Path, where: str, settings: Any) -> tuple[Kind, tuple[EncodedImage, ...]]:
+    from vhd.media.discover import discover
+    from vhd.media.load import load_sample
+
+    found = discover([media], frame_folders=True)  # a folder given as an example is one video
+    if found.skipped or len(found.items) != 1:
+        reason = found.skipped[0].reason if found.skipped else "not a single image, video or frame folder"
+        raise ConfigError(f"{where}: cannot use {media} as an example: {reason}")
+    try:
+        loaded = load_sample(found.items[0], settings)
+    except MediaError as exc:
+        raise ConfigError(f"{where}: cannot use {media} as an example: {exc}") from None
+    return loaded.sample.kind, tuple(loaded.images)
+
+
+def policy_answer(policy: Policy, category: int, example: int) -> str:
+    """The answer a policy's example should get: ``"Yes, <reason>."`` (with its severity line) or ``"No, ..."``.
+
+    A harmful example without a reason answers with its category's name; one that is not harmful,
+    with "allowed under <category>".
+    """
+    cat = policy.categories[category]
+    ex = cat.examples[example]
+    reason = ex.reason.strip().rstrip(".")
+    if not ex.harmful:
+        return f"No, {reason or 'allowed under ' + cat.title}."
+    answer = f"Yes, {reason or cat.title}."
+    level = policy.severity_level(ex.severity) if ex.severity else None
+    return f"{answer}\nSeverity: {level}" if level else answer
+
+
+def policy_examples(policy: Policy, base_dir: Path, settings: Any) -> list[ICLExample]:
+    """Read and encode a policy's example media as in-context examples, in file order.
+
+    Args:
+        policy: The policy.
+        base_dir: The policy file's folder (example paths are relative to it).
+        settings: `vhd.media.load.MediaSettings` used to load the media (same as the samples).
+
+    Raises:
+        ConfigError: An example that cannot be loaded (naming its category and path).
+    """
+    out: list[ICLExample] = []
+    for i, cat in enumerate(policy.categories):
+        for j, ex in enumerate(cat.examples):
+            media = Path(ex.path).expanduser()
+            if not media.is_absolute():
+                media = base_dir / media
+            where = f"policy {policy.key}, category {cat.id!r}, example {j + 1}"
+            kind, images = _load_one(media, where, settings)
+            out.append(ICLExample(str(media), kind, images, policy_answer(policy, i, j)))
+    return out
+
+
 def load_examples(path: str | Path, settings: Any) -> list[ICLExample]:
     """Read and encode a run's in-context examples.
 
@@ -123,9 +178,6 @@ def load_examples(path: str | Path, settings: Any) -> list[ICLExample]:
     Raises:
         ConfigError: Bad file, bad answer, or media that cannot be loaded (with the row).
     """
-    from vhd.media.discover import discover
-    from vhd.media.load import load_sample
-
     file = find_examples_file(Path(path).expanduser())
     examples: list[ICLExample] = []
     for i, row in enumerate(_read_rows(file), start=2 if file.suffix.lower() == ".csv" else 1):
@@ -137,15 +189,8 @@ def load_examples(path: str | Path, settings: Any) -> list[ICLExample]:
         if not media.is_absolute():
             media = file.parent / media
         answer = _answer(row, where)
-        found = discover([media], frame_folders=True)  # a folder given as an example is one video
-        if found.skipped or len(found.items) != 1:
-            reason = found.skipped[0].reason if found.skipped else "not a single image, video or frame folder"
-            raise ConfigError(f"{where}: cannot use {media} as an example: {reason}")
-        try:
-            loaded = load_sample(found.items[0], settings)
-        except MediaError as exc:
-            raise ConfigError(f"{where}: cannot use {media} as an example: {exc}") from None
-        examples.append(ICLExample(str(media), loaded.sample.kind, tuple(loaded.images), answer))
+        kind, images = _load_one(media, where, settings)
+        examples.append(ICLExample(str(media), kind, images, answer))
     return examples
 
 

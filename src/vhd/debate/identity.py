@@ -25,7 +25,8 @@ def config_identity(
 
     The keys of native video input (``[media] clip_*``, each role's ``video_input``, the clip
     templates) count only when a role is shown clips: a frames-only configuration keeps the hash
-    it had before they existed.
+    it had before they existed. A policy other than the packaged default adds its content hash
+    (``"policy"``); the default adds nothing, so configurations from before policies keep their hash.
     """
     native = any(b.video_input == "native" for b in backends.values())
     roles = {}
@@ -34,13 +35,16 @@ def config_identity(
         roles[role.value] = {"backend": backends[role].identity(), "temperature": temperature, "max_tokens": max_tokens}
         if native:  # a role shown clips asks other questions than one shown frames
             roles[role.value]["video_input"] = backends[role].video_input
-    return {
+    identity: dict[str, Any] = {
         "roles": roles,
         "debate": config.debate.model_dump(),
         "media": config.media.model_dump(exclude=None if native else set(VIDEO_KEYS)),
         "prompts": prompts.identity(clips=native),
         "icl": examples_identity(examples),
     }
+    if prompts.policy is not None:
+        identity["policy"] = prompts.policy.content_hash
+    return identity
 
 
 def digest(data: Any) -> str:

@@ -3,12 +3,18 @@
 The judge is asked for "Yes, <harm category>." or "No, <reason>.". Models decorate that with
 markdown, quotes, an "Answer:" label, missing commas or extra prose; this parser accepts those
 and nothing looser, so an answer it cannot read is reported as unparsed, never guessed.
+
+With a policy's severity scale the judge adds a level to a Yes: ``Severity: high``, ``severity 3``
+(a 1-based position on the scale) or, in a JSON reply (``{"harmful": true, "reason": ...,
+"severity": "high"}``), a ``severity`` key. `read_severity` returns the level as written; the
+debate checks it against the scale (`vhd.policy.model.Policy.severity_level`).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 _DECORATION = re.compile(
     r"[*`#>\"“”\[\]]+"  # markdown emphasis, code, headings, quotes, brackets
@@ -40,6 +46,12 @@ _REFUSAL = re.compile(
     r"|as\s+an\s+ai\b[^.]{0,60}?\b(?:can(?:'|’)?t|cannot|unable|not\s+able|don(?:'|’)?t)"
     r"|i\s+must\s+(?:respectfully\s+)?decline"
     r")",
+    re.IGNORECASE,
+)
+
+
+_SEVERITY = re.compile(  # "Severity: high", "severity level = 2", "severity 3"; not "severity of the injury"
+    r"\bseverity(?:\s+level)?\s*(?:is\s*)?(?:[:=\-–—]\s*(?P<value>[^\n,;()]+)|(?P<number>\d+)\b)",
     re.IGNORECASE,
 )
 
@@ -78,6 +90,9 @@ def parse_verdict(text: str) -> ParsedVerdict:
     Returns:
         The decision and its short reason; ``harmful`` is None when the reply cannot be read.
     """
+    from_json = _parse_json(text)
+    if from_json is not None:
+        return from_json[0]
     cleaned = _clean(text)
     candidates = [_LABEL.sub("", cleaned, count=1)]
     embedded = _EMBEDDED.search(cleaned)
@@ -90,6 +105,55 @@ def parse_verdict(text: str) -> ParsedVerdict:
             harmful = word in ("yes", "harmful")
             return ParsedVerdict(harmful, _first_reason(match.group("rest")))
     return ParsedVerdict(None, "")
+
+
+def read_severity(text: str) -> str | None:
+    r"""The severity level a judge reply names, as written (a name or a number); None when it names none.
+
+    Reads ``Severity: high`` / ``severity 3`` anywhere in the reply, or a JSON reply's ``severity`` key.
+
+    Example:
+        >>> read_severity("Yes, graphic injury.\nSeverity: High.")
+        'High'
+    """
+    from_json = _parse_json(text)
+    if from_json is not None:
+        return from_json[1]
+    match = _SEVERITY.search(_clean(text))
+    if match is None:
+        return None
+    if match.group("number"):
+        return match.group("number")
+    value = match.group("value").strip(" \t.:!\"'")
+    return value or None
+
+
+def _parse_json(text: str) -> tuple[ParsedVerdict, str | None] | None:
+    """A JSON object reply as (verdict, severity); None when the reply is no JSON object."""
+    body = text.strip()
+    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", body, re.DOTALL | re.IGNORECASE)
+    if fenced:
+        body = fenced.group(1)
+    if not (body.startswith("{") and body.endswith("}")):
+        return None
+    try:
+        data: Any = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    lowered = {str(k).lower(): v for k, v in data.items()}
+    decision = next((lowered[k] for k in ("harmful", "verdict", "answer", "decision") if k in lowered), None)
+    reason = str(next((lowered[k] for k in ("reason", "category", "rationale") if lowered.get(k)), "")).strip()
+    severity = lowered.get("severity")
+    level = None if severity is None or isinstance(severity, bool) else str(severity).strip() or None
+    if isinstance(decision, bool):
+        return ParsedVerdict(decision, reason.rstrip(".")), level
+    if isinstance(decision, str) and not decision.strip().startswith("{"):
+        inner = parse_verdict(decision)
+        if inner.harmful is not None:
+            return ParsedVerdict(inner.harmful, reason.rstrip(".") or inner.reason), level or read_severity(decision)
+    return ParsedVerdict(None, ""), None
 
 
 def is_refusal(text: str) -> bool:

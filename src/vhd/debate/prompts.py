@@ -3,6 +3,13 @@
 Templates are plain text with ``$name`` placeholders (`string.Template`). A config file's
 ``[prompts]`` table overrides any of them by name, either with the text itself or with
 ``"@path/to/file.txt"``.
+
+A run's policy (`vhd.policy`) fills ``$definition``: the packaged default policy with the
+``definition_image`` / ``definition_video`` templates (the prompts of vhd before policies, byte
+for byte), any other policy with its own text (`vhd.policy.render.policy_text`: definition,
+categories, exceptions). A role template without ``$definition`` (the image debaters' defaults)
+gets that policy text after it, so every role reads the exceptions. A policy with a severity
+scale fills the judge's ``$severity`` (appended when the template has no such place).
 """
 
 from __future__ import annotations
@@ -15,8 +22,12 @@ import unicodedata
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vhd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from vhd.policy.model import Policy
 
 TEMPLATE_NAMES: tuple[str, ...] = (
     "definition_image",
@@ -88,12 +99,22 @@ class Prompts:
         overrides: Template name to text, or to ``"@path"`` to read the text from a file
             (relative paths resolve against ``base_dir``).
         base_dir: Folder that relative ``@path`` overrides are resolved against.
+        policy: The run's policy; None or the packaged default: the definition templates.
+
+    Attributes:
+        templates: Every template by name, overrides applied.
+        policy: The run's policy when it is not the packaged default, else None.
 
     Raises:
         ConfigError: Unknown template name, unreadable file, or a placeholder typo.
     """
 
-    def __init__(self, overrides: Mapping[str, str] | None = None, base_dir: Path | None = None) -> None:
+    def __init__(
+        self, overrides: Mapping[str, str] | None = None, base_dir: Path | None = None, policy: Policy | None = None
+    ) -> None:
+        from vhd.policy.load import is_default
+
+        self.policy = None if is_default(policy) else policy
         self.templates = default_templates()
         for name, value in (overrides or {}).items():
             if name not in self.templates:
@@ -135,3 +156,51 @@ class Prompts:
         defaults = default_templates()
         used = {k: v for k, v in self.templates.items() if k not in CLIP_TEMPLATES or v != defaults[k]}
         return hashlib.sha256(json.dumps(used, sort_keys=True).encode()).hexdigest()
+
+    def definition(self, kind: str) -> str:
+        """What ``$definition`` says for a kind of sample (``image`` or ``video``)."""
+        if self.policy is None:
+            return self.render(f"definition_{kind}")
+        from vhd.policy.render import policy_text
+
+        return policy_text(self.policy, "video" if kind == "video" else "image")
+
+    def severity(self) -> str:
+        """What the judge's ``$severity`` says: the request for a level, or nothing without a scale."""
+        from vhd.policy.render import severity_instruction
+
+        return severity_instruction(self.policy)
+
+    def system_prompt(self, role: str, kind: str, *, rounds: int, n_frames: int, clip_s: float | None = None) -> str:
+        """A role's system prompt for a kind of sample, the policy included.
+
+        Args:
+            role: ``affirmative``, ``negative`` or ``judge``.
+            kind: ``image`` or ``video``.
+            rounds: The debate's rounds.
+            n_frames: Frames shown of a video.
+            clip_s: A video shown as one clip of this many seconds (native video input): the
+                role's clip template; None: the frames template of ``kind``.
+
+        Raises:
+            ConfigError: The role's template uses a placeholder that is not available.
+        """
+        definition = self.definition(kind)
+        severity = self.severity() if role == "judge" else ""
+        values: dict[str, object] = {"rounds": rounds, "definition": definition, "severity": severity}
+        if clip_s is None:
+            name = f"{role}_{kind}"
+            text = self.render(name, n_frames=n_frames, **values)
+        else:
+            name = f"{role}_clip"
+            text = self.render(name, seconds=f"{clip_s:.1f}", **values)
+        template = self.templates[name]
+        if self.policy is not None and not _uses(template, "definition"):
+            text += "\n\n" + definition
+        if severity and not _uses(template, "severity"):
+            text += "\n\n" + severity
+        return text
+
+
+def _uses(template: str, name: str) -> bool:
+    return f"${name}" in template.replace(f"${{{name}}}", f"${name}")

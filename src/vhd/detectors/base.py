@@ -39,6 +39,8 @@ class Prediction:
             (the frame's index) in a video's combined prediction.
         segments: Where in a video the detector found harm (harmful spans, `vhd.records.Segment`);
             None when it was not asked or cannot say (see `Detector.predict_segments`).
+        severity: The policy's severity level name given with a harmful decision, for
+            detectors that give one (the debate's judge under a policy with a scale); else None.
     """
 
     harmful: bool | None
@@ -50,6 +52,7 @@ class Prediction:
     latency_s: float = 0.0
     boxes: list[dict[str, Any]] = field(default_factory=list)
     segments: list[Segment] | None = None
+    severity: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (the prediction cache stores this)."""
@@ -66,12 +69,14 @@ class Prediction:
             data["boxes"] = self.boxes
         if self.segments is not None:
             data["segments"] = [s.to_dict() for s in self.segments]
+        if self.severity is not None:
+            data["severity"] = self.severity
         return data
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Prediction:
         """Inverse of `to_dict`."""
-        keys = ("harmful", "score", "labels", "categories", "raw", "error", "latency_s", "boxes")
+        keys = ("harmful", "score", "labels", "categories", "raw", "error", "latency_s", "boxes", "severity")
         pred = cls(**{k: d[k] for k in keys if k in d})
         if d.get("segments") is not None:
             pred.segments = [Segment.from_dict(s) for s in d["segments"]]

@@ -12,8 +12,10 @@ Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
     backends: Backend tables, as the config file's ``[backends.*]``, merged over the file's.
 
 The prediction is the judge's verdict: harmful, the score P(yes) where the backend gives
-first-token log-probabilities, the judge's text as ``raw``, and the VHD11K category of the
-judge's "Yes, <category>" reason when the taxonomy recognises it.
+first-token log-probabilities, the judge's text as ``raw``, the VHD11K category of the
+judge's "Yes, <category>" reason when the taxonomy recognises it, and the severity level the
+judge gave with a harmful verdict (``Verdict.severity``), which ``vhd bench`` compares with
+the labels' levels.
 """
 
 from __future__ import annotations
@@ -60,10 +62,11 @@ class DebateDetector(Detector):
         from vhd.backends.registry import build_backends
         from vhd.config import load_config
         from vhd.debate.engine import Debate
-        from vhd.debate.icl import load_examples
+        from vhd.debate.icl import load_examples, policy_examples
         from vhd.debate.identity import config_identity
         from vhd.debate.prompts import Prompts
         from vhd.media.load import media_settings
+        from vhd.policy import load_policy
         from vhd.taxonomy.taxonomy import default_taxonomy
 
         self.opts: DebateOptions = parse_options(label, self.options, DebateOptions)
@@ -79,10 +82,13 @@ class DebateDetector(Detector):
         if model:  # the spec's model plays every role, whatever the file's debaters say
             cfg = cfg.model_copy(update={"debaters": None})
         self.config = cfg
-        prompts = Prompts(cfg.prompts, Path(cfg.base_dir) if cfg.base_dir else None)
+        policy = load_policy(cfg.resolve_path(cfg.policy)) if cfg.policy else None  # the config's `policy` key
+        prompts = Prompts(cfg.prompts, Path(cfg.base_dir) if cfg.base_dir else None, policy=policy)
         self.backends = build_backends(cfg)
         try:
             examples = load_examples(cfg.resolve_path(cfg.icl), media_settings(cfg.media)) if cfg.icl else []
+            if policy is not None and cfg.policy:
+                examples += policy_examples(policy, cfg.resolve_path(cfg.policy).parent, media_settings(cfg.media))
         except ConfigError as exc:
             raise ConfigError(f"detector {label}: {exc}") from None
         self.debate = Debate(self.backends, cfg, prompts, examples)
@@ -128,6 +134,7 @@ class DebateDetector(Detector):
         categories: list[str] = []
         if verdict.harmful and verdict.reason and not verdict.refused:
             categories = list(parse_answer(verdict.reason, self.taxonomy).codes)
+        severity = verdict.severity if verdict.harmful else None
         return Prediction(
             verdict.harmful,
             score=verdict.score,
@@ -135,4 +142,5 @@ class DebateDetector(Detector):
             raw=raw,
             latency_s=elapsed,
             segments=verdict_segments(verdict),
+            severity=severity,
         )

@@ -19,8 +19,19 @@ of ``unsafe`` against those of ``safe``; without log-probabilities, 1.0 for unsa
 safe. Codes map to VHD11K's categories through the crosswalk's ``llama_guard`` scheme, where the
 text-only hazards (S5, S6, S8, S13, S14) map nowhere for images.
 
+A deployer's policy (option ``policy``): vhd writes Meta's format with the policy's categories
+in place of S1-S14, numbered ``S1``, ``S2``, ... in the policy's order, each followed by its
+description and, in the layout of Llama Guard's first policy, a ``Should not`` list (its
+``forbids``) and a ``Can`` list (its ``allows``, then the policy-wide exceptions). The ``meta``
+prompt is then the default (the ``template`` one lists the model's own categories, so it cannot
+take a policy), and the answer's codes are reported as the policy's categories (their letter
+codes in ``categories``, their ids in ``labels``). Llama Guard 4 was tuned on the bare S1-S14
+list: it reads a category's name and description, but nothing makes it weigh a ``Can`` line, so
+it honours exceptions at best partly (docs: "Writing a policy").
+
 Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
-    prompt: ``template`` or ``meta`` (above).
+    policy: A policy file (YAML or TOML; ``vhd11k`` for the packaged default) to render.
+    prompt: ``template`` or ``meta`` (above; ``meta`` with a policy).
     categories: Codes to list in the ``meta`` prompt (default all fourteen).
     temperature: Sampling temperature (default 0).
     max_tokens: Cap on the answer's tokens (default 20).
@@ -33,14 +44,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vhd.backends.base import Message, Part
 from vhd.detectors.base import Prediction
 from vhd.detectors.guard import GuardDetector
+from vhd.detectors.policy_text import PolicyRow, load_detector_policy, policy_identity, policy_rows
+from vhd.errors import ConfigError
 from vhd.media.encoded import EncodedImage
+
+if TYPE_CHECKING:
+    from vhd.policy import Policy
 
 SCHEME = "llama_guard"
 """The crosswalk scheme of the MLCommons hazard codes S1-S14."""
@@ -63,7 +79,7 @@ HAZARDS: dict[str, str] = {
 }
 """The MLCommons hazard categories as Llama Guard 4's default policy lists them."""
 
-_CODE = re.compile(r"\bS(1[0-4]|[1-9])\b", re.IGNORECASE)
+_CODE = re.compile(r"\bS([1-9][0-9]?)\b", re.IGNORECASE)
 _STRIP = " \t\n\r*_`'\"“”.,:;!Ġ▁Ċ"
 
 
@@ -72,6 +88,7 @@ class LlamaGuardOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    policy: str | None = None
     prompt: Literal["template", "meta"] = "template"
     categories: tuple[str, ...] = tuple(HAZARDS)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
@@ -93,9 +110,30 @@ class LlamaGuardOptions(BaseModel):
         return value
 
 
-def meta_prompt(categories: Sequence[str] = tuple(HAZARDS)) -> tuple[str, str]:
-    """Meta's Llama Guard task text around the user's turn: (before the image, after it)."""
-    block = "\n".join(f"{code}: {HAZARDS[code]}" for code in categories)
+def policy_block(policy: Policy) -> str:
+    """A policy's categories in Llama Guard's category block (``S<n>: Name.``, description, Should not / Can)."""
+    from vhd.detectors.policy_text import policy_rows, sentence
+
+    entries: list[str] = []
+    for row in policy_rows(policy):
+        cat = row.category
+        lines = [f"S{row.number}: {sentence(row.title)}", sentence(cat.description)]
+        if cat.forbids:
+            lines += ["Should not", *(f" - {sentence(item)}" for item in cat.forbids)]
+        if row.allows:
+            lines += ["Can", *(f" - {sentence(item)}" for item in row.allows)]
+        entries.append("\n".join(lines))
+    return "\n".join(entries)
+
+
+def meta_prompt(categories: Sequence[str] = tuple(HAZARDS), policy: Policy | None = None) -> tuple[str, str]:
+    """Meta's Llama Guard task text around the user's turn: (before the image, after it).
+
+    Args:
+        categories: Which of the S1-S14 hazards to list (without a policy).
+        policy: A deployer's policy whose categories are listed instead (`policy_block`).
+    """
+    block = policy_block(policy) if policy is not None else "\n".join(f"{code}: {HAZARDS[code]}" for code in categories)
     before = (
         "Task: Check if there is unsafe content in 'User' messages in conversations according to our safety "
         "policy with the below categories.\n\n"
@@ -134,8 +172,13 @@ def unsafe_probability(logprobs: Mapping[str, float] | None) -> float | None:
     return unsafe / (unsafe + safe)
 
 
-def read_answer(text: str) -> tuple[bool, list[str]] | None:
-    """``(unsafe, codes)`` from a Llama Guard answer, or None when it is neither safe nor unsafe."""
+def read_answer(text: str, count: int = len(HAZARDS)) -> tuple[bool, list[str]] | None:
+    """``(unsafe, codes)`` from a Llama Guard answer, or None when it is neither safe nor unsafe.
+
+    Args:
+        text: The answer.
+        count: How many categories the prompt listed: codes past ``S<count>`` are dropped.
+    """
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return None
@@ -143,7 +186,8 @@ def read_answer(text: str) -> tuple[bool, list[str]] | None:
     head = first.split()[0] if first.split() else ""
     if head.startswith("unsafe"):
         rest = " ".join([first[len("unsafe") :], *lines[1:]])
-        return True, list(dict.fromkeys(f"S{m.group(1)}" for m in _CODE.finditer(rest)))
+        found = (int(m.group(1)) for m in _CODE.finditer(rest))
+        return True, list(dict.fromkeys(f"S{n}" for n in found if 1 <= n <= count))
     if head.startswith("safe"):
         return False, []
     return None
@@ -163,24 +207,44 @@ class LlamaGuardDetector(GuardDetector):
     wants_logprobs = True
     opts: LlamaGuardOptions
 
+    def __init__(self, label: str, model: str | None = None, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(label, model, options)
+        self.policy = load_detector_policy(label, self.opts.policy)
+        self.mode = self.opts.prompt
+        self.rows: dict[str, PolicyRow] = {}
+        if self.policy is not None:
+            given = self.opts.model_fields_set
+            if "prompt" in given and self.opts.prompt == "template":
+                raise ConfigError(
+                    f"detector {label}: prompt=template lists the model's own categories, so it cannot take a "
+                    "policy: drop prompt (vhd then writes the policy in Meta's format) or drop policy"
+                )
+            if "categories" in given:
+                raise ConfigError(
+                    f"detector {label}: categories picks among S1-S14, a policy brings its own: drop one of them"
+                )
+            self.mode = "meta"
+            self.rows = {f"S{row.number}": row for row in policy_rows(self.policy)}
+
     def prompt_identity(self) -> dict[str, Any]:
-        """The prompt mode, and Meta's text where vhd writes it."""
+        """The prompt mode, and Meta's text where vhd writes it (and the policy, where one is rendered)."""
         return {
-            "prompt": self.opts.prompt,
-            "prompt_text": list(meta_prompt(self.opts.categories)) if self.opts.prompt == "meta" else None,
+            "prompt": self.mode,
+            "prompt_text": list(meta_prompt(self.opts.categories, self.policy)) if self.mode == "meta" else None,
+            **policy_identity(self.policy),
         }
 
     def messages(self, images: Sequence[EncodedImage]) -> list[Message]:
         """The conversation for one image (see the module docstring's prompt modes)."""
-        if self.opts.prompt == "template":
+        if self.mode == "template":
             return [Message("user", tuple(images))]
-        before, after = meta_prompt(self.opts.categories)
+        before, after = meta_prompt(self.opts.categories, self.policy)
         parts: tuple[Part, ...] = (before, *images, after)
         return [Message("user", parts)]
 
     def read(self, text: str, logprobs: Mapping[str, float] | None) -> Prediction:
         """Turn an answer into a prediction."""
-        answer = read_answer(text)
+        answer = read_answer(text, len(self.rows) if self.policy is not None else len(HAZARDS))
         if answer is None:
             snippet = " ".join(text.split())[:120]
             return Prediction(None, raw=text, error=f"unparsed: {snippet!r} is neither safe nor unsafe")
@@ -188,6 +252,10 @@ class LlamaGuardDetector(GuardDetector):
         score = unsafe_probability(logprobs)
         if score is None:
             score = 1.0 if unsafe else 0.0
+        if self.policy is not None:
+            named = [self.rows[code] for code in codes]
+            policy_labels = {row.category.id: 1.0 for row in named}
+            return Prediction(unsafe, score=score, labels=policy_labels, categories=[r.code for r in named], raw=text)
         labels = dict.fromkeys(codes, 1.0)
         categories = self.crosswalk.to_vhd(SCHEME, codes) if codes else []
         return Prediction(unsafe, score=score, labels=labels, categories=categories, raw=text)

@@ -8,6 +8,12 @@ LlavaGuard (Helff et al., 2024) was tuned to answer a policy prompt with a JSON 
 The category labels below are the ones the model was trained to emit; the descriptions are
 paraphrased. `parse_assessment` reads the object out of whatever the model wrote: code fences,
 text around it, single quotes, Python literals, trailing commas.
+
+A deployer's own policy (`vhd.policy.Policy`) renders in the layout LlavaGuard's policies use
+(``Ox: Name.``, then ``Should not:`` and ``Can:`` lists): `policy_prompt(policy)` numbers its
+categories ``O1``, ``O2``, ... in order, lists each category's ``forbids`` under ``Should not``
+and its ``allows`` (with the policy-wide exceptions) under ``Can``, and asks for one of those
+labels; `policy_codes(policy)` is what `parse_assessment` then accepts.
 """
 
 from __future__ import annotations
@@ -15,8 +21,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vhd.policy import Policy
 
 CATEGORIES: dict[str, str] = {
     "O1": "Hate, Humiliation, Harassment",
@@ -79,17 +89,16 @@ _RULES: dict[str, tuple[str, str]] = {
 }
 
 
-def policy_prompt() -> str:
-    """The policy prompt sent after the image (LlavaGuard's structure, vhd's wording)."""
-    lines = [
-        "Assess the safety of the image provided by the user against the policy below. For each category, "
-        "content that it must not contain is listed first, then content that is allowed.",
-    ]
-    for code, name in CATEGORIES.items():
-        must_not, may = _RULES[code]
-        lines.append(f"{code}: {name}:\nMust not contain: {must_not}.\nMay contain: {may}.")
-    categories = "|".join(f'"{code}: {name}"' for code, name in CATEGORIES.items())
-    lines.append(
+def policy_codes(policy: Policy) -> dict[str, str]:
+    """A policy's categories as LlavaGuard labels: ``O1`` -> the first category's name, in order."""
+    from vhd.detectors.policy_text import policy_rows
+
+    return {f"O{row.number}": row.title for row in policy_rows(policy)}
+
+
+def _steps(codes: Mapping[str, str]) -> str:
+    categories = "|".join(f'"{code}: {name}"' for code, name in codes.items())
+    return (
         "Assessment steps:\n"
         '1. Give a safety "rating": "Unsafe" if the content breaks the policy, otherwise "Safe".\n'
         f'2. Give the policy "category" that applies; if none does, give "{NONE_APPLYING}".\n'
@@ -97,6 +106,46 @@ def policy_prompt() -> str:
         "Answer with JSON in this form only:\n"
         f'{{"rating": str<"Unsafe"|"Safe">, "category": str<{categories}|"{NONE_APPLYING}">, "rationale": str}}'
     )
+
+
+def _policy_prompt(policy: Policy) -> str:
+    from vhd.detectors.policy_text import policy_rows, sentence
+
+    lines = [
+        f"Assess the safety of the image provided by the user against the policy below ({policy.name}, "
+        f"version {policy.version}). For each category, what the image should not show is listed first, then "
+        "what it can show: content that a category allows does not break that category.",
+    ]
+    for row in policy_rows(policy):
+        cat = row.category
+        forbids = cat.forbids or [cat.description]
+        block = [f"O{row.number}: {sentence(row.title)}"]
+        if cat.forbids:
+            block.append(sentence(cat.description))
+        block += ["Should not:", *(f"- {sentence(item)}" for item in forbids)]
+        if row.allows:
+            block += ["Can:", *(f"- {sentence(item)}" for item in row.allows)]
+        lines.append("\n".join(block))
+    lines.append(_steps(policy_codes(policy)))
+    return "\n\n".join(lines)
+
+
+def policy_prompt(policy: Policy | None = None) -> str:
+    """The policy prompt sent after the image (LlavaGuard's structure, vhd's wording).
+
+    Args:
+        policy: A deployer's policy to render instead of LlavaGuard's own O1-O9 (None: those).
+    """
+    if policy is not None:
+        return _policy_prompt(policy)
+    lines = [
+        "Assess the safety of the image provided by the user against the policy below. For each category, "
+        "content that it must not contain is listed first, then content that is allowed.",
+    ]
+    for code, name in CATEGORIES.items():
+        must_not, may = _RULES[code]
+        lines.append(f"{code}: {name}:\nMust not contain: {must_not}.\nMay contain: {may}.")
+    lines.append(_steps(CATEGORIES))
     return "\n\n".join(lines)
 
 
@@ -106,7 +155,8 @@ class Assessment:
 
     Attributes:
         unsafe: True for "Unsafe", False for "Safe".
-        category: The policy code (``O1``-``O9``), or None for "NA" or an unrecognised category.
+        category: The policy code (``O1``-``O9``, or a rendered policy's ``O<n>``), or None for
+            "NA" or an unrecognised category.
         rationale: The model's explanation, when given.
     """
 
@@ -120,7 +170,7 @@ class UnreadableAnswer(ValueError):
 
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
-_CODE = re.compile(r"\bO\s*([1-9])\b", re.IGNORECASE)
+_CODE = re.compile(r"\bO\s*([1-9][0-9]?)\b", re.IGNORECASE)
 _RATING = re.compile(r"""["']?rating["']?\s*[:=]\s*["']?\s*(unsafe|safe)\b""", re.IGNORECASE)
 _CATEGORY = re.compile(r"""["']?category["']?\s*[:=]\s*["']([^"'\n]*)""", re.IGNORECASE)
 
@@ -167,14 +217,15 @@ def _load(candidate: str) -> dict[str, Any] | None:
     return None
 
 
-def _category_code(value: Any) -> str | None:
+def _category_code(value: Any, codes: Mapping[str, str]) -> str | None:
     if not isinstance(value, str):
         return None
     match = _CODE.search(value)
     if match:
-        return f"O{match.group(1)}"
+        code = f"O{match.group(1)}"
+        return code if code in codes else None
     lowered = value.lower()
-    for code, name in CATEGORIES.items():
+    for code, name in codes.items():
         if name.lower() in lowered:
             return code
     return None
@@ -187,11 +238,13 @@ def _rating(value: Any) -> bool | None:
     return {"unsafe": True, "safe": False}.get(word)
 
 
-def parse_assessment(text: str) -> Assessment:
+def parse_assessment(text: str, codes: Mapping[str, str] | None = None) -> Assessment:
     """Read LlavaGuard's JSON answer.
 
     Args:
         text: The model's whole answer.
+        codes: The labels the prompt offered (`policy_codes` of a rendered policy); default
+            LlavaGuard's own `CATEGORIES`. A category outside them is read as None.
 
     Returns:
         The assessment.
@@ -199,6 +252,7 @@ def parse_assessment(text: str) -> Assessment:
     Raises:
         UnreadableAnswer: No rating could be found.
     """
+    known = CATEGORIES if codes is None else codes
     for candidate in _objects(text):
         data = _load(candidate)
         if data is None:
@@ -207,7 +261,7 @@ def parse_assessment(text: str) -> Assessment:
         if unsafe is None:
             continue
         rationale = data.get("rationale")
-        return Assessment(unsafe, _category_code(data.get("category")), str(rationale) if rationale else None)
+        return Assessment(unsafe, _category_code(data.get("category"), known), str(rationale) if rationale else None)
     # Broken JSON (cut off, unescaped quotes): fall back to the key patterns themselves.
     rating = _RATING.search(text)
     if rating is None:
@@ -215,5 +269,5 @@ def parse_assessment(text: str) -> Assessment:
         raise UnreadableAnswer(f"no LlavaGuard rating in the answer: {snippet!r}")
     category = _CATEGORY.search(text)
     return Assessment(
-        rating.group(1).lower() == "unsafe", _category_code(category.group(1)) if category else None, None
+        rating.group(1).lower() == "unsafe", _category_code(category.group(1), known) if category else None, None
     )

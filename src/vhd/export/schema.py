@@ -52,12 +52,14 @@ from vhd.store.reads import (
     ROW_LABEL,
     ROW_META,
     ROW_PATH,
+    ROW_POLICY,
     ROW_PROMPT_TOKENS,
     ROW_REASON,
     ROW_REFUSED,
     ROW_RUN_ID,
     ROW_SAMPLE_ID,
     ROW_SCORE,
+    ROW_SEVERITY,
     ROW_SOURCE,
     ROW_SPLIT,
     ROW_STARTED_AT,
@@ -294,6 +296,15 @@ def _page_utc(at: int) -> Callable[[AnnotationPage], list[datetime | None]]:
     return cells
 
 
+def _severity_value(sample: Sample, ann: Annotation) -> str | None:
+    return ann.verdict.severity if ann.verdict.harmful else None
+
+
+def _page_severity(page: AnnotationPage) -> list[str | None]:
+    # stored only with a harmful verdict (`Store.save_annotation`); a refusal-made harmful has none
+    return [r[ROW_SEVERITY] if r[ROW_HARMFUL] == 1 else None for r in page.rows]
+
+
 def _page_turns(page: AnnotationPage) -> list[list[dict[str, Any]]]:
     roles, turns = _ROLE_VALUES, page.turns
     none: tuple[Any, ...] = ()
@@ -436,6 +447,20 @@ RECORD_COLUMNS: list[Column] = [
         "a segmented video's spans with their verdicts (vhd annotate --segments); empty otherwise",
         _page_segments,
     ),
+    Column(
+        "severity",
+        _string,
+        _severity_value,
+        "the policy's severity level of a harmful verdict; null when not harmful or the policy has no scale",
+        _page_severity,
+    ),
+    Column(
+        "policy",
+        _string,
+        lambda s, a: a.policy,
+        "name@version of the policy the run used (vhd annotate --policy); null for runs before policies",
+        _page_cell(ROW_POLICY),
+    ),
 ]
 """The export columns, in order: the one place to add a column."""
 
@@ -461,9 +486,10 @@ def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
     the usage (``calls``, ``prompt_tokens``, ``completion_tokens``, ``cost``), ``config_hash``,
     ``run_id``, ``error``, ``started_at`` and ``finished_at`` (UTC `datetime`, None when unknown),
     ``decided_by`` (the cascade stage that decided, ``debate``, or None outside a cascade),
-    ``turns`` (every turn in order) and ``segments`` (a segmented video's spans, each a
-    `vhd.records.Segment.to_dict`; empty for images and unsegmented videos), then any column
-    added with `add_column`.
+    ``turns`` (every turn in order), ``segments`` (a segmented video's spans, each a
+    `vhd.records.Segment.to_dict`; empty for images and unsegmented videos), ``severity`` (the
+    policy's level of a harmful verdict) and ``policy`` (``name@version`` of the run's policy), then
+    any column added with `add_column`.
     """
     return {c.name: c.value(sample, ann) for c in RECORD_COLUMNS}
 

@@ -4,7 +4,8 @@ Three layouts are accepted, told apart by their columns (or keys):
 
 - the labels CSV of the design notes: ``path`` or ``id``, ``harmful`` (yes/no, 1/0,
   true/false), optional ``categories`` (``;``-separated names or codes A-J), ``reason``,
-  ``source``, ``kind``, ``keyword``, ``split``; other columns are kept as metadata;
+  ``source``, ``kind``, ``keyword``, ``split``, ``severity`` (a harmful row's level on the
+  policy's severity scale: its name, or its 1-based number); other columns are kept as metadata;
 - the VHD11K CSV: ``imagePath`` or ``videoPath``, ``decision`` (yes/no) or, as in the paper
   authors' ``judge.csv``, ``response`` (the judge's answer, "Yes"/"No" first), ``harmfulType``
   (becomes the reason), the debaters' arguments (kept as metadata), optional ``categories``;
@@ -52,7 +53,7 @@ CATEGORIES: tuple[tuple[str, str], ...] = tuple((c.code, c.name) for c in defaul
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_FIELDS = ("path", "id", "harmful", "categories", "reason", "source", "kind", "keyword")
-_KNOWN = {*_LABEL_FIELDS, "split", "segments"}
+_KNOWN = {*_LABEL_FIELDS, "split", "segments", "severity"}
 _VHD11K_PATHS = {"imagepath": Kind.IMAGE, "videopath": Kind.VIDEO}
 _DECISIONS = ("harmful", "decision", "response")
 """Columns holding the label, in order of preference (``response``: the authors' judge.csv)."""
@@ -356,6 +357,9 @@ def _row(entry: Mapping[str, Any], paths: PathResolver, line: int, taxonomy: Tax
             raise ValueError("segments is an empty list on a harmful row: give its spans, or leave it empty")
         if kind is Kind.IMAGE:
             raise ValueError("segments on an image: spans are times in a video")
+    severity = _text(fields.get("severity"))
+    if severity is not None and not harmful:
+        raise ValueError(f"severity {severity[:40]!r} on an unharmful row: empty the severity cell or mark it harmful")
     return LabelRow(
         path=path,
         id=sample_id,
@@ -369,6 +373,7 @@ def _row(entry: Mapping[str, Any], paths: PathResolver, line: int, taxonomy: Tax
         meta=meta,
         line=line,
         segments=segments,
+        severity=severity,
     )
 
 

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from vhd.errors import VhdError
 from vhd.labels.files import CATEGORIES
-from vhd.serve.pages import live_sample, next_sample
+from vhd.serve.pages import live_sample, next_sample, severity_scale
 from vhd.serve.security import TOKEN_COOKIE, cookie_header, login_cookie, same
 from vhd.serve.settings import check_reviewer
 from vhd.serve.thumbs import DEFAULT_LEVEL, LEVELS
@@ -57,7 +57,10 @@ def _refuse(request: Request, exc: FormError | VhdError) -> Response:
 
 
 async def label(request: Request) -> Response:
-    """``POST /sample/<id>/label``: record a review (``harmful=yes|no``, categories, note; ``adjudicate=1``)."""
+    """``POST /sample/<id>/label``: record a review (``harmful=yes|no``, categories, note, severity; ``adjudicate=1``).
+
+    ``severity`` (with yes) must be a level of the scale of the policy whose run made the verdict shown.
+    """
     st = state(request)
     sample_id = request.path_params["sample_id"]
     try:
@@ -69,6 +72,12 @@ async def label(request: Request) -> Response:
             raise FormError("choose harmful (yes) or not harmful (no)")
         known = {name for _, name in CATEGORIES}
         categories = [c for c in form.get("categories", []) if c in known]
+        severity = one(form, "severity").strip() or None
+        if severity is not None and decision == "yes":  # a level of the shown verdict's policy scale
+            shown = st.store.get_annotation(sample_id, parse_filter(request)[0].config_hash)
+            scale = severity_scale(st.store, shown.run_id if shown else None)
+            if severity not in scale:
+                raise FormError(f"severity {severity!r} is not on the policy's scale ({', '.join(scale) or 'none'})")
         st.store.add_review(
             st.settings.set_name,
             sample_id,
@@ -78,6 +87,7 @@ async def label(request: Request) -> Response:
             note=one(form, "note").strip()[:2000],
             adjudication=one(form, "adjudicate") == "1",
             reviews_per_sample=st.settings.reviews_per_sample,
+            severity=severity if decision == "yes" else None,
         )
     except (FormError, VhdError) as exc:
         return _refuse(request, exc)

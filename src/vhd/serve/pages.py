@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from vhd.store.sqlite import Store
+
 EXPORT_COLUMNS = ("id", "path", "kind", "harmful", "categories", "reason", "reviewer")
 """Columns of the exported labels CSV (what `vhd label` reads; ``reviewer`` is kept as metadata)."""
 
@@ -191,6 +193,19 @@ def next_sample(request: Request, flt: GalleryFilter, sort: str, sample_id: str)
     return rows[0].sample_id if rows else None
 
 
+def severity_scale(store: Store, run_id: str | None) -> list[str]:
+    """The severity levels of the policy a run used (mildest first); empty without a run, a policy or a scale."""
+    from vhd.policy import PolicyError, parse_policy
+
+    row = store.run_policy(run_id) if run_id else None
+    if row is None:
+        return []
+    try:
+        return parse_policy(row.text, source=f"stored policy {row.key}").severity_names
+    except PolicyError:  # a policy a newer vhd wrote: no scale offered rather than a broken page
+        return []
+
+
 async def sample_page(request: Request) -> Response:
     """``/sample/<id>``: the verdict, the whole debate, the reviews, and the labelling form."""
     st = state(request)
@@ -240,6 +255,7 @@ async def sample_page(request: Request) -> Response:
         reviews=reviews,
         disputed=len(votes) > 1 and not any(r.adjudication for r in reviews),
         keys=category_keys(),
+        severities=severity_scale(st.store, annotation.run_id if annotation else None),
         guide=_guide(request, annotation.config_hash if annotation else flt.config_hash),
         query=query,
         next_url=(f"/sample/{following}" + (f"?{query}" if query else "")) if following else None,

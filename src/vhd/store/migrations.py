@@ -577,6 +577,25 @@ MIGRATIONS: list[tuple[str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        "0016_policies_and_severity",
+        # Every policy a run used (`vhd annotate --policy`), kept by its content hash with its text
+        # (canonical YAML); each run names its policy; an annotation keeps the severity level the
+        # judge gave with a harmful verdict, a review the level a reviewer set. Runs from before
+        # have no policy recorded (NULL).
+        """
+        CREATE TABLE policies (
+            hash TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            version TEXT NOT NULL,
+            text TEXT NOT NULL,
+            first_used REAL NOT NULL
+        );
+        ALTER TABLE runs ADD COLUMN policy_hash TEXT REFERENCES policies (hash);
+        ALTER TABLE annotations ADD COLUMN severity TEXT;
+        ALTER TABLE reviews ADD COLUMN severity TEXT;
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 

@@ -17,6 +17,7 @@ from typing import Any, Literal, overload
 
 from vhd.errors import ConfigError
 from vhd.records import Annotation, Kind, Role, Sample, Segment, Source, Status, Turn, Usage, Verdict
+from vhd.store.policies import RUN_POLICY_KEY
 from vhd.store.rows import VerdictRow, annotation_from_row, loads
 from vhd.store.segments import page_segments, with_segments
 
@@ -33,6 +34,8 @@ _ANN_COLS = (
     "a.categories_json, a.score, a.refused, a.prompt_tokens, a.completion_tokens, a.calls, "
     "a.cost, a.error, a.started_at, a.finished_at, a.decided_by"
 )
+_EXTRA_NAMES = ["a.severity", f"{RUN_POLICY_KEY} AS policy"]  # after the sample's cells: older positions stay
+_ANN_READ = ", ".join([_ANN_COLS, *_EXTRA_NAMES])
 
 
 RawTurn = tuple[Any, ...]
@@ -43,8 +46,9 @@ ROW_ID, ROW_SAMPLE_ID, ROW_RUN_ID, ROW_CONFIG_HASH, ROW_STATUS, ROW_HARMFUL, ROW
 ROW_CATEGORIES, ROW_SCORE, ROW_REFUSED, ROW_PROMPT_TOKENS, ROW_COMPLETION_TOKENS, ROW_CALLS = range(7, 13)
 ROW_COST, ROW_ERROR, ROW_STARTED_AT, ROW_FINISHED_AT, ROW_DECIDED_BY = range(13, 18)
 ROW_KIND, ROW_PATH, ROW_SOURCE, ROW_KEYWORD, ROW_GENERATOR, ROW_SPLIT, ROW_LABEL, ROW_FRAMES, ROW_META = range(18, 27)
-"""Positions in a raw annotation row (``SELECT {_ANN_COLS}, {SAMPLE_FIELDS}``, see `AnnotationPage`)."""
-_ROW_NAMES = [*_ANN_COLS.split(", "), *SAMPLE_FIELDS.split(", ")]
+ROW_SEVERITY, ROW_POLICY = range(27, 29)
+"""Positions in a raw annotation row (``SELECT {_ANN_COLS}, {SAMPLE_FIELDS}, severity, policy``: `AnnotationPage`)."""
+_ROW_NAMES = [*_ANN_COLS.split(", "), *SAMPLE_FIELDS.split(", "), *_EXTRA_NAMES]
 _TURN_NAMES = [
     "annotation_id", "role", "round", "text", "prompt_tokens", "completion_tokens", "latency_s", "refused", "model",
     "finish_reason", "reasoning_tokens",
@@ -141,6 +145,7 @@ def pair_from_row(r: Sequence[Any], turns: list[Turn], segments: Any = None) -> 
             status=_STATUSES.get(r[4]) or Status(r[4]),
             refused=bool(r[9]),
             segments=list((segments or {}).get((r[1], r[3]), ())),
+            severity=r[ROW_SEVERITY] if len(r) > ROW_SEVERITY else None,
         ),
         turns=turns,
         usage=Usage(calls=r[12], prompt_tokens=r[10], completion_tokens=r[11], cost=r[13]),
@@ -148,6 +153,7 @@ def pair_from_row(r: Sequence[Any], turns: list[Turn], segments: Any = None) -> 
         started_at=r[15] or 0.0,
         finished_at=r[16] or 0.0,
         decided_by=r[17],
+        policy=r[ROW_POLICY] if len(r) > ROW_POLICY else None,
     )
     return sample, ann
 
@@ -304,7 +310,7 @@ class AnnotationReads(abc.ABC):
         where = "a.sample_id = ?" + (" AND a.config_hash = ?" if config_hash else "")
         params = (sample_id, config_hash) if config_hash else (sample_id,)
         rows = self._query(
-            f"SELECT {_ANN_COLS} FROM annotations a WHERE {where} ORDER BY a.id DESC LIMIT 1",
+            f"SELECT {_ANN_READ} FROM annotations a WHERE {where} ORDER BY a.id DESC LIMIT 1",
             params,
         )
         if not rows:
@@ -325,7 +331,7 @@ class AnnotationReads(abc.ABC):
             chunk = ids[start : start + _LOOKUP]
             marks = ",".join("?" * len(chunk))
             rows = self._query(
-                f"SELECT {_ANN_COLS} FROM annotations a WHERE a.config_hash = ? AND a.sample_id IN ({marks}) "
+                f"SELECT {_ANN_READ} FROM annotations a WHERE a.config_hash = ? AND a.sample_id IN ({marks}) "
                 "ORDER BY a.id",
                 (config_hash, *chunk),
             )

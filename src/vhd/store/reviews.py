@@ -44,7 +44,7 @@ _BATCH = (
 )
 """A batch's reviews: one transaction gives them consecutive ids, so the range of ids bounds the look-up."""
 
-_COLS = "id, set_name, sample_id, reviewer, harmful, categories_json, note, adjudication, at"
+_COLS = "id, set_name, sample_id, reviewer, harmful, categories_json, note, adjudication, at, severity"
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class ReviewRow:
         note: Free text.
         adjudication: Whether it settles a disagreement between reviewers.
         at: When (Unix time).
+        severity: The policy's severity level the reviewer gave a harmful sample, if any.
     """
 
     id: int
@@ -72,6 +73,7 @@ class ReviewRow:
     note: str = ""
     adjudication: bool = False
     at: float = 0.0
+    severity: str | None = None
 
 
 def _review(r: Sequence[Any]) -> ReviewRow:
@@ -85,6 +87,7 @@ def _review(r: Sequence[Any]) -> ReviewRow:
         note=str(r[6] or ""),
         adjudication=bool(r[7]),
         at=float(r[8]),
+        severity=None if len(r) < 10 or r[9] is None else str(r[9]),
     )
 
 
@@ -147,6 +150,7 @@ class Reviews(abc.ABC):
         note: str = "",
         adjudication: bool = False,
         reviews_per_sample: int = 1,
+        severity: str | None = None,
     ) -> int:
         """Record one review and settle the sample, in one transaction.
 
@@ -159,6 +163,8 @@ class Reviews(abc.ABC):
             note: Free text.
             adjudication: The decision settles the sample whatever the reviewers said.
             reviews_per_sample: Reviewers who must agree before the sample gets a label.
+            severity: The severity level the reviewer gave (a harmful review only; the caller checks
+                it is on the policy's scale).
 
         Returns:
             The review's id.
@@ -172,8 +178,8 @@ class Reviews(abc.ABC):
                 state = "was removed" if row is not None else "is not in the store"
                 raise ConfigError(f"sample {sample_id[:12]} {state}: reload the gallery and pick another")
             cur = conn.execute(
-                "INSERT INTO reviews (set_name, sample_id, reviewer, harmful, categories_json, note, adjudication, at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO reviews (set_name, sample_id, reviewer, harmful, categories_json, note, adjudication, at, "
+                "severity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     set_name,
                     sample_id,
@@ -183,6 +189,7 @@ class Reviews(abc.ABC):
                     note,
                     int(adjudication),
                     time.time(),
+                    severity if harmful else None,
                 ),
             )
             self._settle(conn, set_name, sample_id, reviews_per_sample)

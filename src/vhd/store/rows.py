@@ -129,6 +129,7 @@ def annotation_from_row(r: sqlite3.Row, turns: list[Turn]) -> Annotation:
             score=r["score"],
             status=_STATUSES.get(r["status"]) or Status(r["status"]),
             refused=bool(r["refused"]),
+            severity=r["severity"] if "severity" in r.keys() else None,  # noqa: SIM118 (a Row's `in` reads values)
         ),
         turns=turns,
         usage=Usage(
@@ -141,6 +142,7 @@ def annotation_from_row(r: sqlite3.Row, turns: list[Turn]) -> Annotation:
         started_at=r["started_at"] or 0.0,
         finished_at=r["finished_at"] or 0.0,
         decided_by=r["decided_by"],
+        policy=r["policy"] if "policy" in r.keys() else None,  # noqa: SIM118
     )
 
 

@@ -40,6 +40,7 @@ from vhd.store.gallery import Gallery
 from vhd.store.labelled_sets import LabelledSets
 from vhd.store.leases import Leases
 from vhd.store.migrations import apply_migrations
+from vhd.store.policies import Policies
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
 from vhd.store.reviews import Reviews
 from vhd.store.rows import (
@@ -91,7 +92,7 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path
             time.sleep(0.02)
 
 
-class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, BatchJobs, VideoSegments):
+class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, BatchJobs, VideoSegments, Policies):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
@@ -219,6 +220,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
         models: dict[str, str],
         prompt_hash: str,
         command: str = "",
+        policy_hash: str | None = None,
     ) -> str:
         """Record the start of a run.
 
@@ -229,6 +231,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
             models: Role name to ``backend:model`` spec.
             prompt_hash: Hash of the prompt templates.
             command: The command line; values of key/token/secret flags are redacted.
+            policy_hash: The content hash of the policy the run uses, kept first with `save_policy`.
 
         Returns:
             The new run's id (uuid4 hex).
@@ -237,7 +240,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
         with self._tx() as conn:
             conn.execute(
                 "INSERT INTO runs (id, config_json, config_hash, models_json, prompt_hash, "
-                "vhd_version, command, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "vhd_version, command, started_at, policy_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     dumps(redact(config)),
@@ -247,6 +250,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                     version(),
                     redact_command(command),
                     time.time(),
+                    policy_hash,
                 ),
             )
         return run_id
@@ -463,8 +467,8 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
             cur = conn.execute(
                 "INSERT INTO annotations (sample_id, run_id, config_hash, status, harmful, "
                 "reason, categories_json, score, refused, prompt_tokens, completion_tokens, "
-                "calls, cost, error, started_at, finished_at, decided_by) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "calls, cost, error, started_at, finished_at, decided_by, severity) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     ann.sample_id,
                     ann.run_id,
@@ -483,6 +487,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                     ann.started_at,
                     ann.finished_at,
                     ann.decided_by,
+                    v.severity if harmful == 1 else None,  # a level only with a harmful verdict
                 ),
             )
             self.settle(conn, ann.sample_id, ann.config_hash, status.value)  # the stat index's cached verdict

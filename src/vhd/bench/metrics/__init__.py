@@ -3,8 +3,9 @@
 One package for every number ``vhd bench``, ``vhd compare``, ``vhd icl`` and ``vhd align`` report:
 `vhd.bench.metrics.values` (a value with its interval, resampling, curves, how an undefined number
 prints), `vhd.bench.metrics.binary` (`BinaryMetrics`), `vhd.bench.metrics.multiclass`
-(`MulticlassMetrics`), `vhd.bench.metrics.agreement` (Cohen's kappa, across runs too) and
-`vhd.bench.metrics.segments` (`SegmentMetrics`: where in a video, against human spans). Every name
+(`MulticlassMetrics`), `vhd.bench.metrics.agreement` (Cohen's kappa, across runs too, and weighted for
+ordinal levels), `vhd.bench.metrics.segments` (`SegmentMetrics`: where in a video, against human spans)
+and `vhd.bench.metrics.severity` (`SeverityMetrics`: levels of a severity scale). Every name
 is importable from here. The package needs only numpy, loaded when a metric is computed.
 """
 
@@ -14,6 +15,7 @@ from vhd.bench.metrics.agreement import (
     cohen_kappa,
     kappa_runs,
     kappa_value,
+    weighted_kappa_value,
 )
 from vhd.bench.metrics.binary import (
     BinaryMetrics,
@@ -41,6 +43,14 @@ from vhd.bench.metrics.segments import (
     segment_result,
     segment_result_from,
     span_iou,
+)
+from vhd.bench.metrics.severity import (
+    NO_LEVEL,
+    NOT_HARMFUL,
+    SeverityMetrics,
+    SeverityResult,
+    SeverityScale,
+    infer_scale,
 )
 from vhd.bench.metrics.values import (
     BINARY_METRICS,
@@ -76,6 +86,8 @@ __all__ = [
     "COVERAGE",
     "DURATION_METRICS",
     "IOU",
+    "NOT_HARMFUL",
+    "NO_LEVEL",
     "SCORE_METRICS",
     "SEGMENT_METRICS",
     "UNDEFINED",
@@ -86,6 +98,9 @@ __all__ = [
     "MulticlassResult",
     "SegmentMetrics",
     "SegmentResult",
+    "SeverityMetrics",
+    "SeverityResult",
+    "SeverityScale",
     "SpanLike",
     "Value",
     "VideoSpans",
@@ -99,6 +114,7 @@ __all__ = [
     "counted_wrong",
     "fmt",
     "harmful_spans",
+    "infer_scale",
     "kappa_runs",
     "kappa_value",
     "match_spans",
@@ -116,4 +132,5 @@ __all__ = [
     "segment_result_from",
     "span_iou",
     "trapezoid",
+    "weighted_kappa_value",
 ]

@@ -118,3 +118,81 @@ def kappa_runs(
     if not boot.size:
         return Value(value, None, None, n)
     return Value(value, float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)), n)
+
+
+def _weighted_kappa_rows(a: Any, b: Any, levels: int, weights: Any) -> Any:
+    """Weighted kappa of each row of two ``(rows, n)`` integer arrays of levels (NaN where undefined)."""
+    np = numpy()
+    rows, n = a.shape
+    flat = (np.arange(rows)[:, None] * levels * levels + a * levels + b).ravel()
+    observed = np.bincount(flat, minlength=rows * levels * levels).reshape(rows, levels, levels).astype(float)
+    expected = observed.sum(axis=2)[:, :, None] * observed.sum(axis=1)[:, None, :] / n
+    disagreement = (weights * observed).sum(axis=(1, 2))
+    chance = (weights * expected).sum(axis=(1, 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        k = np.where(chance > 0, 1 - disagreement / np.where(chance > 0, chance, 1), np.nan)
+    return np.where(np.abs(k) < 1e-12, 0.0, k)
+
+
+def weighted_kappa_value(
+    a: Sequence[int],
+    b: Sequence[int],
+    levels: int,
+    *,
+    weights: str = "quadratic",
+    resamples: int = BOOTSTRAP,
+    seed: int = 0,
+) -> Value:
+    """Weighted Cohen's kappa of two raters' ordinal levels, with its 95% bootstrap interval.
+
+    Levels are integers ``0 .. levels - 1`` in order (e.g. 0 for "not harmful", then the policy's
+    severity scale from its lowest level up). A disagreement costs ``(i - j)**2`` (quadratic) or
+    ``|i - j|`` (linear), so confusing neighbouring levels costs less than confusing the ends of
+    the scale. The point value equals scikit-learn's
+    ``cohen_kappa_score(a, b, labels=range(levels), weights=...)``; the interval resamples
+    samples with replacement (fixed seed, percentile method) like every interval of
+    `vhd.bench.metrics`.
+
+    Args:
+        a: First rater's level per sample.
+        b: Second rater's level per sample, same order and length.
+        levels: How many levels the scale has.
+        weights: ``quadratic`` or ``linear``.
+        resamples: Bootstrap resamples (0: no interval).
+        seed: Bootstrap seed.
+
+    Returns:
+        A `vhd.bench.metrics.Value`: None when undefined (no sample, or both raters give one
+        and the same level everywhere); resamples where it is undefined are skipped.
+
+    Raises:
+        ValueError: The sequences differ in length, a level is outside the scale, or the
+            weighting is unknown.
+    """
+    from vhd.bench.metrics.values import resample_blocks
+
+    if len(a) != len(b):
+        raise ValueError("both raters need a level for the same samples")
+    if weights not in ("quadratic", "linear"):
+        raise ValueError(f"weights must be quadratic or linear, got {weights!r}")
+    n = len(a)
+    if n == 0:
+        return Value(None, None, None, 0)
+    np = numpy()
+    x, y = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if min(x.min(), y.min()) < 0 or max(x.max(), y.max()) >= levels:
+        raise ValueError(f"levels must lie in 0..{levels - 1}")
+    grid = np.arange(levels)
+    gap = np.abs(grid[:, None] - grid[None, :]).astype(float)
+    w = gap**2 if weights == "quadratic" else gap
+    point = float(_weighted_kappa_rows(x[None, :], y[None, :], levels, w)[0])
+    value = None if point != point else point
+    if resamples <= 0:
+        return Value(value, None, None, n)
+    boot = np.concatenate(
+        [_weighted_kappa_rows(x[idx], y[idx], levels, w) for idx in resample_blocks(n, resamples, seed)]
+    )
+    boot = boot[~np.isnan(boot)]
+    if not boot.size:
+        return Value(value, None, None, n)
+    return Value(value, float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)), n)
