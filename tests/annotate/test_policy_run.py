@@ -121,3 +121,14 @@ def test_show_prints_severity_and_policy(media: Path, tmp_path: Path, capsys: py
     assert main(["show", str(store), str(media / "red.png"), "--config-hash", run.config_hash, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["severity"] == "high" and data["policy"] == "acme-moderation@2026-11"
+
+
+def test_runs_name_their_policy(media: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.db"
+    annotate([media], store=store, config=config(), policy=tmp_path / "acme.yaml")
+    capsys.readouterr()
+    assert main(["runs", str(store), "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert run["policy"] == "acme-moderation@2026-11"
+    assert main(["runs", str(store)]) == 0
+    assert "policy acme-moderation@2026-11" in capsys.readouterr().out

@@ -74,3 +74,12 @@ def test_show_of_the_default_is_the_paper_definition(capsys: pytest.CaptureFixtu
     assert main(["policy", "show", "vhd11k", "--role", "judge", "--kind", "video"]) == 0
     out = capsys.readouterr().out
     assert default_templates()["definition_video"] in out and "Severity" not in out
+
+
+def test_check_names_a_missing_example_file(policy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    examples = "    examples:\n      - {path: here.png, harmful: true}\n      - {path: gone.png, harmful: false}\n"
+    text = POLICY.replace("severity:", examples + "severity:")
+    policy.write_text(text, encoding="utf-8")
+    (policy.parent / "here.png").write_bytes(b"")
+    assert main(["policy", "check", str(policy)]) == 1
+    assert ":10: categories[0].examples[1].path: no such file 'gone.png'" in capsys.readouterr().err

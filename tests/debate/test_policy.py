@@ -121,9 +121,8 @@ def test_severity_is_read_onto_the_verdict(reply: str, level: str | None) -> Non
     assert result.verdict.harmful is True and result.verdict.status is Status.OK
     assert result.verdict.severity == level
     judge_system = backend.calls[-1][1][0].text
-    assert (
-        'write a second line "Severity: <level>"' in judge_system and "- medium: clear but not graphic" in judge_system
-    )
+    assert 'write a second line "Severity: <level>"' in judge_system
+    assert "- medium: clear but not graphic" in judge_system
 
 
 @pytest.mark.parametrize("reply", ["Yes, graphic injury.\nSeverity: extreme", "Yes, graphic injury.\nSeverity 4"])

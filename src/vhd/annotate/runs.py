@@ -28,6 +28,7 @@ class RunRow:
         finished_at: Unix time it finished (None: still running, or it died).
         annotated: Samples it annotated, from its summary (None when it has none).
         vhd_version: The vhd version that ran it.
+        policy: ``name@version`` of the policy it used (None: a run from before policies were recorded).
     """
 
     id: str
@@ -38,13 +39,14 @@ class RunRow:
     finished_at: float | None
     annotated: int | None
     vhd_version: str
+    policy: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
 
 
-def _row(run: RunInfo) -> RunRow:
+def _row(run: RunInfo, policy: str | None = None) -> RunRow:
     annotated = (run.summary or {}).get("annotated")
     return RunRow(
         id=run.id,
@@ -55,6 +57,7 @@ def _row(run: RunInfo) -> RunRow:
         finished_at=run.finished_at,
         annotated=annotated if isinstance(annotated, int) else None,
         vhd_version=run.vhd_version,
+        policy=policy,
     )
 
 
@@ -65,7 +68,8 @@ def list_runs(store: StoreLike) -> list[RunRow]:
         ConfigError: No store at ``store``.
     """
     with using_store(store) as db:
-        return [_row(r) for r in db.runs()]
+        keys = {p.hash: p.key for p in db.policies()}
+        return [_row(r, keys.get(r.policy_hash or "")) for r in db.runs()]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ def _add_check(sub: Any, name: str) -> None:
         name,
         help="validate a policy file (exit 1 with FILE:LINE: what is wrong)",
         description="Validate a policy file (YAML or TOML) against vhd's policy schema: unknown keys, "
-        "duplicate category ids, an empty severity scale, values of the wrong type, a file over 2 MB. "
+        "duplicate category ids, an empty severity scale, values of the wrong type, a file over 2 MB, "
+        "example media that are not there. "
         "Errors name the line; the exit status is 1 on error, 0 when the policy is valid.",
         epilog=examples("vhd policy check acme-policy.yaml", "vhd policy check acme-policy.toml --json"),
     )
@@ -79,9 +80,13 @@ def add_parser(sub: Any, name: str) -> None:
 def run_check(args: argparse.Namespace) -> int:
     """``vhd policy check FILE``: 0 when valid, 1 with the error (FILE:LINE: ...) when not."""
     from vhd.policy import PolicyError, load_policy
+    from vhd.policy.load import DEFAULT_POLICY, missing_examples
 
     try:
         policy = load_policy(args.file)
+        missing = [] if args.file == DEFAULT_POLICY else missing_examples(args.file)
+        if missing:  # every missing file, the first as the error
+            raise PolicyError(missing[0] + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     except PolicyError as exc:
         if args.json:
             print(json.dumps({"valid": False, "error": str(exc)}))

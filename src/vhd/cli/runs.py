@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             printable(
                 f"{n:>3}  {r.id[:12]}  started {_when(r.started_at)}, {state}; config {r.config_hash[:12]}; "
-                f"{done} annotated; {models}; vhd {r.vhd_version}"
+                f"{done} annotated; {models}; vhd {r.vhd_version}" + (f"; policy {r.policy}" if r.policy else "")
             )
         )
         if r.command:

@@ -287,6 +287,32 @@ def _toml_lines(text: str) -> dict[Path_, int]:
     return lines
 
 
+def missing_examples(path: str | os.PathLike[str]) -> list[str]:
+    """One line per example media file of a policy file that is not there (``FILE:LINE: where: ...``).
+
+    Example paths resolve against the policy file's folder, as `vhd annotate --policy` reads them.
+
+    Raises:
+        PolicyError: The policy itself is invalid.
+    """
+    p = Path(path).expanduser()
+    text = read_policy_text(p)
+    toml = _is_toml(p)
+    policy = parse_policy(text, source=str(p), toml=toml)
+    lines = (_parse_toml(text, str(p)) if toml else _parse_yaml(text, str(p)))[1]
+    out: list[str] = []
+    for i, cat in enumerate(policy.categories):
+        for j, ex in enumerate(cat.examples):
+            media = Path(ex.path).expanduser()
+            if not (media if media.is_absolute() else p.parent / media).exists():
+                where: Path_ = ("categories", i, "examples", j, "path")
+                out.append(
+                    f"{p}:{_line_of(where, lines)}: {_where(where)}: no such file {ex.path!r} "
+                    f"(relative to {p.parent}); fix the path or remove the example"
+                )
+    return out
+
+
 def policy_json_schema() -> dict[str, Any]:
     """The JSON Schema of a policy file, generated from `Policy` (what `SCHEMA_FILE` ships)."""
     schema = Policy.model_json_schema()

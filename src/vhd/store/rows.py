@@ -26,6 +26,8 @@ class RunInfo:
         started_at: Unix time the run started.
         finished_at: Unix time it finished; None while running or after a crash.
         summary: What `Store.finish_run` recorded; None until then.
+        policy_hash: The content hash of the policy it used (`Store.get_policy`); None for a run from
+            before policies were recorded.
     """
 
     id: str
@@ -38,6 +40,7 @@ class RunInfo:
     started_at: float
     finished_at: float | None
     summary: dict[str, Any] | None
+    policy_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,7 @@ def run_from_row(r: sqlite3.Row) -> RunInfo:
         started_at=r["started_at"],
         finished_at=r["finished_at"],
         summary=None if r["summary_json"] is None else json.loads(r["summary_json"]),
+        policy_hash=r["policy_hash"] if "policy_hash" in r.keys() else None,  # noqa: SIM118
     )
 
 
