@@ -125,7 +125,8 @@ def histograms(
     Args:
         cache: Counts by configuration with the time they were read (kept between requests).
         store: The open store.
-        config_hash: The configuration (None: no histograms).
+        config_hash: The configuration, or `vhd.store.gallery.NEWEST` for each sample's newest verdict
+            (None: no histograms).
         sort: The gallery's order (kept in the links).
     """
     if config_hash is None:
@@ -138,7 +139,7 @@ def histograms(
     scores, categories = hit[1]
     if not scores:
         return None
-    base: dict[str, Any] = {"config": config_hash}
+    base: dict[str, Any] = {"config": config_hash} if config_hash else {}  # '': each sample's newest verdict
     if sort != "ingest":
         base["sort"] = sort
     out = Histograms(config=config_hash)
