@@ -56,7 +56,7 @@ class CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
     line (``errors 0^Cvhd: interrupted``).
     """
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         """The current ``sys.stderr``."""
         return sys.stderr
