@@ -126,3 +126,25 @@ def test_a_dash_with_nothing_piped_or_twice_is_a_clear_error() -> None:
     args = argparse.Namespace(inputs=["a.jpg", "-", "z.jpg"])
     stdin_paths(args, io.StringIO("b c.jpg\r\nd.jpg\n"))
     assert args.inputs == ["a.jpg", "b c.jpg", "d.jpg", "z.jpg"]  # in place, in order
+
+
+def test_show_piped_keeps_the_verdict_on_one_line(tmp_path: Path) -> None:
+    """`vhd show STORE SAMPLE | cat`: the verdict line and its long reason are not wrapped at 80 columns."""
+    media = tmp_path / "media"
+    write_examples(media)
+    reason = "an ordinary outdoor scene with nothing dangerous, violent, sexual or hateful in any part of it at all"
+    script = tmp_path / "long.yaml"
+    script.write_text(yaml.safe_dump({"rules": [{"when": {}, "reply": f"No, {reason}."}]}))
+    db = tmp_path / "s.db"
+    env = {k: v for k, v in _env().items() if k not in ("COLUMNS", "LINES")}
+    for command in (
+        ["annotate", str(media / "astronaut.jpg"), "--model", f"scripted:{script}", "--store", str(db)],
+        ["show", str(db), "astronaut.jpg"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "vhd", *command], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+    verdict = [line for line in done.stdout.splitlines() if line.startswith("not harmful")]
+    assert len(verdict) == 1 and reason in verdict[0] and verdict[0].rstrip().endswith("status ok"), done.stdout
+    assert len(verdict[0]) > 120  # longer than rich's 80 columns without a terminal: kept whole
