@@ -20,7 +20,7 @@ with `load_queue`, so its order and its detector votes join like any other colum
 
 Without a configuration (``GalleryFilter.latest``) each row shows the sample's newest verdict, and every
 filter, order and histogram reads that same verdict through the pseudo-configuration `NEWEST` of the
-index (migration ``0016_gallery_newest``). Score
+index (migration ``gallery_newest``). Score
 order walks ``gallery_scores`` from the top; disagreement order walks the ``configs`` disagreement
 first, then its negation. This module is a little long (about 460 lines) on purpose: the page
 planner and every order that shares its keyset walks stay in one place.
