@@ -113,3 +113,64 @@ def test_filters_orders_and_histograms_read_what_the_cards_show(served: Served, 
         finally:
             browser.close()
         assert not errors, errors
+
+
+def _segmented_video(root: Path) -> tuple[Path, str]:
+    """The example media annotated by the demo, then the video again under a configuration that segments it."""
+    from vhd.demo import write_examples
+    from vhd.records import Segment
+
+    media = root / "media"
+    write_examples(media)
+    db = root / "video.db"
+    assert main(["annotate", str(media / "manifest.csv"), "--model", "scripted:demo", "--store", str(db), "-q"]) == 0
+    with Store(db) as store:
+        video = next(r.sample_id for r in store.gallery_page(_latest(), limit=20) if r.kind == "video")
+        run = store.start_run({}, "5" * 64, {"judge": "segmenting"}, "p")
+        segments = [
+            Segment(start_s=0.0, end_s=1.0, harmful=False, score=0.1, reason="an empty scene"),
+            Segment(start_s=1.0, end_s=1.5, harmful=True, score=0.9, reason="a shape hits another"),
+            Segment(start_s=1.5, end_s=2.0, harmful=None, reason="unreadable"),
+        ]
+        verdict = Verdict(harmful=True, reason="one harmful span", score=0.9, segments=segments)
+        store.save_annotation(Annotation(sample_id=video, run_id=run, config_hash="5" * 64, verdict=verdict))
+    return db, video
+
+
+def test_a_videos_segments_show_as_a_strip_coloured_by_verdict(tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    need_executable("chromium", "apt-get install chromium")
+    need_module("playwright", "pip install playwright (never `playwright install`: use Debian's chromium)")
+    db, video = _segmented_video(tmp_path)
+    with serving(db, tmp_path) as served, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)  # a CSP refusal too
+        try:
+            page.goto(f"{served.url}/sample/{video}")
+            rects = page.evaluate(
+                """() => [...document.querySelectorAll('#segments rect')].map(r => [
+                  r.getAttribute('class'), +r.getAttribute('x'), +r.getAttribute('width'),
+                  r.querySelector('title').textContent, getComputedStyle(r).fill])"""
+            )
+            assert [r[0] for r in rects] == ["seg seg-no", "seg seg-yes", "seg seg-none"]
+            assert [(r[1], r[2]) for r in rects] == [(0, 500), (500, 250), (750, 250)]  # on a 0-2 s time line
+            assert rects[1][3] == "0:01.0-0:01.5 harmful, p=0.90: a shape hits another"
+            assert len({r[4] for r in rects}) == 3  # three colours, from the stylesheet
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('#segments img')].every(i => i.complete && i.naturalWidth > 0)"
+            )
+            srcs = page.locator("#segments img").evaluate_all("els => els.map(e => e.getAttribute('src'))")
+            assert len(srcs) == 5 and all(s.startswith(f"/thumb/{video}") and "clear" not in s for s in srcs)
+            listed = page.locator("#segment-list li").all_inner_texts()
+            assert listed[0] == "0:00.0-0:01.0 not harmful, p=0.10: an empty scene"
+            page.screenshot(path=str(tmp_path / "segments.png"), full_page=True)
+            page.goto(f"{served.url}/sample/{video}?reveal=1")  # revealed: the strip's frames stay blurred
+            srcs = page.locator("#segments img").evaluate_all("els => els.map(e => e.getAttribute('src'))")
+            assert srcs and not [s for s in srcs if "clear" in s]
+        finally:
+            browser.close()
+        assert not errors, errors

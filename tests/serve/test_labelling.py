@@ -212,3 +212,20 @@ def test_link_to_this_view_reproduces_it(store_copy: Path, client_for: Any) -> N
     link = re.search(r'<a href="([^"]+)" id="view-link"', page)
     assert link and link.group(1).replace("&amp;", "&") == "/?source=real&sort=path"
     assert 'id="save-view" hidden' in page  # saving a view by name needs the script
+
+
+def test_segment_strip_places_each_segment_on_the_videos_time_line() -> None:
+    from vhd.records import Segment
+    from vhd.serve.labelling import segment_strip
+
+    spans = segment_strip(
+        [
+            Segment(start_s=62.0, end_s=80.0, harmful=None),
+            Segment(start_s=0.0, end_s=60.0, harmful=False, score=0.2, reason="calm"),
+            Segment(start_s=60.0, end_s=62.0, harmful=True, score=0.97, reason="a fight"),
+        ]
+    )
+    assert [(s.x, s.width, s.decision) for s in spans] == [(0, 750, "no"), (750, 25, "yes"), (775, 225, "none")]
+    assert spans[1].label == "1:00.0-1:02.0 harmful, p=0.97: a fight"
+    assert spans[2].label == "1:02.0-1:20.0 no decision"
+    assert segment_strip([]) == [] and segment_strip([Segment(start_s=0, end_s=0, harmful=True)]) == []

@@ -18,7 +18,7 @@ from vhd.labels.files import CATEGORIES
 from vhd.media.credentials import credentials_summary
 from vhd.records import Sample, credentials_trust
 from vhd.serve.agreement import fleiss_kappa
-from vhd.serve.labelling import category_keys, histograms, instructions
+from vhd.serve.labelling import category_keys, histograms, instructions, segment_strip
 from vhd.serve.security import same
 from vhd.serve.thumbs import LEVELS, Look, media_path
 from vhd.serve.web import (
@@ -258,6 +258,10 @@ async def sample_page(request: Request) -> Response:
         credentials=credentials_summary(sample.meta),
         credentials_trust=credentials_trust(sample.meta),
         others=st.store.sample_annotations(sample_id),
+        strip=segment_strip(annotation.verdict.segments) if annotation else [],
+        strip_thumbs=[
+            thumb_url(sample_id, k, look(request)) for k in range(_frames(sample.kind.value, len(sample.frames)))
+        ],
         reviews=reviews,
         disputed=len(votes) > 1 and not any(r.adjudication for r in reviews),
         keys=category_keys(),
