@@ -1,4 +1,4 @@
-"""What keeping the gallery's index (migration ``0011_gallery_index``) costs the store's writes.
+"""What keeping the gallery's index (migrations ``0011_gallery_index``, ``gallery_newest``) costs writes.
 
 Two fresh stores in a temporary folder take the same writes the way vhd makes them: ``--samples``
 samples each saved with its annotation in its own transaction (`Store.save_annotation`, as `vhd
@@ -41,6 +41,14 @@ TRIGGERS = (
     "gallery_label_replace",
     "gallery_label_insert",
     "gallery_label_delete",
+    "gallery_newest_insert",  # migration gallery_newest: each sample's newest verdict
+    "gallery_newest_first",
+    "gallery_newest_delete",
+    "gallery_newest_last",
+    "gallery_newest_update",
+    "gallery_newest_move",
+    "gallery_newest_move_out",
+    "gallery_newest_move_in",
 )
 
 

@@ -168,6 +168,30 @@ def main() -> None:
         ("order=path + status=error", {"status": "error"}, "path"),
         ("newest verdict of each sample (the app's default view)", {"config_hash": None, "latest": True}, "ingest"),
         ("newest verdict + source=synthetic", {"config_hash": None, "latest": True, "source": "synthetic"}, "ingest"),
+        ("newest verdict + decision=harmful", {"config_hash": None, "latest": True, "decision": "harmful"}, "ingest"),
+        (
+            "newest verdict + decision=not_harmful",
+            {"config_hash": None, "latest": True, "decision": "not_harmful"},
+            "ingest",
+        ),
+        (
+            "newest verdict + status=missing (none)",
+            {"config_hash": None, "latest": True, "status": "missing"},
+            "ingest",
+        ),
+        (
+            "newest verdict + category no sample has",
+            {"config_hash": None, "latest": True, "category": "Nobody's Category"},
+            "ingest",
+        ),
+        (
+            "newest verdict + disagreement=configs",
+            {"config_hash": None, "latest": True, "disagreement": "configs"},
+            "ingest",
+        ),
+        ("newest verdict, order=score", {"config_hash": None, "latest": True}, "score"),
+        ("newest verdict, order=score + split=test", {"config_hash": None, "latest": True, "split": "test"}, "score"),
+        ("newest verdict, order=disagreement", {"config_hash": None, "latest": True}, "disagreement"),
         ("order=score", {}, "score"),
         ("order=score + keyword (0.1%)", {"keyword": "keyword 7"}, "score"),
         ("order=score + split=test", {"split": "test"}, "score"),
@@ -196,6 +220,7 @@ def main() -> None:
         progress = timed(lambda: store.review_progress("review"), args.repeat)
         stages = timed(lambda: store.gallery_stages("a" * 64), args.repeat)
         histograms = timed(lambda: store.gallery_histograms("a" * 64), args.repeat)
+        newest = timed(lambda: store.gallery_histograms(""), args.repeat)  # "": vhd.store.gallery.NEWEST
     from starlette.testclient import TestClient
 
     from vhd.serve import ServeSettings, create_app
@@ -212,6 +237,7 @@ def main() -> None:
     print(f"\nprogress count: {progress[0]:.0f} ms median; GET / (whole page): {page[0]:.0f} ms median")
     print(f"decided-by choices {stages[2]}: {stages[0]:.1f} ms median")
     print(f"histograms of configuration a (score bins, categories): {histograms[0]:.1f} ms median")
+    print(f"histograms of each sample's newest verdict: {newest[0]:.1f} ms median")
 
 
 if __name__ == "__main__":

@@ -127,10 +127,14 @@ def test_default_view_shows_each_samples_newest_verdict(store_copy: Path, client
     page = client.get(f"/sample/{sid}").text
     assert "Not annotated under this configuration" not in page and older[:12] in page
     assert "Not annotated under this configuration" in client.get(f"/sample/{sid}?config={newest}").text
-    # a filter on the verdict needs one configuration: the newest, said on the page
+    # a filter on the verdict reads the verdict each card shows (the older one here), and says so
+    cards = re.findall(r'data-id="([0-9a-f]{64})".*?class="decision d-(\w+)"', default, re.S)
     harmful = client.get("/?decision=harmful").text
-    assert f"the newest, {newest[:12]}" in harmful
-    assert sample_ids(harmful) == sample_ids(client.get(f"/?config={newest}&decision=harmful").text)
+    assert "each sample&#39;s newest verdict (of 2 configurations)" in harmful
+    assert sample_ids(harmful) == [c for c, d in cards if d == "yes"]
+    assert sample_ids(client.get("/?decision=not_harmful").text) == [c for c, d in cards if d == "no"]
+    assert sid in [c for c, d in cards if d == "no"]
+    assert sid not in sample_ids(client.get(f"/?config={newest}&decision=not_harmful").text)
 
 
 def test_queue_order_without_a_queue_is_ingest_order(store_copy: Path, queue_file: Path, client_for: Any) -> None:
@@ -154,8 +158,8 @@ def test_score_order_and_histograms(store_copy: Path, client_for: Any) -> None:
     shown = sample_ids(page)
     assert sorted(shown) == sorted(scores)
     assert [scores[s] for s in shown] == sorted((scores[s] for s in shown), reverse=True)
-    fallback = client.get("/?sort=score").text  # the newest configuration, which has no scores: not an empty page
-    assert "the newest" in fallback and "no sample of this view has a score" in fallback
+    fallback = client.get("/?sort=score").text  # the newest verdicts (whose configuration gives no scores)
+    assert "no sample of this view has a score under each sample&#39;s newest verdict" in fallback
     assert sample_ids(fallback) == sample_ids(client.get("/").text)
     assert f'href="/histograms?config={scored}&amp;sort=score" id="histograms-link"' in page
     histograms = client.get(f"/histograms?config={scored}&sort=score").text
@@ -208,3 +212,20 @@ def test_link_to_this_view_reproduces_it(store_copy: Path, client_for: Any) -> N
     link = re.search(r'<a href="([^"]+)" id="view-link"', page)
     assert link and link.group(1).replace("&amp;", "&") == "/?source=real&sort=path"
     assert 'id="save-view" hidden' in page  # saving a view by name needs the script
+
+
+def test_segment_strip_places_each_segment_on_the_videos_time_line() -> None:
+    from vhd.records import Segment
+    from vhd.serve.labelling import segment_strip
+
+    spans = segment_strip(
+        [
+            Segment(start_s=62.0, end_s=80.0, harmful=None),
+            Segment(start_s=0.0, end_s=60.0, harmful=False, score=0.2, reason="calm"),
+            Segment(start_s=60.0, end_s=62.0, harmful=True, score=0.97, reason="a fight"),
+        ]
+    )
+    assert [(s.x, s.width, s.decision) for s in spans] == [(0, 750, "no"), (750, 25, "yes"), (775, 225, "none")]
+    assert spans[1].label == "1:00.0-1:02.0 harmful, p=0.97: a fight"
+    assert spans[2].label == "1:02.0-1:20.0 no decision"
+    assert segment_strip([]) == [] and segment_strip([Segment(start_s=0, end_s=0, harmful=True)]) == []

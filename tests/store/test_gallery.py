@@ -22,7 +22,9 @@ from vhd.store.sqlite import Store
 
 N = 600
 CATS = ["Violence and Threats", "Substance Misuse", "Explicit and Sexual Content"]
-A, B = "a" * 64, "b" * 64
+A, B, C = "a" * 64, "b" * 64, "e" * 64
+LATEST = "newest"
+"""In the parametrised configurations: no configuration, each sample's newest verdict (``latest=True``)."""
 
 
 def sid(i: int) -> str:
@@ -55,7 +57,11 @@ def _annotation(i: int, run: str, config: str, flip: bool = False) -> Annotation
 
 
 def build(store: Store) -> None:
-    """600 samples: most annotated under A (some not), 5% under B too, some removed, reviews and labels."""
+    """600 samples: most annotated under A (some not), 5% under B too, some removed, reviews and labels.
+
+    A third configuration C, run later, gives a verdict on every 7th sample, and A annotates every 21st
+    sample again after it: each sample's newest verdict comes from A, B or C.
+    """
     run_a = store.start_run({}, A, {"judge": "scripted:demo"}, "p")
     run_b = store.start_run({}, B, {"judge": "scripted:demo"}, "p")
     for i in range(N):
@@ -64,6 +70,12 @@ def build(store: Store) -> None:
             store.save_annotation(_annotation(i, run_a, A))
         if i % 20 == 3:
             store.save_annotation(_annotation(i, run_b, B, flip=i % 40 == 3))
+    run_c = store.start_run({}, C, {"judge": "scripted:demo"}, "p")
+    for i in range(0, 580, 7):
+        store.save_annotation(_annotation(i, run_c, C, flip=i % 3 == 0))
+    for i in range(0, 560, 21):
+        if i % 50 != 49:
+            store.save_annotation(_annotation(i, run_a, A, flip=i % 2 == 0))
     for i in range(0, N, 123):
         store.remove_sample(sid(i + 7))
     for k, i in enumerate(range(1, N, 11)):
@@ -102,9 +114,9 @@ def _expected(store: Store, f: GalleryFilter, sort: str, queue: dict[str, tuple[
     ann = {
         r[0]: r[1:]
         for r in q(
-            "SELECT sample_id, id, status, harmful, score, categories_json, decided_by FROM annotations "
-            "WHERE config_hash = ?",
-            (f.config_hash,),
+            "SELECT sample_id, id, status, harmful, score, categories_json, decided_by, config_hash FROM annotations "
+            "WHERE config_hash = ? OR (? AND id IN (SELECT MAX(id) FROM annotations GROUP BY sample_id))",
+            (f.config_hash, f.latest and f.config_hash is None),
         )
     }
     others: dict[str, list[tuple[str, int | None]]] = {}
@@ -126,7 +138,7 @@ def _expected(store: Store, f: GalleryFilter, sort: str, queue: dict[str, tuple[
     out = []
     for rowid, s_id, path, source, keyword, generator, split, label, removed in samples:
         a = ann.get(s_id)
-        status, harmful, score, cats, stage = a[1:] if a else (None, None, None, "[]", None)
+        status, harmful, score, cats, stage, shown = a[1:] if a else (None, None, None, "[]", None, None)
         reviews, votes, adjudicated = state.get(s_id, (0, 0, 0))
         split_votes = 0 < votes < reviews
         checks = [
@@ -146,8 +158,7 @@ def _expected(store: Store, f: GalleryFilter, sort: str, queue: dict[str, tuple[
             f.score_max is None or (score is not None and score <= f.score_max),
             f.disagreement != "configs"
             or any(
-                c != f.config_hash and h is not None and h != harmful and harmful is not None
-                for c, h in others.get(s_id, [])
+                c != shown and h is not None and h != harmful and harmful is not None for c, h in others.get(s_id, [])
             ),
             f.disagreement != "human"
             or (
@@ -220,6 +231,13 @@ COMBOS: list[dict[str, Any]] = [
 ]
 
 
+def _filter(config: str | None, **extra: Any) -> GalleryFilter:
+    """A filter under one configuration, or (`LATEST`) on each sample's newest verdict."""
+    if config == LATEST:
+        return GalleryFilter(latest=True, **extra)
+    return GalleryFilter(config_hash=config, **extra)
+
+
 @pytest.mark.parametrize("rare", [gallery.RARE, 40, 0])
 def test_every_filter_and_order_lists_what_a_plain_reading_finds(
     store: Store, rare: int, monkeypatch: pytest.MonkeyPatch
@@ -228,10 +246,10 @@ def test_every_filter_and_order_lists_what_a_plain_reading_finds(
     monkeypatch.setattr(gallery, "RARE", rare)
     queue = {sid(i): (N - i, i % 3 == 0) for i in range(0, N, 4)}
     store.load_queue([QueueEntry(s, rank, dissent) for s, (rank, dissent) in queue.items()])
-    for config in (A, B, None, "c" * 64):
-        for extra in SINGLE + COMBOS if config == A else SINGLE:
+    for config in (A, B, C, None, "c" * 64, LATEST):
+        for extra in SINGLE + COMBOS if config in (A, LATEST) else SINGLE:
             for sort in ("ingest", "path", "queue"):
-                flt = GalleryFilter(config_hash=config, reviewer="alice", reviews_per_sample=2, **extra)
+                flt = _filter(config, reviewer="alice", reviews_per_sample=2, **extra)
                 want = _expected(store, flt, sort, queue)
                 assert _pages(store, flt, sort) == want, (config, extra, sort)
     assert len(_expected(store, GalleryFilter(config_hash=A, status="missing"), "ingest")) > 20
@@ -260,13 +278,13 @@ def test_every_filter_is_answered_from_an_index(store: Store) -> None:
     """EXPLAIN QUERY PLAN of every query a filtered first page makes: no table is scanned, nothing sorted."""
     store.load_queue([QueueEntry(sid(i), N - i, i % 3 == 0) for i in range(0, N, 4)])
     seen = 0
-    for extra in SINGLE[1:] + COMBOS:
-        flt = GalleryFilter(config_hash=A, reviewer="alice", **extra)
+    for config, extra in [(c, e) for c in (A, LATEST) for e in SINGLE[1:] + COMBOS]:
+        flt = _filter(config, reviewer="alice", **extra)
         for statement, plan in _plans(store, lambda flt=flt: store.gallery_page(flt)).items():
             seen += 1
-            assert not [p for p in plan if SCANS.match(p)], (extra, statement, plan)
-            assert not [p for p in plan if "TEMP B-TREE FOR ORDER BY" in p], (extra, plan)
-    assert seen > 2 * len(SINGLE)
+            assert not [p for p in plan if SCANS.match(p)], (config, extra, statement, plan)
+            assert not [p for p in plan if "TEMP B-TREE FOR ORDER BY" in p], (config, extra, plan)
+    assert seen > 4 * len(SINGLE)
 
 
 def test_common_values_walk_their_index_in_page_order(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -312,9 +330,13 @@ def _recount(conn: sqlite3.Connection) -> tuple[set[tuple[Any, ...]], ...]:
     blocks: dict[tuple[str, str, int], int] = {}
     for r in rowid.values():
         blocks[("s", "", r >> 8)] = blocks.get(("s", "", r >> 8), 0) + 1
-    for s_id, config, status, harmful, score, cats, stage in conn.execute(
-        "SELECT sample_id, config_hash, status, harmful, score, categories_json, decided_by FROM annotations"
-    ):
+    columns = "sample_id, config_hash, status, harmful, score, categories_json, decided_by"
+    every = conn.execute(f"SELECT {columns} FROM annotations").fetchall()
+    newest = conn.execute(  # the pseudo-configuration '' of each sample's newest verdict
+        "SELECT sample_id, '', status, harmful, score, categories_json, decided_by FROM annotations "
+        "WHERE id IN (SELECT MAX(id) FROM annotations GROUP BY sample_id)"
+    ).fetchall()
+    for s_id, config, status, harmful, score, cats, stage in every + newest:
         r = rowid[s_id]
         decision = {1: "harmful", 0: "not_harmful", None: "none"}[harmful]
         facets |= {(config, f"s:{status}", r), (config, f"d:{decision}", r)}
@@ -371,6 +393,13 @@ def test_every_write_path_keeps_the_index_in_step(store: Store) -> None:
     assert _index(store.conn) == _recount(store.conn)
     unlabelled = GalleryFilter(config_hash=A, set_name="fresh", review="labelled")
     assert [r.sample_id for r in store.gallery_page(unlabelled)] == [sid(9)]
+    # the newest verdict deleted: the one before it is shown again; a verdict moved to another sample
+    with store.conn:
+        store.conn.execute("DELETE FROM annotations WHERE sample_id = ? AND config_hash = ?", (sid(14), C))
+        store.conn.execute(
+            "UPDATE annotations SET sample_id = ? WHERE sample_id = ? AND config_hash = ?", (sid(50), sid(21), C)
+        )
+    assert _index(store.conn) == _recount(store.conn)
     # a plain delete (no vhd command does this today) leaves nothing behind either
     with store.conn:
         store.conn.execute("DELETE FROM annotations WHERE sample_id = ?", (sid(11),))
@@ -381,17 +410,18 @@ def test_every_write_path_keeps_the_index_in_step(store: Store) -> None:
 def test_an_older_store_is_indexed_when_it_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "old.db"
     # every migration but this one: later ones change tables the store's writes need
-    monkeypatch.setattr(mig, "MIGRATIONS", [m for m in mig.MIGRATIONS if m[0] != "0011_gallery_index"])
+    later = ("0011_gallery_index", "gallery_newest")  # the second needs the first's tables
+    monkeypatch.setattr(mig, "MIGRATIONS", [m for m in mig.MIGRATIONS if m[0] not in later])
     with Store(db) as old:
         build(old)
         assert not old.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'gallery_facets'").fetchone()
     monkeypatch.undo()
     with Store(db) as store:
-        assert "0011_gallery_index" in mig.applied_migrations(store.conn)
+        assert set(later) <= set(mig.applied_migrations(store.conn))
         facets, scores, blocks = _index(store.conn)
         assert (facets, scores, blocks) == _recount(store.conn) and len(facets) > N
-        flt = GalleryFilter(config_hash=A, status="missing")
-        assert _pages(store, flt, "ingest") == _expected(store, flt, "ingest")
+        for flt in (GalleryFilter(config_hash=A, status="missing"), GalleryFilter(latest=True, decision="harmful")):
+            assert _pages(store, flt, "ingest") == _expected(store, flt, "ingest")
 
 
 # -- score order, each sample's newest verdict, histograms -------------------------------------------------
@@ -400,8 +430,9 @@ def test_an_older_store_is_indexed_when_it_opens(tmp_path: Path, monkeypatch: py
 def _scores(store: Store, config: str) -> dict[str, tuple[float, int]]:
     rows = store.conn.execute(
         "SELECT s.id, a.score, s.rowid FROM annotations a JOIN samples s ON s.id = a.sample_id "
-        "WHERE a.config_hash = ? AND a.score IS NOT NULL",
-        (config,),
+        "WHERE (a.config_hash = ?1 OR (?1 = ? AND a.id IN (SELECT MAX(id) FROM annotations GROUP BY sample_id))) "
+        "AND a.score IS NOT NULL",
+        (config, LATEST),
     )
     return {str(r[0]): (float(r[1]), int(r[2])) for r in rows}
 
@@ -412,17 +443,20 @@ def test_score_order_lists_the_highest_first_under_every_filter(
 ) -> None:
     """Walked down the score index, or the few samples of a rare filter sorted: the same pages."""
     monkeypatch.setattr(gallery, "PATH_RARE", rare)
-    scores = _scores(store, A)
-    for extra in SINGLE + COMBOS:
-        flt = GalleryFilter(config_hash=A, reviewer="alice", reviews_per_sample=2, **extra)
-        want = [s for s in _expected(store, flt, "ingest") if s in scores]
-        want.sort(key=lambda s: (-scores[s][0], -scores[s][1]))
-        assert _pages(store, flt, "score") == want, extra
+    for config in (A, LATEST):
+        scores = _scores(store, config)
+        for extra in SINGLE + COMBOS:
+            flt = _filter(config, reviewer="alice", reviews_per_sample=2, **extra)
+            want = [s for s in _expected(store, flt, "ingest") if s in scores]
+            want.sort(key=lambda s: (-scores[s][0], -scores[s][1]))
+            assert _pages(store, flt, "score") == want, (config, extra)
     assert store.gallery_page(GalleryFilter(), sort="score") == []  # no configuration, no scores
 
 
-def test_score_order_walks_the_score_index(store: Store) -> None:
-    plans = _plans(store, lambda: store.gallery_page(GalleryFilter(config_hash=A), sort="score"))
+@pytest.mark.parametrize("config", [A, LATEST])
+def test_score_order_walks_the_score_index(store: Store, config: str) -> None:
+    first = store.gallery_page(_filter(config), sort="score", limit=5)
+    plans = _plans(store, lambda: store.gallery_page(_filter(config), sort="score", after=first[-1].sample_id))
     pages = [p for s, p in plans.items() if "frames_json" in s]
     assert pages and all(p[0].startswith("SEARCH g USING PRIMARY KEY (config=?") for p in pages), pages
     assert not [p for plan in pages for p in plan if SCANS.match(p) or "TEMP B-TREE" in p], pages
@@ -449,6 +483,50 @@ def test_without_a_configuration_each_sample_shows_its_newest_verdict(store: Sto
     assert all(r.status is None for r in store.gallery_page(GalleryFilter(), limit=N))  # not asked: no verdict
     plans = _plans(store, lambda: store.gallery_page(GalleryFilter(latest=True, source="real")))
     assert not [p for plan in plans.values() for p in plan if SCANS.match(p) or "TEMP B-TREE" in p], plans
+
+
+def test_the_newest_verdicts_filter_order_and_count_as_the_cards_show_them(store: Store) -> None:
+    """Three configurations: every filter on the verdict of ``latest=True`` reads the verdict its card shows."""
+    shown = {r.sample_id: r for r in store.gallery_page(GalleryFilter(latest=True), limit=N)}
+    configs = {
+        str(r[0])
+        for r in store.conn.execute(
+            "SELECT config_hash FROM annotations WHERE id IN (SELECT MAX(id) FROM annotations GROUP BY sample_id)"
+        )
+    }
+    assert configs == {A, B, C}  # the newest verdicts come from all three
+    harmful = [s for s, r in shown.items() if r.harmful is True]
+    not_harmful = [s for s, r in shown.items() if r.harmful is False]
+    assert _pages(store, GalleryFilter(latest=True, decision="harmful"), "ingest") == harmful
+    assert _pages(store, GalleryFilter(latest=True, decision="not_harmful"), "ingest") == not_harmful
+    for status in STATUSES:
+        want = [s for s, r in shown.items() if (r.status or "missing") == status]
+        assert _pages(store, GalleryFilter(latest=True, status=status), "ingest") == want, status
+    by_score = _pages(store, GalleryFilter(latest=True), "score")
+    assert by_score == sorted((s for s, r in shown.items() if r.score is not None), key=lambda s: -shown[s].score)  # type: ignore[operator]
+    scores, categories = store.gallery_histograms(gallery.NEWEST)
+    assert sum(scores) == len(
+        [r for r in store.gallery_page(GalleryFilter(latest=True), limit=N) if r.score is not None]
+    ) + len(
+        [
+            1
+            for r in store.conn.execute(
+                "SELECT removed_at FROM samples s WHERE removed_at IS NOT NULL AND EXISTS "
+                "(SELECT 1 FROM annotations a WHERE a.sample_id = s.id AND a.score IS NOT NULL)"
+            )
+        ]
+    )  # taken-down samples' verdicts are counted, as under a configuration
+    want_cats: dict[str, int] = {}
+    for (cats,) in store.conn.execute(
+        "SELECT categories_json FROM annotations WHERE id IN (SELECT MAX(id) FROM annotations GROUP BY sample_id)"
+    ):
+        for c in json.loads(cats):
+            want_cats[c] = want_cats.get(c, 0) + 1
+    assert categories == want_cats
+    assert store.gallery_stages(gallery.NEWEST) == ["cheap", "debate", "rare"]
+    # the newest of several configurations disagreeing: listed first in the disagreement order
+    split = _expected(store, GalleryFilter(latest=True, disagreement="configs"), "ingest")
+    assert split and _pages(store, GalleryFilter(latest=True), "disagreement")[: len(split)] == split
 
 
 def test_histograms_count_each_bin_and_category(store: Store) -> None:

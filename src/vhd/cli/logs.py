@@ -48,6 +48,24 @@ class TextLogFormatter(logging.Formatter):
         return f"vhd: {tag}{printable(redact_text(record.getMessage()))}"
 
 
+class CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler that writes to whatever ``sys.stderr`` is when a record comes.
+
+    While a progress bar is drawn, rich points ``sys.stderr`` at a proxy that prints above the bar;
+    a handler holding the stderr of start-up would write at the cursor instead, glued to the bar's
+    line (``errors 0^Cvhd: interrupted``).
+    """
+
+    @property
+    def stream(self) -> Any:
+        """The current ``sys.stderr``."""
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass  # always the current sys.stderr
+
+
 def configure_logging(verbose: int = 0, quiet: int = 0, log_format: str = "text") -> int:
     """Send the ``vhd`` loggers (and libraries' warnings) to stderr at the level asked for.
 
@@ -60,7 +78,7 @@ def configure_logging(verbose: int = 0, quiet: int = 0, log_format: str = "text"
         The level set.
     """
     level = log_level(verbose, quiet)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = CurrentStderr()
     handler.setFormatter(JsonLogFormatter() if log_format == "json" else TextLogFormatter())
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "vhd_habits", False)]:

@@ -9,9 +9,10 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from vhd.cli.habits import add_habits
-from vhd.errors import BackendError, MediaError, StoreWriteError, VhdError
+from vhd.errors import BackendError, ConfigError, MediaError, StoreWriteError, VhdError
 from vhd.fileio import printable
 from vhd.version import version
 
@@ -96,6 +97,40 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, ext
     command.error("; ".join([f"unrecognized arguments: {' '.join(extra)}", *hints]))
 
 
+PATH_LISTS = ("inputs", "refs")
+"""Destinations of the commands' input paths (annotate, ingest, dedup, frames; remove's samples): ``-`` in
+them reads more paths from stdin."""
+
+
+def stdin_paths(args: argparse.Namespace, stdin: Any = None) -> None:
+    r"""Replace ``-`` among a command's input paths with the paths read from stdin, one per line.
+
+    ``ls *.jpg | vhd annotate - --store s.db``, as other Unix tools read ``-``. Blank lines are
+    skipped and line ends (``\n``, ``\r\n``) dropped, nothing else: a path may hold spaces. A file
+    named ``-`` is ``./-``.
+
+    Raises:
+        ConfigError: ``-`` is given more than once, or stdin is a terminal (nothing piped in).
+    """
+    stdin = sys.stdin if stdin is None else stdin
+    for dest in PATH_LISTS:
+        values = getattr(args, dest, None)
+        if not isinstance(values, list) or "-" not in values:
+            continue
+        if values.count("-") > 1:
+            raise ConfigError("'-' (read paths from stdin) can be given once: drop the others")
+        if stdin is None or stdin.isatty():
+            raise ConfigError(
+                "'-' reads paths from stdin, one per line, but nothing is piped in: "
+                "e.g. ls *.jpg | vhd annotate - --store s.db (or name the paths)"
+            )
+        read = [line.rstrip("\r\n") for line in stdin]
+        at = values.index("-")
+        values[at : at + 1] = [p for p in read if p.strip()]
+        if not values:
+            raise ConfigError("'-' read no path from stdin: pipe in one path per line")
+
+
 def error(message: str) -> None:
     """Print a one-line error to stderr (secrets redacted; control characters escaped: messages quote file names)."""
     from vhd.redaction import redact_text
@@ -135,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logging.getLogger("vhd.cli")
     started = time.perf_counter()
     try:
+        stdin_paths(args)
         code: int = args.handler(args)
         sys.stdout.flush()
         log.info("%s finished in %.2f s (exit %d)", args.command, time.perf_counter() - started, code)

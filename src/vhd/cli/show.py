@@ -6,6 +6,7 @@ import argparse
 import errno
 import json
 import re
+import sys
 from typing import Any
 
 from vhd.cli.habits import examples
@@ -87,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
         data = record(sample, ann)
         print(json.dumps(data, indent=2, ensure_ascii=False, default=json_default))
         return 0
-    console = _Console(highlight=False)
+    # piped (not a terminal): a line is never broken inside (rich would wrap at 80 columns), so grep,
+    # cut and a reader of the output see the verdict and its reason on one line
+    console = _Console(highlight=False, soft_wrap=not sys.stdout.isatty())
     decision = {
         True: ("harmful", "bold red"),
         False: ("not harmful", "bold green"),

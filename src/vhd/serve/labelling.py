@@ -11,6 +11,7 @@ gallery indexes and are cached for a few seconds per configuration, as the count
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,8 @@ def histograms(
     Args:
         cache: Counts by configuration with the time they were read (kept between requests).
         store: The open store.
-        config_hash: The configuration (None: no histograms).
+        config_hash: The configuration, or `vhd.store.gallery.NEWEST` for each sample's newest verdict
+            (None: no histograms).
         sort: The gallery's order (kept in the links).
     """
     if config_hash is None:
@@ -138,7 +140,7 @@ def histograms(
     scores, categories = hit[1]
     if not scores:
         return None
-    base: dict[str, Any] = {"config": config_hash}
+    base: dict[str, Any] = {"config": config_hash} if config_hash else {}  # '': each sample's newest verdict
     if sort != "ingest":
         base["sort"] = sort
     out = Histograms(config=config_hash)
@@ -150,4 +152,53 @@ def histograms(
     for name, n in sorted(categories.items(), key=lambda kv: (-kv[1], kv[0])):
         out.categories.append((name, n, "/?" + urlencode({**base, "category": name})))
     out.top = max([1, *scores, *categories.values()])
+    return out
+
+
+STRIP_WIDTH = 1000
+"""Width of the segment strip's SVG coordinate system (the page scales it to the column)."""
+
+
+@dataclass(frozen=True)
+class StripSpan:
+    """One segment of a video's time line as the sample page draws it: a coloured box of the strip.
+
+    Attributes:
+        x: Where it starts, in `STRIP_WIDTH` units of the video's length.
+        width: How long it is, in the same units (at least 1, so a short segment stays visible).
+        decision: ``yes``, ``no`` or ``none`` (the colour, as the gallery's ``d-`` classes).
+        label: ``0:04.0-0:09.5 harmful, p=0.91: reason`` (its tooltip and list entry).
+    """
+
+    x: float
+    width: float
+    decision: str
+    label: str
+
+
+def _clock(seconds: float) -> str:
+    """``m:ss.s`` (tenths: segments of a short clip are often under a second)."""
+    tenths = max(0, round(float(seconds) * 10))
+    return f"{tenths // 600}:{(tenths % 600) / 10:04.1f}"
+
+
+def segment_strip(segments: Sequence[Any]) -> list[StripSpan]:
+    """A video's segments (`vhd.records.Segment`) as boxes of a time line from 0 to the last segment's end.
+
+    Empty for an image or an unsegmented video.
+    """
+    if not segments:
+        return []
+    end = max(float(s.end_s) for s in segments)
+    if end <= 0:
+        return []
+    out = []
+    for s in sorted(segments, key=lambda s: float(s.start_s)):
+        decision = "none" if s.harmful is None else "yes" if s.harmful else "no"
+        said = "no decision" if s.harmful is None else "harmful" if s.harmful else "not harmful"
+        score = f", p={s.score:.2f}" if s.score is not None else ""
+        reason = f": {s.reason}" if s.reason else ""
+        x = STRIP_WIDTH * float(s.start_s) / end
+        width = max(1.0, STRIP_WIDTH * (float(s.end_s) - float(s.start_s)) / end)
+        out.append(StripSpan(x, width, decision, f"{_clock(s.start_s)}-{_clock(s.end_s)} {said}{score}{reason}"))
     return out

@@ -18,7 +18,7 @@ from vhd.labels.files import CATEGORIES
 from vhd.media.credentials import credentials_summary
 from vhd.records import Sample, credentials_trust
 from vhd.serve.agreement import fleiss_kappa
-from vhd.serve.labelling import category_keys, histograms, instructions
+from vhd.serve.labelling import category_keys, histograms, instructions, segment_strip
 from vhd.serve.security import same
 from vhd.serve.thumbs import LEVELS, Look, media_path
 from vhd.serve.web import (
@@ -36,7 +36,7 @@ from vhd.serve.web import (
     thumb_url,
 )
 from vhd.store.curation import removed_at
-from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
+from vhd.store.gallery import DECISIONS, DISAGREEMENTS, NEWEST, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
 from vhd.store.provenance import sample_provenance
 from vhd.store.reviews import BATCH_MAX
 
@@ -107,10 +107,10 @@ async def gallery(request: Request) -> Response:
     st = state(request)
     flt, sort, after, notes = parse_filter(request)
     configs = st.store.gallery_configs()
-    shown = flt.config_hash or next(iter(configs), None)  # what a filter on the verdict will use
+    shown = flt.view()  # the verdicts the cards show, and every filter, order and count reads
     rows = st.store.gallery_page(flt, sort=sort, after=after, limit=PAGE_SIZE)
     if sort == "score" and not rows and after is None:  # not an empty gallery: the samples in ingest order
-        notes.append(f"no sample of this view has a score under configuration {str(shown)[:12]}: ingest order")
+        notes.append(f"no sample of this view has a score under {verdicts_shown(shown)}: ingest order")
         sort = "ingest"
         rows = st.store.gallery_page(flt, sort=sort, limit=PAGE_SIZE)
     query = filter_query(flt, sort, request.query_params.get("config"))
@@ -147,7 +147,8 @@ async def gallery(request: Request) -> Response:
         },
         query=query,
         queue_size=st.queue_size,
-        shown=shown,
+        shown=shown if configs else None,
+        shown_text=verdicts_shown(shown, len(configs)),
         request_config=flt.config_hash if request.query_params.get("config") else "",
         bulk_max=BATCH_MAX,
         keys=category_keys(),
@@ -162,14 +163,34 @@ async def histograms_page(request: Request) -> Response:
     """
     st = state(request)
     flt, sort, _, notes = parse_filter(request)
-    shown = flt.config_hash or next(iter(st.store.gallery_configs()), None)
+    shown = flt.view()
     bars = histograms(st.histograms, st.store, shown, sort)
     if bars is None:
         return _not_found(request, "nothing is annotated in this store yet: no histograms")
     query = filter_query(flt, sort, request.query_params.get("config"))
     return render(
-        request, "histograms.html", histograms=bars, notes=notes, gallery_url="/" + (f"?{query}" if query else "")
+        request,
+        "histograms.html",
+        histograms=bars,
+        shown_text=verdicts_shown(shown, len(st.store.gallery_configs())),
+        notes=notes,
+        gallery_url="/" + (f"?{query}" if query else ""),
     )
+
+
+def verdicts_shown(view: str | None, configs: int = 0) -> str:
+    """What the cards' verdicts are, in words: one configuration, or each sample's newest verdict.
+
+    Args:
+        view: `GalleryFilter.view` of the page (`NEWEST`, a configuration hash, or None).
+        configs: How many configurations the store has annotated under (said with the newest).
+    """
+    if view is None:
+        return "no configuration"
+    if view == NEWEST:
+        many = f" (of {configs} configurations)" if configs > 1 else ""
+        return f"each sample's newest verdict{many}"
+    return f"configuration {view[:12]}"
 
 
 def _guide(request: Request, config_hash: str | None) -> Any:
@@ -252,6 +273,10 @@ async def sample_page(request: Request) -> Response:
         credentials=credentials_summary(sample.meta),
         credentials_trust=credentials_trust(sample.meta),
         others=st.store.sample_annotations(sample_id),
+        strip=segment_strip(annotation.verdict.segments) if annotation else [],
+        strip_thumbs=[
+            thumb_url(sample_id, k, look(request)) for k in range(_frames(sample.kind.value, len(sample.frames)))
+        ],
         reviews=reviews,
         disputed=len(votes) > 1 and not any(r.adjudication for r in reviews),
         keys=category_keys(),

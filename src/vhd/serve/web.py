@@ -23,7 +23,6 @@ from vhd.serve.security import CSRF_KEY, RateLimit, same
 from vhd.serve.settings import ServeSettings, check_reviewer
 from vhd.serve.thumbs import DEFAULT_LEVEL, LEVELS, Look, PreviewCache
 from vhd.store.gallery import DECISIONS, DISAGREEMENTS, REVIEW_STATES, SORTS, STATUSES, GalleryFilter
-from vhd.store.gallery_filter import reads_verdict
 from vhd.store.sqlite import Store
 
 if TYPE_CHECKING:
@@ -271,14 +270,7 @@ def parse_filter(request: Request) -> tuple[GalleryFilter, str, str | None, list
     elif sort == "queue" and not st.queue_size:
         notes.append("no review queue is loaded (start with --queue FILE): showing ingest order")
         sort = "ingest"
-    flt.latest = flt.config_hash is None
-    on_verdict = reads_verdict(flt) or flt.status or flt.decision  # "missing", "none": under which configuration?
-    if flt.config_hash is None and configs and (sort in ("score", "disagreement") or on_verdict):
-        flt.config_hash, flt.latest = configs[0], False
-        notes.append(
-            f"filters and orders on the verdict use one configuration: the newest, {configs[0][:12]}; "
-            "pick another in the list"
-        )
+    flt.latest = flt.config_hash is None  # filters and orders then read the verdict each card shows
     after = q.get("after")
     if after is not None and not SHA256.fullmatch(after):
         notes.append("ignored a malformed page cursor")

@@ -18,7 +18,9 @@ the length of that index; in path or queue order the order's own index is walked
 The review queue (`vhd review-queue`'s CSV) is loaded into a temporary table of this connection
 with `load_queue`, so its order and its detector votes join like any other column.
 
-Without a configuration (``GalleryFilter.latest``) each row shows the sample's newest verdict. Score
+Without a configuration (``GalleryFilter.latest``) each row shows the sample's newest verdict, and every
+filter, order and histogram reads that same verdict through the pseudo-configuration `NEWEST` of the
+index (migration ``gallery_newest``). Score
 order walks ``gallery_scores`` from the top; disagreement order walks the ``configs`` disagreement
 first, then its negation. This module is a little long (about 460 lines) on purpose: the page
 planner and every order that shares its keyset walks stay in one place.
@@ -38,6 +40,7 @@ from typing import Any
 from vhd.store.gallery_filter import (
     DECISIONS,
     DISAGREEMENTS,
+    NEWEST,
     REVIEW_STATES,
     SORTS,
     STATUSES,
@@ -51,6 +54,7 @@ from vhd.store.gallery_filter import (
 __all__ = [
     "DECISIONS",
     "DISAGREEMENTS",
+    "NEWEST",
     "PATH_RARE",
     "RARE",
     "REVIEW_STATES",
@@ -134,6 +138,10 @@ _AFTER = "(SELECT rowid FROM samples WHERE id = ?)"
 _SCORE_AFTER = (
     "(SELECT a3.score, s3.rowid FROM samples s3 JOIN annotations a3 ON a3.sample_id = s3.id "
     "AND a3.config_hash = ? WHERE s3.id = ?)"
+)
+_NEWEST_SCORE_AFTER = (
+    "(SELECT a3.score, s3.rowid FROM samples s3 JOIN annotations a3 ON a3.id = "
+    "(SELECT MAX(a4.id) FROM annotations a4 WHERE a4.sample_id = s3.id) WHERE s3.id = ?)"
 )
 _ORDER = {  # (order, the key of the sample a page starts after); score order is built in gallery_page
     "ingest": ("s.rowid", _AFTER),
@@ -247,7 +255,8 @@ class Gallery(abc.ABC):
         if queue and not has_queue:
             return []  # asked for the queue's samples and there is no queue
         sort = sort if sort in SORTS and (sort != "queue" or has_queue) else "ingest"
-        config = self._gallery_config(flt.config_hash)
+        view = flt.view()
+        config = self._gallery_config(view)
         if sort == "score" and config is None:
             return []  # no scores without a configuration that has annotations
         drivers = self._drivers(flt, config, has_queue and sort != "queue", sort)
@@ -259,8 +268,8 @@ class Gallery(abc.ABC):
         conds, params = conditions(flt, config)
         source = "samples s"
         if sort == "score":  # highest P(harmful) first; samples without a score are not in this order
-            order, cmp, key = "a.score DESC, s.rowid DESC", "(a.score, s.rowid) <", _SCORE_AFTER
-            key_params: list[Any] = [flt.config_hash, after]
+            order, cmp = "a.score DESC, s.rowid DESC", "(a.score, s.rowid) <"
+            key, key_params = (_SCORE_AFTER, [view, after]) if flt.config_hash else (_NEWEST_SCORE_AFTER, [after])
             if not listed:  # walk the configuration's score index from the top
                 source = "gallery_scores g CROSS JOIN samples s ON s.rowid = g.sample"
                 order, cmp = "g.score DESC, g.sample DESC", "(g.score, g.sample) <"
@@ -299,7 +308,7 @@ class Gallery(abc.ABC):
         Two keyset walks one after the other: the ``disagreement="configs"`` filter, then its negation
         (``"agree"``); a page that ends the first part goes on with the start of the second.
         """
-        if flt.disagreement is not None or flt.config_hash is None:
+        if flt.disagreement is not None or flt.view() is None:
             return self.gallery_page(flt, after=after, limit=limit)  # nothing to put first
         split, rest = replace(flt, disagreement="configs"), replace(flt, disagreement="agree")
         if after is not None and not self._matches(split, after):
@@ -312,7 +321,7 @@ class Gallery(abc.ABC):
     def _matches(self, flt: GalleryFilter, sample_id: str) -> bool:
         """Whether one sample passes a filter (one row checked)."""
         sql, join_params = _select(flt, "samples s", has_queue=False)
-        conds, params = conditions(flt, self._gallery_config(flt.config_hash))
+        conds, params = conditions(flt, self._gallery_config(flt.view()))
         rows = self._query(sql + "WHERE s.id = ? AND " + " AND ".join(conds), [*join_params, sample_id, *params])
         return bool(rows)
 
@@ -414,11 +423,22 @@ class Gallery(abc.ABC):
     def gallery_stages(self, config_hash: str | None, limit: int = 50) -> list[str]:
         """The ``decided_by`` values of a configuration's annotations: its cascade stages and ``debate``.
 
-        Found by hopping along the ``(config_hash, decided_by)`` index, one seek per value (empty outside
+        ``config_hash`` `NEWEST`: those of each sample's newest verdict (its ``b:`` facets). Found
+        by hopping along the ``(config_hash, decided_by)`` index, one seek per value (empty outside
         a cascade).
         """
         if config_hash is None:
             return []
+        if config_hash == NEWEST:  # the stages of the newest verdicts: hop along their ``b:`` facets
+            config = self._gallery_config(NEWEST)
+            rows = self._query(
+                "WITH RECURSIVE v(x) AS (SELECT MIN(facet) FROM gallery_facets WHERE config = ?1 AND facet > 'b:' "
+                "AND facet < 'b;' UNION ALL SELECT (SELECT MIN(facet) FROM gallery_facets WHERE config = ?1 "
+                "AND facet > v.x AND facet < 'b;') FROM v WHERE v.x IS NOT NULL) "
+                "SELECT substr(x, 3) FROM v WHERE x IS NOT NULL LIMIT ?2",
+                (config, limit),
+            )
+            return [str(r[0]) for r in rows]
         rows = self._query(
             "WITH RECURSIVE v(x) AS (SELECT MIN(decided_by) FROM annotations WHERE config_hash = ?1 UNION ALL "
             "SELECT (SELECT MIN(decided_by) FROM annotations WHERE config_hash = ?1 AND decided_by > v.x) "
@@ -429,6 +449,8 @@ class Gallery(abc.ABC):
 
     def gallery_histograms(self, config_hash: str, bins: int = 10) -> tuple[list[int], dict[str, int]]:
         """How a configuration's verdicts spread: counts of P(harmful) in ``bins`` equal bins, and per category.
+
+        ``config_hash`` `NEWEST` counts each sample's newest verdict (what the gallery shows by default).
 
         Read from the gallery's indexes (``gallery_scores``, the ``c:`` facets of ``gallery_facets``), which
         keep a removed sample's verdict: the counts include taken-down samples. The cost follows the

@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from vhd.store.migrations import NEWEST as NEWEST
+
 SORTS = ("ingest", "path", "queue", "score", "disagreement")
 """Orders of the gallery: ingest order, media path, the review queue's rank, P(harmful) highest first,
 samples on which configurations disagree first."""
@@ -35,7 +37,8 @@ class GalleryFilter:
     Attributes:
         config_hash: The configuration whose annotation is shown and filtered on.
         latest: With no ``config_hash``: show each sample's newest annotation, whichever configuration
-            made it (filters on the verdict need a configuration; without one nothing has a verdict).
+            made it, and filter and order on that same verdict (the pseudo-configuration `NEWEST` of
+            the gallery's index). Neither given: no sample has a verdict.
         set_name: The labelled set under review.
         reviewer: The person looking (for ``review="mine"`` / ``"not_mine"``).
         reviews_per_sample: Reviews wanted per sample (for ``review="needs_more"``).
@@ -75,6 +78,12 @@ class GalleryFilter:
     disagreement: str | None = None
     review: str | None = None
     queue_only: bool = False
+
+    def view(self) -> str | None:
+        """The verdicts shown and filtered on: ``config_hash``, `NEWEST` (``latest``), or None (none)."""
+        if self.config_hash is not None:
+            return self.config_hash
+        return NEWEST if self.latest else None
 
     def active(self) -> dict[str, Any]:
         """The filters a user set (the fields below ``reviews_per_sample`` that are not None/False)."""
@@ -262,9 +271,9 @@ def drivers(
         by_facet = ("gallery_facets g CROSS JOIN samples s ON s.rowid = g.sample", "g.sample", (config, facet))
         out.append(Driver(_FACET_ROWS, (config, facet), by_facet))
     missing = config is not None and (flt.status == "missing" or flt.decision == "none")
-    if missing:
-        assert flt.config_hash is not None
-        absence = _absence(absent("a", flt.config_hash))
+    view = flt.view()
+    if missing and view is not None:
+        absence = _absence(absent("a", view))
         if flt.decision == "none":  # no annotation, or one without a decision
             absence = Driver(f"{_FACET_ROWS} UNION {_BLOCK_ROWS}", (config, "d:none", *absence.params))
         out.append(absence)
@@ -276,7 +285,7 @@ def drivers(
     if flt.disagreement == "configs":
         sql = (
             "SELECT f.sample FROM gallery_configs c CROSS JOIN gallery_facets f ON f.config = c.id "
-            "AND f.facet IN ('d:harmful', 'd:not_harmful') WHERE c.id != ?"
+            "AND f.facet IN ('d:harmful', 'd:not_harmful') WHERE c.id != ? AND c.config_hash != ''"
         )
         out.append(Driver(sql, (config,)))
     elif flt.disagreement == "human":

@@ -21,6 +21,126 @@ from pathlib import Path
 
 from vhd.errors import ConfigError, VhdError
 
+NEWEST = ""
+"""The ``gallery_configs`` hash of the pseudo-configuration "each sample's newest verdict"."""
+
+
+def _facets_of(cond: str) -> str:
+    """The gallery facets of the annotations ``x`` that satisfy ``cond`` (as one column ``facet``)."""
+    return (
+        f"SELECT 's:' || x.status AS facet FROM annotations x WHERE {cond} "
+        "UNION SELECT 'd:' || CASE x.harmful WHEN 1 THEN 'harmful' WHEN 0 THEN 'not_harmful' ELSE 'none' END "
+        f"FROM annotations x WHERE {cond} "
+        f"UNION SELECT 'b:' || x.decided_by FROM annotations x WHERE {cond} AND x.decided_by IS NOT NULL "
+        "UNION SELECT 'c:' || j.value FROM annotations x, "
+        f"json_each(IIF(json_valid(x.categories_json), x.categories_json, '[]')) j WHERE {cond}"
+    )
+
+
+_OLD_FACETS = (
+    " UNION SELECT 's:' || OLD.status UNION SELECT 'd:' || CASE OLD.harmful WHEN 1 THEN 'harmful' "
+    "WHEN 0 THEN 'not_harmful' ELSE 'none' END UNION SELECT 'b:' || OLD.decided_by WHERE OLD.decided_by IS NOT NULL "
+    "UNION SELECT 'c:' || value FROM json_each(IIF(json_valid(OLD.categories_json), OLD.categories_json, '[]'))"
+)
+
+
+def _newest_refresh(sample: str, old: bool) -> str:
+    """Trigger statements that set the newest-verdict index of one sample from its newest annotation.
+
+    The sample's rows are deleted by their exact keys (every facet and score any of its annotations,
+    and ``OLD`` when ``old``, can have), so each statement is a few primary-key look-ups.
+    """
+    newest = f"x.id = (SELECT MAX(id) FROM annotations WHERE sample_id = {sample})"
+    config = "(SELECT id FROM gallery_configs WHERE config_hash = '')"
+    rowid = f"(SELECT rowid FROM samples WHERE id = {sample})"
+    old_score = " UNION SELECT OLD.score" if old else ""
+    return f"""
+            DELETE FROM gallery_facets WHERE config = {config} AND sample = {rowid}
+                AND facet IN ({_facets_of(f"x.sample_id = {sample}")}{_OLD_FACETS if old else ""});
+            DELETE FROM gallery_scores WHERE config = {config} AND sample = {rowid}
+                AND score IN (SELECT score FROM annotations WHERE sample_id = {sample}{old_score});
+            INSERT OR IGNORE INTO gallery_facets (config, facet, sample)
+                SELECT c.id, f.facet, s.rowid FROM gallery_configs c, samples s, ({_facets_of(newest)}) f
+                WHERE c.config_hash = '' AND s.id = {sample};
+            INSERT OR IGNORE INTO gallery_scores (config, score, sample)
+                SELECT c.id, x.score, s.rowid FROM gallery_configs c, samples s, annotations x
+                WHERE c.config_hash = '' AND s.id = {sample} AND {newest} AND x.score IS NOT NULL;"""
+
+
+def _newest_block(sample: str, step: int) -> str:
+    """A trigger statement that counts a sample in (1) or out of (-1) the blocks of annotated samples."""
+    if step > 0:
+        return f"""
+            INSERT INTO gallery_blocks (kind, key, block, n)
+                SELECT 'a', '', s.rowid >> 8, 1 FROM samples s WHERE s.id = {sample}
+                ON CONFLICT (kind, key, block) DO UPDATE SET n = n + 1;"""
+    return f"""
+            UPDATE gallery_blocks SET n = n - 1 WHERE kind = 'a' AND key = ''
+                AND block = (SELECT rowid >> 8 FROM samples WHERE id = {sample});"""
+
+
+_NEWEST_ROWS = (
+    "(SELECT MAX(id) AS id FROM annotations GROUP BY sample_id) m JOIN annotations a ON a.id = m.id "
+    "JOIN samples s ON s.id = a.sample_id JOIN gallery_configs c ON c.config_hash = ''"
+)
+_IS_NEWEST = "(SELECT MAX(id) FROM annotations WHERE sample_id = {0}.sample_id)"
+_GALLERY_NEWEST = f"""
+        INSERT OR IGNORE INTO gallery_configs (config_hash) VALUES ('');
+        INSERT OR IGNORE INTO gallery_facets (config, facet, sample)
+            SELECT c.id, 's:' || a.status, s.rowid FROM {_NEWEST_ROWS};
+        INSERT OR IGNORE INTO gallery_facets (config, facet, sample)
+            SELECT c.id, 'd:' || CASE a.harmful WHEN 1 THEN 'harmful' WHEN 0 THEN 'not_harmful' ELSE 'none' END,
+            s.rowid FROM {_NEWEST_ROWS};
+        INSERT OR IGNORE INTO gallery_facets (config, facet, sample)
+            SELECT c.id, 'b:' || a.decided_by, s.rowid FROM {_NEWEST_ROWS}
+            WHERE a.decided_by IS NOT NULL;
+        INSERT OR IGNORE INTO gallery_facets (config, facet, sample)
+            SELECT c.id, 'c:' || j.value, s.rowid FROM {_NEWEST_ROWS},
+            json_each(IIF(json_valid(a.categories_json), a.categories_json, '[]')) j;
+        INSERT OR IGNORE INTO gallery_scores (config, score, sample)
+            SELECT c.id, a.score, s.rowid FROM {_NEWEST_ROWS}
+            WHERE a.score IS NOT NULL;
+        INSERT INTO gallery_blocks (kind, key, block, n)
+            SELECT 'a', '', s.rowid >> 8, COUNT(*) FROM samples s
+            WHERE EXISTS (SELECT 1 FROM annotations a WHERE a.sample_id = s.id) GROUP BY s.rowid >> 8;
+
+        CREATE TRIGGER gallery_newest_insert AFTER INSERT ON annotations
+        WHEN NEW.id = {_IS_NEWEST.format("NEW")}
+        BEGIN{_newest_refresh("NEW.sample_id", old=False)}
+        END;
+        CREATE TRIGGER gallery_newest_first AFTER INSERT ON annotations
+        WHEN (SELECT COUNT(*) FROM annotations WHERE sample_id = NEW.sample_id) = 1
+        BEGIN{_newest_block("NEW.sample_id", 1)}
+        END;
+        CREATE TRIGGER gallery_newest_delete AFTER DELETE ON annotations
+        WHEN OLD.id > IFNULL({_IS_NEWEST.format("OLD")}, -1)
+        BEGIN{_newest_refresh("OLD.sample_id", old=True)}
+        END;
+        CREATE TRIGGER gallery_newest_last AFTER DELETE ON annotations
+        WHEN NOT EXISTS (SELECT 1 FROM annotations WHERE sample_id = OLD.sample_id)
+        BEGIN{_newest_block("OLD.sample_id", -1)}
+        END;
+        CREATE TRIGGER gallery_newest_update
+        AFTER UPDATE OF id, status, harmful, decided_by, categories_json, score ON annotations
+        WHEN OLD.sample_id = NEW.sample_id
+            AND (NEW.id = {_IS_NEWEST.format("NEW")} OR OLD.id > {_IS_NEWEST.format("NEW")})
+        BEGIN{_newest_refresh("NEW.sample_id", old=True)}
+        END;
+        CREATE TRIGGER gallery_newest_move AFTER UPDATE OF sample_id ON annotations
+        WHEN OLD.sample_id != NEW.sample_id
+        BEGIN{_newest_refresh("OLD.sample_id", old=True)}{_newest_refresh("NEW.sample_id", old=False)}
+        END;
+        CREATE TRIGGER gallery_newest_move_out AFTER UPDATE OF sample_id ON annotations
+        WHEN OLD.sample_id != NEW.sample_id AND NOT EXISTS (SELECT 1 FROM annotations WHERE sample_id = OLD.sample_id)
+        BEGIN{_newest_block("OLD.sample_id", -1)}
+        END;
+        CREATE TRIGGER gallery_newest_move_in AFTER UPDATE OF sample_id ON annotations
+        WHEN OLD.sample_id != NEW.sample_id AND (SELECT COUNT(*) FROM annotations WHERE sample_id = NEW.sample_id) = 1
+        BEGIN{_newest_block("NEW.sample_id", 1)}
+        END;
+"""
+
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_initial",
@@ -595,6 +715,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE annotations ADD COLUMN severity TEXT;
         ALTER TABLE reviews ADD COLUMN severity TEXT;
         """,
+    ),
+    (
+        "gallery_newest",
+        # The review app's default view shows each sample's newest verdict (the annotation with the
+        # highest id), whichever configuration made it. Its filters, orders and histograms read the
+        # same index as a configuration's: a pseudo-configuration `''` in `gallery_configs` whose
+        # facets, scores and blocks are those of each sample's newest annotation, kept in step by
+        # the triggers below (a write touches the index rows of its own sample only).
+        _GALLERY_NEWEST,
     ),
 ]
 """Every schema change, oldest first."""
