@@ -20,10 +20,9 @@ import vhd
 from tests.servers.chat_server import ChatServer, Failure
 from vhd.annotate import RunSummary
 from vhd.annotate.options import RunOptions
-from vhd.annotate.segmented import CAPPED, DEBATE, SCREEN, VerdictRule
+from vhd.annotate.segmented import CAPPED, DEBATE, SCREEN
 from vhd.demo import PlantedVideo, red_visible, write_event_video
 from vhd.errors import ConfigError
-from vhd.records import Segment, Status
 from vhd.store.sqlite import Store
 
 pytest.importorskip("av")
@@ -167,19 +166,18 @@ def test_segments_refuse_stage_wise_debates(planted: Path, tmp_path: Path) -> No
         )  # fmt: skip
 
 
-def _seg(start: float, end: float, harmful: bool | None) -> Segment:
-    return Segment(start, end, harmful, reason="x" if harmful else "")
-
-
-def test_the_verdict_rule() -> None:
-    segments = [_seg(0, 2, True), _seg(2, 10, False), _seg(10, 11, True)]
-    assert VerdictRule().decide(segments).harmful is True
-    assert VerdictRule(min_segments=3).decide(segments).harmful is False
-    assert VerdictRule(min_duration_s=2.5).decide(segments).harmful is True
-    assert VerdictRule(min_duration_s=3.5).decide(segments).harmful is False
-    undecided = VerdictRule(min_segments=3).decide([*segments, _seg(11, 12, None)])
-    assert undecided.harmful is None and undecided.status is Status.UNPARSED
-    assert "short of the rule (at least 3 harmful segments)" in VerdictRule(3).decide(segments).reason
+def test_without_segments_the_configuration_is_the_vhd11k_one(planted: Path, tmp_path: Path) -> None:
+    """`[video]` settings with segments off leave the configuration (and its hash) as before."""
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[backends.openai]\nbase_url = "http://127.0.0.1:9/v1"\n[debate]\nrounds = 1\n')
+    tuned = config(tmp_path / "off.toml", "http://127.0.0.1:9/v1", segments=False, max_segment_s=5.0)
+    on = config(tmp_path / "on.toml", "http://127.0.0.1:9/v1")
+    hashes = [
+        vhd.annotate([planted], config=c, store=tmp_path / "d.db", model="openai:m", progress=False,
+                     options=RunOptions(dry_run=True)).config_hash
+        for c in (plain, tuned, on)
+    ]  # fmt: skip
+    assert hashes[0] == hashes[1] != hashes[2]
 
 
 def test_the_cascade_screens_each_segment(planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,17 +201,3 @@ def test_the_cascade_screens_each_segment(planted: Path, tmp_path: Path, monkeyp
     assert [s.harmful for s in segments] == [False, True, False, False, True, False]
     assert RedDetector.calls == 6 * 3 and chat == 3 * 3  # the stage on each frame; three debates of 3 calls
     assert ann.verdict.harmful is True
-
-
-def test_without_segments_the_configuration_is_the_vhd11k_one(planted: Path, tmp_path: Path) -> None:
-    """`[video]` settings with segments off leave the configuration (and its hash) as before."""
-    plain = tmp_path / "plain.toml"
-    plain.write_text('[backends.openai]\nbase_url = "http://127.0.0.1:9/v1"\n[debate]\nrounds = 1\n')
-    tuned = config(tmp_path / "off.toml", "http://127.0.0.1:9/v1", segments=False, max_segment_s=5.0)
-    on = config(tmp_path / "on.toml", "http://127.0.0.1:9/v1")
-    hashes = [
-        vhd.annotate([planted], config=c, store=tmp_path / "d.db", model="openai:m", progress=False,
-                     options=RunOptions(dry_run=True)).config_hash
-        for c in (plain, tuned, on)
-    ]  # fmt: skip
-    assert hashes[0] == hashes[1] != hashes[2]

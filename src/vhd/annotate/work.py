@@ -139,7 +139,7 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
 
     async def segmented(self, loaded: LoadedSample, path: Path, started: float) -> DebateOutcome:
         """A video judged segment by segment on this worker (`vhd.annotate.segmented`), as one item."""
-        from vhd.annotate.segmented import judge_video
+        from vhd.debate.segmented import judge_video
         from vhd.debate.engine import DebateResult
 
         assert self.debate is not None

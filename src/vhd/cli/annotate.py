@@ -147,9 +147,13 @@ def _fmt_summary(s: Any) -> list[str]:
     if s.segments:
         capped = f"; {s.segments_capped} flagged segment(s) left at their screen verdict by the call cap"
         lines.append(f"{s.segments} video segment(s) judged" + (capped if s.segments_capped else ""))
-    if s.decided_by:
-        stages = ", ".join(f"{label} {n}" for label, n in s.decided_by.items())
+    cascade = {k: n for k, n in s.decided_by.items() if k not in ("segments", "whole-video")}  # video protocols
+    if cascade:
+        stages = ", ".join(f"{label} {n}" for label, n in cascade.items())
         lines.append(f"cascade: decided by {stages}; {s.stage_calls} stage call(s)")
+    if s.decided_by.get("whole-video"):
+        fallen = s.decided_by["whole-video"]
+        lines.append(f"{fallen} video(s) could not be segmented: judged by the whole-video protocol")
     if s.leased:
         pending = (
             f"{s.leased_unfinished} not finished there yet: run the same command again once it ends"
