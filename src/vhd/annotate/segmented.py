@@ -91,6 +91,7 @@ async def judge_in_store(
         screen=screen_debate(debate),
         cascade=cascade,
         whole_video=loaded.images,
+        whole_clip=loaded.clip,
         done=db.stored_segments(sample.id, config_hash),
         on_segment=on_segment,
     )

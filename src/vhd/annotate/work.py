@@ -139,13 +139,18 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
 
     async def segmented(self, loaded: LoadedSample, path: Path, started: float) -> DebateOutcome:
         """A video judged segment by segment on this worker (`vhd.annotate.segmented`), as one item."""
-        from vhd.debate.segmented import judge_video
         from vhd.debate.engine import DebateResult
+        from vhd.debate.segmented import judge_video
 
         assert self.debate is not None
         try:
             judged = await judge_video(
-                path, self.config.video, self.settings, debate=self.debate, whole_video=loaded.images
+                path,
+                self.config.video,
+                self.settings,
+                debate=self.debate,
+                whole_video=loaded.images,
+                whole_clip=loaded.clip,
             )
         except MediaError as exc:
             return DebateOutcome(None, None, media_error=str(exc))

@@ -39,7 +39,7 @@ from vhd.records import Kind, Segment, Status, Usage, Verdict
 
 if TYPE_CHECKING:
     from vhd.debate.engine import Debate, DebateResult
-    from vhd.media.encoded import EncodedImage
+    from vhd.media.encoded import EncodedImage, EncodedVideo
     from vhd.media.load import MediaSettings
     from vhd.media.segments import SegmentSettings, VideoSegment
 
@@ -195,6 +195,12 @@ def _encode(segment: VideoSegment, media: MediaSettings) -> list[EncodedImage]:
     return [encode_image(im, max_side=media.max_side, fmt=media.fmt, quality=media.quality) for im in segment.images]
 
 
+def _clip(path: str | Path, segment: VideoSegment, media: MediaSettings) -> EncodedVideo | None:
+    from vhd.media.clip import video_content
+
+    return video_content(path, segment.start_s, segment.end_s, "native", media.clip).clip
+
+
 def _from_result(segment: VideoSegment, result: DebateResult, by: str) -> Segment:
     v = result.verdict
     harmful = v.harmful if v.status in (Status.OK, Status.REFUSED) else None
@@ -228,6 +234,7 @@ async def judge_video(
     screen: Debate | None = None,
     cascade: Stages | None = None,
     whole_video: Sequence[EncodedImage] = (),
+    whole_clip: EncodedVideo | None = None,
     done: Mapping[int, Segment] | None = None,
     on_segment: Callable[[int, Segment, int], None] | None = None,
 ) -> VideoJudgement:
@@ -236,12 +243,15 @@ async def judge_video(
     Args:
         path: The video file.
         video: The ``[video]`` settings (cuts, frames, rule, call cap).
-        media: How frames are encoded for the models.
+        media: How frames are encoded for the models; with ``media.clip`` set (native video
+            input), each segment is also cut as one clip of its span for the roles that take videos.
         debate: The full debate (for flagged or uncertain segments).
         screen: The one-call screen; default `screen_debate` of ``debate``.
         cascade: Detector stages that screen each segment instead of the screen call.
         whole_video: The frames of the whole-video protocol, judged when the video cannot be
             segmented (empty: such a video ends with status error).
+        whole_clip: With native video input (``media.clip`` set), the whole-video protocol's clip
+            for that fallback.
         done: Segments already decided under this configuration, by position (a resumed run).
         on_segment: Called with ``(position, segment, calls spent on it)`` as each is decided.
 
@@ -268,7 +278,7 @@ async def judge_video(
                 out.resumed += 1
                 continue
             before = out.usage.calls
-            judged = await _ask_segment(segment, media, debate, screen, cascade, budget, out)
+            judged = await _ask_segment(path, segment, media, debate, screen, cascade, budget, out)
             if judged.harmful is None and out.error is not None:  # the model failed: stop, keep what is stored
                 out.verdict = Verdict(None, "", status=Status.ERROR, segments=[*decided, judged])
                 return out
@@ -287,13 +297,14 @@ async def judge_video(
         out.verdict = Verdict(None, "", status=Status.ERROR)
         out.error, out.retryable = f"cannot segment the video ({out.fallback})", False
         return out
-    result = await debate.run(Kind.VIDEO, whole_video)
+    result = await debate.run(Kind.VIDEO, whole_video, whole_clip)
     out.verdict, out.turns, out.error, out.retryable = result.verdict, result.turns, result.error, result.retryable
     out.usage.add(result.usage)
     return out
 
 
 async def _ask_segment(
+    path: str | Path,
     segment: VideoSegment,
     media: MediaSettings,
     debate: Debate,
@@ -302,9 +313,14 @@ async def _ask_segment(
     budget: _Budget,
     out: VideoJudgement,
 ) -> Segment:
-    """Screen one segment, and debate it when the screen flags it or cannot decide (within the cap)."""
+    """Screen one segment, and debate it when the screen flags it or cannot decide (within the cap).
+
+    The cascade's detectors always see the segment's frames; the screen and the debate also get the
+    span as one clip when native video input is on (``media.clip``), for the roles that take videos.
+    """
     images = await asyncio.to_thread(_encode, segment, media)
     segment.images = []  # the encoded frames are what is kept from here on
+    clip = None if media.clip is None else await asyncio.to_thread(_clip, path, segment, media)
     if cascade is not None:
         outcome = await cascade.run(Kind.VIDEO, images)
         out.usage.add(Usage(calls=outcome.calls))
@@ -324,7 +340,7 @@ async def _ask_segment(
             )
         screened = Segment(segment.start_s, segment.end_s, None, None, "; ".join(outcome.notes), [], None, CAPPED)
     else:
-        first = await screen.run(Kind.VIDEO, images)
+        first = await screen.run(Kind.VIDEO, images, clip)
         out.usage.add(first.usage)
         budget.spend(first.usage.calls)
         screened = _from_result(segment, first, SCREEN)
@@ -336,7 +352,7 @@ async def _ask_segment(
     if not budget.allows(debate.calls_per_debate):
         out.capped.append(segment.index)
         return screened
-    result = await debate.run(Kind.VIDEO, images)
+    result = await debate.run(Kind.VIDEO, images, clip)
     out.usage.add(result.usage)
     budget.spend(result.usage.calls)
     out.turns.extend(result.turns)
