@@ -36,6 +36,31 @@ Content = str | bytes | Callable[[IO[Any]], None]
 """Text (written as UTF-8), bytes, or a function that writes to the open file."""
 
 
+def current_umask() -> int:
+    """The process's file-mode creation mask, read without changing it where the system allows.
+
+    Linux shows it in ``/proc/self/status``; elsewhere it is read by setting it and setting it
+    back at once (``os.umask`` has no read-only form).
+    """
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def default_mode(*, folder: bool = False) -> int:
+    """The mode a plain ``open()`` (or ``mkdir``) would give a new file (folder) under the umask.
+
+    `tempfile` creates its files 0600 and its folders 0700, private to their owner; a file or
+    folder vhd writes atomically gets this mode instead, so a dataset written for a team is as
+    readable as any other file its user writes (``umask 002`` gives 0664 and 0775).
+    """
+    return (0o777 if folder else 0o666) & ~current_umask()
+
+
 def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool = False) -> Path:
     """Write a file atomically.
 
@@ -46,7 +71,8 @@ def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool
         binary: For a function: open the file in binary mode instead of text.
 
     Returns:
-        The final path. The file keeps the mode of the file it replaces, else 0644. A symbolic
+        The final path. The file keeps the mode of the file it replaces, else the one the umask
+        gives a new file (`default_mode`: 0644 under the usual umask 022). A symbolic
         link at ``path`` is replaced by the file, never written through.
 
     Raises:
@@ -80,7 +106,7 @@ def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool
         try:
             mode = target.stat().st_mode & 0o777
         except OSError:
-            mode = 0o644
+            mode = default_mode()
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
@@ -96,12 +122,14 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     On success the temporary folder replaces ``path`` (an existing folder there is removed after
     the new one is in place); on any error it is removed, so ``path`` is the old folder or none,
-    never a partial one.
+    never a partial one. The folder gets the mode the umask gives a new folder (`default_mode`),
+    not `tempfile`'s private 0700.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
+        os.chmod(tmp, default_mode(folder=True))
         yield tmp
         old = None
         if target.exists() or target.is_symlink():
