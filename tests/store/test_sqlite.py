@@ -231,3 +231,14 @@ def test_the_first_write_creates_the_store_and_create_true_makes_it_at_once(tmp_
     made = tmp_path / "made.db"
     with Store(made, create=True) as db:
         assert made.is_file() and db.runs() == []  # a caller about to fill it reads an empty store
+
+
+def test_a_writing_call_handed_an_unmade_store_makes_it_first(tmp_path: Path) -> None:
+    from vhd.store.sqlite import using_store
+
+    path = tmp_path / "handed.db"
+    with Store(path) as db:
+        with using_store(db) as same:  # a reading call: nothing made
+            assert same is db and not path.exists()
+        with using_store(db, create=True) as same:  # a writing call (ingest...): its look-ups read an empty store
+            assert same is db and path.is_file() and db.runs() == []

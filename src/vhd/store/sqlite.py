@@ -175,6 +175,18 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                 self._conn.close()
                 self._conn = None
 
+    def create(self) -> Store:
+        """Make the store's file (and its folder) now if nothing has been written to it yet; returns the store.
+
+        A call that fills a store it was handed (`vhd.curate.ingest.ingest` through `using_store`
+        with ``create=True``) calls it first, so its own look-ups before the first write read an
+        empty store rather than fail.
+        """
+        with self._lock:
+            if self._pending:
+                self._connect()
+        return self
+
     def __enter__(self) -> Store:
         return self
 
@@ -562,13 +574,14 @@ def using_store(store: StoreLike, *, create: bool = False) -> Iterator[Store]:
     """Yield ``store`` itself (left open: the caller owns it), or the store at a path, closed after.
 
     A path must name an existing store (`open_store`): a function reading a store never creates
-    one; a function that writes one passes ``create=True``.
+    one; a function that writes one passes ``create=True`` (an open `Store` whose file is not made
+    yet is then made: `Store.create`).
 
     Raises:
         ConfigError: A path where no store file is.
     """
     if isinstance(store, Store):
-        yield store
+        yield store.create() if create else store
         return
     with Store(store, create=True) if create else open_store(store) as db:
         yield db
