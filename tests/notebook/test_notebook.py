@@ -28,6 +28,7 @@ def test_progress_bar_and_annotate_progress_show_in_the_notebook(notebook: Any, 
             "        report(i + 1, 40, info='ok')\n",
             "summary = vhd.annotate(['m'], model='scripted:demo', store='s.db', progress=True)\nsummary.annotated",
             "summary",
+            "vhd.export.to_pandas('s.db')[['path', 'harmful', 'status']]",
         ],
         tmp_path,
     )
@@ -41,6 +42,8 @@ def test_progress_bar_and_annotate_progress_show_in_the_notebook(notebook: Any, 
     summary = html_of(outputs[2])
     assert summary.startswith('<table class="vhd-run">') and "<th>annotated</th><td>3</td>" in summary
     assert outputs[2][0]["data"]["text/plain"].startswith("RunSummary: run ")
+    frame = html_of(outputs[3])  # the store's verdicts as a DataFrame, no export file
+    assert "<table" in frame and "<th>harmful</th>" in frame and frame.count("<td>ok</td>") == 3
 
 
 def test_the_terminal_bar_stays_off_outside_a_notebook(capsys: pytest.CaptureFixture[str]) -> None:
