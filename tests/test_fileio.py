@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vhd.errors import ConfigError
-from vhd.fileio import atomic_folder, atomic_write, current_umask
+from vhd.fileio import atomic_folder, atomic_write, default_mode
 
 
 def test_text_bytes_and_writers(tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_new_files_and_folders_get_the_umask_mode(
     tmp_path: Path, umask: Callable[[int], int], mask: int, file_mode: int, folder_mode: int
 ) -> None:
     umask(mask)
-    assert current_umask() == mask
+    assert (default_mode(), default_mode(folder=True)) == (file_mode, folder_mode)
     written = atomic_write(tmp_path / "new.txt", "x")
     assert written.stat().st_mode & 0o777 == file_mode  # tempfile alone gives 0600
     with atomic_folder(tmp_path / "dataset") as building:

@@ -36,29 +36,14 @@ Content = str | bytes | Callable[[IO[Any]], None]
 """Text (written as UTF-8), bytes, or a function that writes to the open file."""
 
 
-def current_umask() -> int:
-    """The process's file-mode creation mask, read without changing it where the system allows.
-
-    Linux shows it in ``/proc/self/status``; elsewhere it is read by setting it and setting it
-    back at once (``os.umask`` has no read-only form).
-    """
-    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii", errors="replace") as fh:
-        for line in fh:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def default_mode(*, folder: bool = False) -> int:
-    """The mode a plain ``open()`` (or ``mkdir``) would give a new file (folder) under the umask.
-
-    `tempfile` creates its files 0600 and its folders 0700, private to their owner; a file or
-    folder vhd writes atomically gets this mode instead, so a dataset written for a team is as
-    readable as any other file its user writes (``umask 002`` gives 0664 and 0775).
-    """
-    return (0o777 if folder else 0o666) & ~current_umask()
+    """The mode ``open()`` (``mkdir``) gives a new file (folder) under the umask, not tempfile's 0600 (0700)."""
+    mask = None
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+        mask = next((int(line.split()[1], 8) for line in fh if line.startswith("Umask:")), None)
+    if mask is None:  # no /proc: set it and set it back (os.umask has no read-only form)
+        os.umask(mask := os.umask(0o022))
+    return (0o777 if folder else 0o666) & ~mask
 
 
 def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool = False) -> Path:
@@ -71,9 +56,8 @@ def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool
         binary: For a function: open the file in binary mode instead of text.
 
     Returns:
-        The final path. The file keeps the mode of the file it replaces, else the one the umask
-        gives a new file (`default_mode`: 0644 under the usual umask 022). A symbolic
-        link at ``path`` is replaced by the file, never written through.
+        The final path. The file keeps the mode of the file it replaces, else the umask's (`default_mode`).
+        A symbolic link at ``path`` is replaced by the file, never written through.
 
     Raises:
         ConfigError: ``path`` is a folder (or a link to one), or its folder cannot be created or
@@ -122,8 +106,7 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     On success the temporary folder replaces ``path`` (an existing folder there is removed after
     the new one is in place); on any error it is removed, so ``path`` is the old folder or none,
-    never a partial one. The folder gets the mode the umask gives a new folder (`default_mode`),
-    not `tempfile`'s private 0700.
+    never a partial one. The folder gets the umask's mode (`default_mode`), not a private 0700.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
