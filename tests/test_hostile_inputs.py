@@ -401,14 +401,12 @@ def test_hostile_labels_files_are_refused_in_one_line(tmp_path: Path, capsys: py
     db = str(tmp_path / "s.db")
     os.mkfifo(tmp_path / "fifo.csv")
     pq.write_table(pa.table({"path": ["a.png"], "harmful": [True]}), tmp_path / "labels.parquet")
-    (tmp_path / "labels.jsonl").write_text('{"path": "a.png", "harmful": "yes"}\n' * 2)
     with (tmp_path / "huge.csv").open("wb") as fh:  # 1 GiB, sparse: no disk used
         fh.write(b"path,harmful\n" + b"x" * 100)
         fh.truncate(2**30)
     expected = {
         "fifo.csv": "not a regular file (fifo)",
-        "labels.parquet": "not Parquet or JSON Lines",
-        "labels.jsonl": "not Parquet or JSON Lines",
+        "labels.parquet": "or JSON Lines, not Parquet",
         "huge.csv": "1,024 MiB, over the 512 MiB",
     }
     for name, message in expected.items():
@@ -421,7 +419,7 @@ def test_hostile_labels_files_are_refused_in_one_line(tmp_path: Path, capsys: py
     from vhd.bench.data import load_bench_set
     from vhd.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="not Parquet or JSON Lines"):  # what bench --labels reads through
+    with pytest.raises(ConfigError, match="or JSON Lines, not Parquet"):  # what bench --labels reads through
         load_bench_set(tmp_path / "labels.parquet")
 
 

@@ -105,6 +105,7 @@ def test_labelled_sample_is_the_bench_item_and_the_labelled_set_item() -> None:
         "source": "synthetic",
         "split": None,
         "line": 0,
+        "segments": None,
     }
 
 

@@ -71,6 +71,28 @@ class MediaConfig(_Strict):
     """Memory the decodes of one process may hold at once, shared by all its workers (`vhd.media.budget`)."""
 
 
+class VideoConfig(_Strict):
+    """How videos are looked at (``[video]``): one verdict from a few frames, or segments in time."""
+
+    segments: bool = False
+    """Split every video into segments and judge each (`vhd annotate --segments`); off: the VHD11K
+    protocol (a few frames of the first ``[media] first_frames``, one verdict)."""
+    detect: Literal["shots", "windows"] = "shots"
+    """``shots``: cut at hard cuts, bounded by the lengths below; ``windows``: fixed windows."""
+    min_segment_s: float = Field(default=1.0, ge=0)
+    max_segment_s: float = Field(default=20.0, gt=0)
+    window_s: float = Field(default=10.0, gt=0)
+    cut_threshold: float = Field(default=0.3, gt=0, le=1)
+    """Colour-histogram difference between two frames that counts as a hard cut."""
+    frames_per_segment: int = Field(default=3, ge=1, le=64)
+    min_harmful_segments: int = Field(default=1, ge=1)
+    """The video is harmful when at least this many segments are (and they last ``min_harmful_s``)."""
+    min_harmful_s: float = Field(default=0.0, ge=0)
+    """...and when its harmful segments last at least this many seconds together."""
+    max_calls_per_video: int | None = Field(default=None, ge=1)
+    """Model calls one video may spend; segments left over keep their screen verdict."""
+
+
 class Price(_Strict):
     """USD per million tokens for one model spec (``[prices."openai:gpt-4o"]``)."""
 
@@ -98,6 +120,7 @@ class AnnotateConfig(_Strict):
     roles: dict[Literal["affirmative", "negative", "judge"], RoleConfig] = Field(default_factory=dict)
     debate: DebateConfig = DebateConfig()
     media: MediaConfig = MediaConfig()
+    video: VideoConfig = VideoConfig()
     prompts: dict[str, str] = Field(default_factory=dict)
     icl: str | None = None
     """In-context examples: a CSV/YAML file or a folder holding one (see `vhd.debate.icl`)."""
@@ -212,10 +235,14 @@ class ModelOverrides(TypedDict, total=False):
 
 
 class ConfigOverrides(ModelOverrides, total=False):
-    """`ModelOverrides` plus the debate's round count: what ``vhd.annotate`` takes as keywords."""
+    """`ModelOverrides` plus the round count and the video settings: what ``vhd.annotate`` takes as keywords."""
 
     rounds: int | None
     """Debate rounds."""
+    segments: bool | None
+    """Judge videos segment by segment (``[video] segments``)."""
+    max_calls_per_video: int | None
+    """Model calls one segmented video may spend (``[video] max_calls_per_video``)."""
 
 
 def apply_overrides(
@@ -239,6 +266,11 @@ def apply_overrides(
         values["icl"] = str(values["icl"])
     if rounds is not None:
         values["debate"] = cfg.debate.model_copy(update={"rounds": rounds}).model_dump()
+    video = {k: values.pop(k) for k in ("segments", "max_calls_per_video") if values.get(k) is not None}
+    for key in ("segments", "max_calls_per_video"):
+        values.pop(key, None)
+    if video:
+        values["video"] = {**cfg.video.model_dump(), **video}
     return cfg.with_overrides(**values)
 
 

@@ -287,3 +287,160 @@ def write_shape_examples(out_dir: str | Path) -> list[Path]:
     except OSError as exc:
         raise MediaError(f"cannot write examples to {folder} ({exc.strerror})") from exc
     return written
+
+
+# Planted-event videos: drawn test videos with visible events at known times, for segment tests
+# and benchmarks (`vhd annotate --segments`). The event is a large saturated red disk, which a
+# rule (`red_visible`) or a loopback server can see in the pixels; background colour changes at
+# known cut times give shot detection real hard cuts.
+
+EVENT_COLOUR = (230, 20, 20)
+"""The planted event's colour: a saturated red no shot background uses."""
+
+_SHOT_COLOURS = (
+    (40, 90, 200),
+    (60, 170, 70),
+    (200, 200, 60),
+    (120, 120, 120),
+    (30, 160, 170),
+    (150, 90, 200),
+    (240, 240, 240),
+    (20, 40, 60),
+)
+"""Shot backgrounds: far apart from each other and from the event's red."""
+
+
+@dataclass(frozen=True)
+class PlantedVideo:
+    """What a planted-event video shows, and when (the ground truth of a segment test).
+
+    Attributes:
+        duration_s: Length in seconds.
+        events: ``(start_s, end_s)`` spans during which the red disk is drawn.
+        cuts: Times in seconds where the background changes (hard cuts), ascending.
+        fps: Frames per second (constant).
+        size: Width and height in pixels.
+    """
+
+    duration_s: float
+    events: tuple[tuple[float, float], ...] = ()
+    cuts: tuple[float, ...] = ()
+    fps: int = 10
+    size: tuple[int, int] = (96, 72)
+
+    def __post_init__(self) -> None:
+        if self.duration_s <= 0 or self.fps < 1:
+            raise MediaError(f"a planted video needs a positive duration and fps, got {self.duration_s}, {self.fps}")
+        for start, end in self.events:
+            if not 0 <= start < end:
+                raise MediaError(f"event span ({start}, {end}) must satisfy 0 <= start < end")
+
+    @property
+    def frame_count(self) -> int:
+        """Frames in the video."""
+        return max(1, round(self.duration_s * self.fps))
+
+    def event_at(self, t: float) -> bool:
+        """Whether the red disk is drawn at time ``t`` (seconds)."""
+        return any(start <= t < end for start, end in self.events)
+
+    def shot_at(self, t: float) -> int:
+        """The shot number at time ``t``: how many cuts lie at or before it."""
+        return sum(1 for c in self.cuts if c <= t)
+
+
+def draw_event_frame(video: PlantedVideo, index: int) -> Any:
+    """Draw frame ``index`` of a planted-event video.
+
+    The background is the shot's colour with a slow gradient, a small white square moves
+    across it (so frames of one shot differ a little), and during an event a red disk covering
+    about a third of the frame is drawn in the middle.
+
+    Args:
+        video: What the video shows.
+        index: Frame number (time ``index / fps``).
+
+    Returns:
+        An RGB Pillow image.
+    """
+    from PIL import Image, ImageDraw
+
+    width, height = video.size
+    t = index / video.fps
+    r, g, b = _SHOT_COLOURS[video.shot_at(t) % len(_SHOT_COLOURS)]
+    image = Image.new("RGB", video.size, (r, g, b))
+    draw = ImageDraw.Draw(image)
+    for y in range(0, height, 4):
+        shade = (y * 24) // max(1, height)
+        draw.rectangle([0, y, width, y + 3], fill=(max(0, r - shade), max(0, g - shade), max(0, b - shade)))
+    side = max(2, height // 8)
+    x = int((t * 7) % max(1, width - side))
+    draw.rectangle([x, height - 2 * side, x + side, height - side], fill=(255, 255, 255))
+    if video.event_at(t):
+        radius = int(min(width, height) * 0.42)
+        cx, cy = width // 2, height // 2
+        draw.ellipse([cx - radius, cy - radius, cx + radius, cy + radius], fill=EVENT_COLOUR)
+    return image
+
+
+def write_event_video(path: str | Path, video: PlantedVideo) -> Path:
+    """Encode a planted-event video as H.264 (yuv420p) MP4, streaming frame by frame.
+
+    Memory stays flat in the video's length: each frame is drawn, encoded and dropped. Frame
+    ``k`` has the timestamp ``k / fps`` exactly.
+
+    Args:
+        path: The MP4 file to write (its folder must exist); replaced if it exists.
+        video: What the video shows.
+
+    Returns:
+        The path written.
+
+    Raises:
+        MissingDependencyError: PyAV (extra ``video``) is not installed.
+        MediaError: The file cannot be written.
+    """
+    from fractions import Fraction
+
+    av: Any = require("av", "video")
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.part")
+    try:
+        with av.open(str(partial), mode="w", format="mp4") as container:
+            stream = container.add_stream("libx264", rate=video.fps)
+            stream.width, stream.height = video.size
+            stream.pix_fmt = "yuv420p"
+            stream.time_base = Fraction(1, video.fps)
+            stream.codec_context.options = {"crf": "20", "preset": "veryfast", "threads": "1"}
+            for index in range(video.frame_count):
+                frame = av.VideoFrame.from_image(draw_event_frame(video, index)).reformat(format="yuv420p")
+                frame.pts = index
+                frame.time_base = Fraction(1, video.fps)
+                for packet in stream.encode(frame):
+                    container.mux(packet)
+            for packet in stream.encode():
+                container.mux(packet)
+        partial.replace(target)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise MediaError(f"cannot write {target} ({exc.strerror or exc})") from exc
+    return target
+
+
+def red_fraction(image: Any) -> float:
+    """The share of an image's pixels that are the planted event's saturated red.
+
+    Args:
+        image: A Pillow image (any mode; converted to RGB).
+
+    Returns:
+        A fraction in ``[0, 1]``.
+    """
+    data = image.convert("RGB").resize((32, 24)).tobytes()
+    red = sum(1 for k in range(0, len(data), 3) if data[k] > 150 and data[k + 1] < 90 and data[k + 2] < 90)
+    return red / (len(data) // 3)
+
+
+def red_visible(image: Any, threshold: float = 0.05) -> bool:
+    """Whether the planted event (the red disk) is visible in an image: the rule tests and benchmarks judge by."""
+    return red_fraction(image) >= threshold

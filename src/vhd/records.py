@@ -181,11 +181,15 @@ class LabelRow(Record):
         harmful: The human label.
         line: Row number as a spreadsheet shows it (the header is row 1); for JSON, the
             1-based position of the entry.
+        segments: A video's harmful spans as the person marked them (``harmful`` True,
+            ``decided_by="human"``), in time order; None when the row gives no spans (an empty
+            list: the row says there are none).
     """
 
     path: Path | None
     harmful: bool
     line: int = 0
+    segments: list[Segment] | None = None
 
 
 @dataclass(kw_only=True)
@@ -269,6 +273,7 @@ class LabelledSample(Record):
         kind: Image or video.
         harmful: The human label.
         line: Row number in the labels file it came from (0 when not from a file).
+        segments: A video's human-harmful spans (see `LabelRow.segments`); None when not given.
     """
 
     id: str
@@ -276,6 +281,7 @@ class LabelledSample(Record):
     kind: Kind
     harmful: bool
     line: int = 0
+    segments: list[Segment] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -292,6 +298,7 @@ class LabelledSample(Record):
             "source": None if self.source is None else self.source.value,
             "split": self.split,
             "line": self.line,
+            "segments": None if self.segments is None else [g.to_dict() for g in self.segments],
         }
 
 

@@ -38,6 +38,7 @@ FLAT_COLUMNS = [
     "id", "kind", "path", "source", "keyword", "generator", "split", "label", "frames", "meta", "prompt", "seed",
     "credentials", "harmful", "reason", "categories", "score", "status", "refused", "calls", "prompt_tokens",
     "completion_tokens", "cost", "config_hash", "run_id", "error", "started_at", "finished_at", "decided_by", "turns",
+    "segments",
 ]  # fmt: skip
 
 

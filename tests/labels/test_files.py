@@ -387,3 +387,59 @@ def test_broken_csv_structure_is_reported_and_leaves_rows_out(tmp_path: Path) ->
     deep.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
     with pytest.raises(ConfigError, match="nested 100000 levels deep"):
         read_labels(deep)
+
+
+def _spans(row) -> list[tuple[float, float]] | None:  # type: ignore[no-untyped-def]
+    return None if row.segments is None else [(s.start_s, s.end_s) for s in row.segments]
+
+
+def test_csv_segments_column(tmp_path: Path) -> None:
+    f = _write(
+        tmp_path / "l.csv",
+        "path,harmful,segments\n"
+        'a.mp4,yes,"12.5-20; 1:02-1:10"\n'
+        "b.mp4,no,\n"
+        "c.mp4,yes,\n"
+        "d.mp4,yes,20-10\n"
+        'e.mp4,yes,"1-10;5-20"\n'
+        "f.mp4,no,3-4\n"
+        "g.png,yes,-1-2\n",
+    )
+    labels = read_labels(f)
+    rows = {r.path.name: r for r in labels.rows if r.path is not None}
+    assert _spans(rows["a.mp4"]) == [(12.5, 20.0), (62.0, 70.0)]
+    assert rows["b.mp4"].segments is None and rows["c.mp4"].segments is None
+    assert "segments" not in rows["a.mp4"].meta
+    errors = {e.line: e.message for e in labels.errors}
+    assert set(errors) == {5, 6, 7, 8}
+    assert "span 20-10 ends before it starts" in errors[5]
+    assert "spans 1-10 and 5-20 overlap" in errors[6]
+    assert "labelled not harmful" in errors[7]
+    assert "negative time" in errors[8]
+    assert str(labels.errors[0]).startswith("row 5: span 20-10")
+
+
+def test_json_and_jsonl_segments(tmp_path: Path) -> None:
+    items = [
+        {"path": "a.mp4", "harmful": True, "segments": [{"start_s": 1, "end_s": 2}, {"start_s": 4, "end_s": 6}]},
+        {"path": "b.mp4", "harmful": False, "segments": []},
+        {"path": "c.mp4", "harmful": True, "segments": [[3, 2]]},
+        {"videoPath": "d.png", "decision": "yes", "segments": [[1, 2]], "kind": "image"},
+        {"path": "e.mp4", "harmful": True, "segments": []},
+    ]
+    for name, text in (
+        ("l.json", json.dumps(items)),
+        ("l.jsonl", "\n".join(json.dumps(i) for i in items[:3]) + "\n\n{broken\n" + json.dumps(items[4]) + "\n"),
+    ):
+        labels = read_labels(_write(tmp_path / name, text))
+        rows = {r.path.name: r for r in labels.rows if r.path is not None}
+        assert _spans(rows["a.mp4"]) == [(1.0, 2.0), (4.0, 6.0)]
+        assert rows["b.mp4"].segments == []
+        errors = {e.line: e.message for e in labels.errors}
+        assert "span 3-2 ends before it starts" in errors[3]
+        if name == "l.jsonl":
+            assert labels.format == "jsonl"
+            assert set(errors) == {3, 5, 6} and "not a JSON object" in errors[5]
+            assert "empty list on a harmful row" in errors[6]
+        else:
+            assert "empty list on a harmful row" in errors[5]

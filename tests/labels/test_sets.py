@@ -32,3 +32,24 @@ def test_a_sample_that_is_no_longer_media_is_a_one_line_error(tmp_path: Path) ->
         load_labelled_media([item(tmp_path / "notes.txt")], media_settings(MediaConfig()))
     with pytest.raises(ConfigError, match=r"input not found: .*gone\.png"):
         load_labelled_media([item(tmp_path / "gone.png")], media_settings(MediaConfig()))
+
+
+def test_spans_are_stored_with_the_labelled_set(tmp_path: Path) -> None:
+    from tests.media.conftest import make_video
+    from vhd.labels.sets import import_labels, load_labelled_set
+
+    make_video(tmp_path / "a.mp4", 24)
+    make_video(tmp_path / "b.mp4", 30)
+    Image.new("RGB", (40, 30), "red").save(tmp_path / "c.png")
+    labels = tmp_path / "val.csv"
+    labels.write_text('path,harmful,segments\na.mp4,yes,"0.2-0.5; 0.6-0.9"\nb.mp4,no,\nc.png,yes,0-1\n')
+    res = import_labels(labels, store=tmp_path / "run.db", name="val")
+    assert res.imported == 2
+    assert res.skipped == [(4, f"{tmp_path / 'c.png'}: segments on an image: spans are times in a video")]
+    items = {Path(i.path).name: i for i in load_labelled_set(tmp_path / "run.db", "val")}
+    a = items["a.mp4"].segments
+    assert a is not None and [(s.start_s, s.end_s, s.harmful, s.decided_by) for s in a] == [
+        (0.2, 0.5, True, "human"),
+        (0.6, 0.9, True, "human"),
+    ]
+    assert items["b.mp4"].segments is None

@@ -41,6 +41,55 @@ LOOKUP = 500
 """Sample ids looked up in the store at once."""
 
 
+def header_seconds(path: str) -> float | None:
+    """A video's length as its container header gives it (an estimate only: segments use decoded times)."""
+    from vhd.media.videoframes import duration_s
+
+    try:
+        import av
+
+        with av.open(path) as container:
+            return duration_s(container, container.streams.video[0]) if container.streams.video else None
+    except Exception:  # an unreadable header only leaves the video out of the estimate
+        return None
+
+
+def segment_estimate(
+    config: AnnotateConfig, minutes: float, unknown: int, screen_prompt_tokens: int
+) -> dict[str, Any] | None:
+    """Calls and tokens per video-minute of a segmented run (``[video] segments``), else None.
+
+    Segments per minute lie between ``60 / max_segment_s`` (one long shot) and ``60 /
+    min_segment_s`` (a cut at every chance, at least 1 s apart) for shots, and are exactly
+    ``60 / window_s`` for windows. Each segment costs one screen call; a flagged one also a debate
+    of ``2 x rounds + 1`` calls (``[video] max_calls_per_video`` caps that per video).
+    """
+    video = config.video
+    if not video.segments:
+        return None
+    if video.detect == "windows":
+        low = high = 60 / video.window_s
+    else:
+        low, high = 60 / video.max_segment_s, 60 / max(video.min_segment_s, 1.0)
+    debate = 2 * config.debate.rounds + 1
+    _, judge_cap = config.role_settings("judge")
+
+    def pair(per_segment: float) -> list[float]:
+        return [round(low * per_segment, 2), round(high * per_segment, 2)]
+
+    return {
+        "video_minutes": round(minutes, 2),
+        "videos_without_duration": unknown,
+        "segments_per_minute": pair(1),
+        "calls_per_minute_screened": pair(1),
+        "calls_per_minute_screened_all_flagged": pair(1 + debate),
+        "calls_per_minute_debate_every_segment": pair(debate),
+        "screen_prompt_tokens_per_minute": pair(screen_prompt_tokens),
+        "screen_completion_tokens_per_minute": pair(judge_cap),
+        "max_calls_per_video": video.max_calls_per_video,
+    }
+
+
 async def estimate(
     items: Iterable[MediaItem],
     config: AnnotateConfig,
@@ -62,15 +111,20 @@ async def estimate(
 
     found = dict.fromkeys(Kind, 0)
     todo_by_kind = dict.fromkeys(Kind, 0)
+    video_s = [0.0, 0]  # seconds of the videos still to annotate (their headers), videos without one
     unreadable = 0
-    batch: list[tuple[str, Kind]] = []
+    batch: list[tuple[str, Kind, str]] = []
     db = Store(store) if store.exists() else None
     seen = ScratchSet()
 
     def flush() -> None:
-        done = db.done_ids(config_hash, [sid for sid, _ in batch]) if db is not None else set()
-        for sid, kind in batch:
+        done = db.done_ids(config_hash, [sid for sid, _, _ in batch]) if db is not None else set()
+        for sid, kind, path in batch:
             todo_by_kind[kind] += sid not in done
+            if kind is Kind.VIDEO and sid not in done and config.video.segments:
+                seconds = header_seconds(path)
+                video_s[0] += seconds or 0.0
+                video_s[1] += seconds is None
         batch.clear()
 
     try:
@@ -82,7 +136,7 @@ async def estimate(
                 continue
             if seen.add(sid):
                 found[item.kind] += 1
-                batch.append((sid, item.kind))
+                batch.append((sid, item.kind, str(item.path)))
                 if len(batch) >= LOOKUP:
                     flush()
         flush()
@@ -117,7 +171,15 @@ async def estimate(
             cost = None
             break
         cost = (cost or 0.0) + price.cost(prompt, completion)  # an upper bound: no cache hits assumed
+    screen_prompt = (
+        _words(prompts.render("judge_video", n_frames=config.video.frames_per_segment, definition=""))
+        + _words(prompts.render("definition_video"))
+        + config.video.frames_per_segment * per_image
+        + 40
+    )
+    segments = segment_estimate(config, video_s[0] / 60, int(video_s[1]), screen_prompt)
     return {
+        "segments": segments,
         "samples": samples,
         "images": found[Kind.IMAGE],
         "videos": found[Kind.VIDEO],

@@ -40,7 +40,7 @@ from vhd.errors import StoreWriteError
 from vhd.fileio import display_path
 from vhd.media.discover import PlainFile, Skipped
 from vhd.progress import ProgressFn, bar
-from vhd.records import Annotation, MediaItem, Role, Sample, Status, Usage
+from vhd.records import Annotation, Kind, MediaItem, Role, Sample, Status, Usage
 from vhd.redaction import redact
 
 if TYPE_CHECKING:
@@ -252,6 +252,8 @@ class _Job(Feeder):
         self.pool = pool
         self.ship_media = plan.executor is not None and plan.executor.options.ship_media
         self.debate: Debate | Cohorts = plan.debate(debating, self.on_call)
+        self.video = plan.config.video
+        self.segmented = plan.config.video.segments
         self.saved = 0
         self.fatal_streak = 0
         self.truncated_streak = 0
@@ -346,7 +348,8 @@ class _Job(Feeder):
                     return
                 self.summary.found += 1
                 self.on_call(out.result.usage)
-                self.commit(out.sample, out.result, out.started)
+                self.count_segments(len(out.result.verdict.segments), out.capped, out.fallback, out.sample.path)
+                self.commit(out.sample, out.result, out.started, out.decided_by)
                 return
             loaded = await asyncio.to_thread(guarded, load_sample, item, self.settings)
             if isinstance(loaded, ItemFailure):  # unreadable, damaged, or a missing extra (named)
@@ -354,7 +357,10 @@ class _Job(Feeder):
                 self.db.release_leases(self.run_id, [sid])
                 return
             self.summary.found += 1
-            await self.annotate_one(loaded)
+            if self.segmented and loaded.sample.kind is Kind.VIDEO and Path(item.path).is_file():
+                await self.annotate_segments(loaded, Path(item.path))
+            else:
+                await self.annotate_one(loaded)
         except StoreWriteError as exc:
             self.summary.remaining += 1  # debated, perhaps, but not saved
             self.fail_store(exc)
@@ -379,6 +385,28 @@ class _Job(Feeder):
         result = await self.debate.run(sample.kind, loaded.images)
         result.usage.add(stage_usage)
         self.commit(sample, result, started, decided_by)
+
+    async def annotate_segments(self, loaded: LoadedSample, path: Path) -> None:
+        """Judge a video segment by segment (`vhd.annotate.segmented`), each segment stored as it is decided."""
+        from vhd.annotate.segmented import judge_in_store
+        from vhd.debate.engine import Debate, DebateResult
+
+        assert isinstance(self.debate, Debate), "segments are refused with stage-wise debates"
+        started, stored = time.time(), (self.db, self.run_id, self.config_hash)
+        judged = await judge_in_store(*stored, loaded, path, self.video, self.settings, self.debate, self.cascade)
+        if judged.stage_calls:  # the debate's calls went to the ledger as they came; the stages' go now
+            self.on_call(Usage(calls=judged.stage_calls))
+            self.summary.stage_calls += judged.stage_calls
+        self.count_segments(len(judged.verdict.segments), len(judged.capped), judged.fallback, path)
+        result = DebateResult(judged.verdict, judged.turns, judged.usage, judged.error, judged.retryable)
+        self.commit(loaded.sample, result, started, judged.decided_by)
+
+    def count_segments(self, n: int, capped: int, fallback: str | None, path: object) -> None:
+        """Count a segmented video's segments in the summary, and say when it fell back to the whole video."""
+        self.summary.segments += n
+        self.summary.segments_capped += capped
+        if fallback is not None:
+            self.on_event(f"{path}: judged by the whole-video protocol ({fallback})")
 
     def commit(self, sample: Sample, result: DebateResult, started: float, decided_by: str | None = None) -> None:
         """Save one debated sample (which releases its lease) and count it."""

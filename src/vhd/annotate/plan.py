@@ -139,6 +139,15 @@ def make_plan(
     identity = config_identity(config, backends, prompts, examples)
     if options.cascade is not None:  # stages decide some verdicts: a distinct configuration
         identity = {**identity, "cascade": options.cascade.identity()}
+    if config.video.segments:  # verdicts from segments: a distinct configuration
+        from vhd.annotate.segmented import segments_identity
+        from vhd.errors import ConfigError
+
+        if options.stage_wise or options.batch_api:
+            raise ConfigError("--segments works with ordinary debates: leave out --stage-wise and --batch-api")
+        if executor is not None and not executor.in_process and executor.options.ship_media:
+            raise ConfigError("--segments decodes each video where it is judged: leave out --ship-media")
+        identity = {**identity, "video": segments_identity(config.video)}
     return Plan(
         inputs=list(inputs),
         config=config,

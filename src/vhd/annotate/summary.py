@@ -61,6 +61,8 @@ class RunSummary:
             (``debate`` for those that went through); one entry per stage.
         stage_calls: Calls made by cascade stages (also counted in ``usage.calls``).
         batches: Batches this run created with ``--batch-api``.
+        segments: With ``--segments``, segments of the videos this run finished.
+        segments_capped: Of those, segments the call cap per video left at their screen verdict.
 
     ``to_dict`` adds ``cached_share``: the share of prompt tokens the endpoint served from its
     prompt cache (None without prompt tokens).
@@ -100,6 +102,8 @@ class RunSummary:
     endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
     local: dict[str, dict[str, Any]] = field(default_factory=dict)
     stage_wise: bool = False
+    segments: int = 0
+    segments_capped: int = 0
 
     def exit_code(self, strict: bool = False) -> int:
         """0 when every readable sample has a final verdict, 1 when work remains, 130 after Ctrl-C.

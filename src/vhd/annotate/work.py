@@ -16,13 +16,14 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vhd.boundary import ItemFailure, guarded
 from vhd.config import AnnotateConfig
-from vhd.errors import WorkerLostError
+from vhd.errors import MediaError, WorkerLostError
 from vhd.execution import Executor, Pool, Work, named_env
-from vhd.records import MediaItem, Role, Sample
+from vhd.records import Kind, MediaItem, Role, Sample
 
 if TYPE_CHECKING:
     from vhd.debate.engine import Debate, DebateResult
@@ -56,6 +57,9 @@ class DebateOutcome:
         started: When the debate started (epoch seconds).
         media_error: Why the media could not be loaded, if it could not.
         lost: Why the sample was not debated: the workers running it kept dying (run again).
+        decided_by: For a video judged by segments (``[video] segments``): what decided it.
+        capped: Segments the call cap left at their screen verdict.
+        fallback: Why the video could not be segmented, when it could not.
     """
 
     sample: Sample | None
@@ -63,6 +67,9 @@ class DebateOutcome:
     started: float = 0.0
     media_error: str | None = None
     lost: str | None = None
+    decided_by: str | None = None
+    capped: int = 0
+    fallback: str | None = None
 
 
 class DebateWork(Work[DebateItem, DebateOutcome]):
@@ -122,8 +129,33 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
                 return DebateOutcome(None, None, media_error=read.reason)
             loaded = read
         started = time.time()
+        path = Path(item.item.path) if item.item is not None else None
+        if self.config.video.segments and loaded.sample.kind is Kind.VIDEO and path is not None and path.is_file():
+            return await self.segmented(loaded, path, started)
         result = await self.debate.run(loaded.sample.kind, loaded.images)
         return DebateOutcome(loaded.sample, result, started)
+
+    async def segmented(self, loaded: LoadedSample, path: Path, started: float) -> DebateOutcome:
+        """A video judged segment by segment on this worker (`vhd.annotate.segmented`), as one item."""
+        from vhd.annotate.segmented import judge_video
+        from vhd.debate.engine import DebateResult
+
+        assert self.debate is not None
+        try:
+            judged = await judge_video(
+                path, self.config.video, self.settings, debate=self.debate, whole_video=loaded.images
+            )
+        except MediaError as exc:
+            return DebateOutcome(None, None, media_error=str(exc))
+        result = DebateResult(judged.verdict, judged.turns, judged.usage, judged.error, judged.retryable)
+        return DebateOutcome(
+            loaded.sample,
+            result,
+            started,
+            decided_by=judged.decided_by,
+            capped=len(judged.capped),
+            fallback=judged.fallback,
+        )
 
     async def aclose(self) -> None:
         """Close the backends."""

@@ -180,4 +180,5 @@ def _item(row: LabelRow, tax: Taxonomy, problems: list[Problem], stored: Path | 
         source=row.source,
         split=row.split,
         line=row.line,
+        segments=row.segments if kind is Kind.VIDEO else None,
     )

@@ -17,7 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from vhd.bench.calibration import Reliability, reliability
 from vhd.bench.data import UNHARMFUL, BenchItem
-from vhd.bench.metrics import BinaryMetrics, BinaryResult, MulticlassMetrics, MulticlassResult, Value, mean_value
+from vhd.bench.metrics import (
+    IOU,
+    BinaryMetrics,
+    BinaryResult,
+    MulticlassMetrics,
+    MulticlassResult,
+    SegmentMetrics,
+    SegmentResult,
+    Value,
+    mean_value,
+)
+from vhd.bench.timeline import segment_truth
 from vhd.records import Source
 
 if TYPE_CHECKING:
@@ -63,6 +74,8 @@ class DetectorResult:
         groups: Group name (``all``, ``image``, ``video``, ``real``, ``synthetic``) -> numbers.
         multiclass_scheme: How categories were obtained: ``native``, a crosswalk scheme, or None.
         misclassified: Sample ids it got wrong (binary), in file order.
+        segments: Where in the videos it found harm, against the human spans
+            (`vhd.bench.metrics.segments`): when labels carry spans and the detector gave segments.
     """
 
     label: str
@@ -70,6 +83,7 @@ class DetectorResult:
     groups: dict[str, GroupResult]
     multiclass_scheme: str | None
     misclassified: list[str]
+    segments: SegmentResult | None = None
 
     @property
     def coverage(self) -> tuple[int, int]:
@@ -87,6 +101,7 @@ class DetectorResult:
             "multiclass_scheme": self.multiclass_scheme,
             "groups": {k: g.to_dict() for k, g in self.groups.items()},
             "misclassified": self.misclassified,
+            "segments": None if self.segments is None else self.segments.to_dict(),
         }
 
 
@@ -137,20 +152,32 @@ def evaluate_detector(
     crosswalk: Crosswalk | None = None,
     resamples: int = 1000,
     seed: int = 0,
+    iou: float = IOU,
 ) -> DetectorResult:
     """Every number of one detector over the items (a failed prediction counts as wrong).
+
+    When some video's label carries harmful spans and the detector gave segments, its segment
+    metrics (`vhd.bench.metrics.segments`, a pair matching at ``iou``) stand on the videos with
+    spans to compare (`vhd.bench.timeline.segment_truth`); a video it gave no segments for counts
+    as answering nothing in time.
 
     The predictions are read once, one at a time, into what the numbers need per sample (the
     decision, the score, the class named): a few numbers a sample, never the `Prediction`
     objects of the whole set at once.
     """
     scheme = _scheme(run, crosswalk)
+    truth = segment_truth(items)
+    spans = SegmentMetrics(iou=iou, resamples=resamples, seed=seed)
+    gave_segments = False
     decisions: list[bool | None] = []
     scores: list[float | None] = []
     classes: list[str | None] = []
     wrong: list[str] = []
-    for item in items:
+    for item, true_spans in zip(items, truth, strict=True):
         p = run.predictions.get(item.id)
+        if true_spans is not None:
+            spans.update(true_spans, None if p is None else p.segments)
+            gave_segments = gave_segments or (p is not None and p.segments is not None)
         if p is None or p.harmful is None:
             decisions.append(None)
             scores.append(None)
@@ -182,16 +209,20 @@ def evaluate_detector(
         if scored and all(scores[k] is not None for _, k in scored):
             result.reliability = reliability([i.harmful for i, _ in scored], [float(scores[k] or 0) for _, k in scored])
         groups[name] = result
-    return DetectorResult(run.label, run.summary(), groups, scheme, wrong)
+    return DetectorResult(run.label, run.summary(), groups, scheme, wrong, spans.compute() if gave_segments else None)
 
 
 def evaluate(
-    bench_run: BenchRun, *, crosswalk: Crosswalk | None = None, resamples: int = 1000, seed: int = 0
+    bench_run: BenchRun,
+    *,
+    crosswalk: Crosswalk | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    iou: float = IOU,
 ) -> list[DetectorResult]:
-    """Numbers for every detector of a run, in the run's order."""
+    """Numbers for every detector of a run, in the run's order (``iou``: the segment numbers' matching threshold)."""
+    bench = bench_run.bench
     return [
-        evaluate_detector(
-            r, bench_run.bench.items, bench_run.bench.taxonomy, crosswalk=crosswalk, resamples=resamples, seed=seed
-        )
+        evaluate_detector(r, bench.items, bench.taxonomy, crosswalk=crosswalk, resamples=resamples, seed=seed, iou=iou)
         for r in bench_run.detectors
     ]

@@ -98,8 +98,9 @@ def write_index(
     plots: Sequence[Path],
     problems: Sequence[str],
     unblurred: bool = False,
+    segments_md: str | None = None,
 ) -> Path:
-    """Write ``index.html`` tying the report's files together."""
+    """Write ``index.html`` tying the report's files together (with the segment table, when there is one)."""
     shown = {sid for r in results for sid in r.misclassified[:MAX_THUMBS]}
     by_id = {i.id: i for i in items if i.id in shown}  # only the samples shown: no dict of the whole set
     thumbs = out / "thumbs"
@@ -113,6 +114,18 @@ def write_index(
         "<p>Answered: samples the detector gave a decision for, of all samples. A sample it failed on "
         "counts as wrong in every number (see results.json's failures).</p>",
         _markdown_table_html(table_md),
+    ]
+    if segments_md is not None:
+        parts += [
+            "<h2>Where in the video</h2>",
+            "<p>Against the human spans of the videos whose labels have them (<a href='segments.md'>Markdown</a>, "
+            "<a href='segments.csv'>CSV</a>): segment-level precision, recall and F1 (a predicted span matches "
+            "one human span at an intersection over union of at least the threshold), duration-weighted "
+            "precision, recall and F1 (seconds of overlap), and the median boundary error of matched spans; "
+            "95% bootstrap intervals over videos in brackets. Videos: answered in time / compared.</p>",
+            _markdown_table_html(segments_md),
+        ]
+    parts += [
         "<h2>Detectors</h2><table>",
         "<tr><th>detector</th><th>answered</th><th>failed</th><th>cached</th><th>run now</th><th>samples/s</th></tr>",
     ]

@@ -250,6 +250,7 @@ def benchmark(
     store: str | os.PathLike[str] | None = None,
     executor: str | Executor = "local",
     executor_options: ExecutorOptions | None = None,
+    segment_iou: float = 0.5,
 ) -> BenchReport:
     """Benchmark detectors on a labelled set and write the report folder.
 
@@ -279,6 +280,8 @@ def benchmark(
             its samples are.
         executor: Where detectors run: ``local`` or ``ray`` (see `vhd.bench.runner.run_bench`).
         executor_options: Workers, Ray address, CPUs/GPUs per worker.
+        segment_iou: The intersection over union a predicted span needs to match a human span in
+            the segment numbers (reported when the labels carry spans; `vhd.bench.metrics.segments`).
 
     Returns:
         The run, the numbers and the files written.
@@ -293,6 +296,8 @@ def benchmark(
     from vhd.taxonomy.crosswalk import load_crosswalk
     from vhd.taxonomy.taxonomy import load_taxonomy
 
+    if not 0 < segment_iou <= 1:
+        raise ConfigError(f"--segment-iou must be above 0 and at most 1, got {segment_iou}")
     folder = Path(out)
     if is_store_file(labels):
         if media is not None:
@@ -318,7 +323,7 @@ def benchmark(
             executor_options=executor_options,
         )
     cals = _calibrate(bench_run, calibrate_split, calibration_method, saved, folder)
-    results = evaluate(bench_run, crosswalk=cw, resamples=resamples)
+    results = evaluate(bench_run, crosswalk=cw, resamples=resamples, iou=segment_iou)
     extra = {"crosswalk_version": cw.version, "calibrate_split": calibrate_split}
     files = write_report(folder, bench_run, results, plots=plots, unblurred=unblurred, calibrations=cals, extra=extra)
     return BenchReport(run=bench_run, results=results, calibrations=cals, files=files)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vhd.bench.tables import long_csv, table1, to_csv, to_latex, to_markdown
+from vhd.bench.tables import long_csv, segment_csv, segment_markdown, table1, to_csv, to_latex, to_markdown
 from vhd.fileio import atomic_write
 
 if TYPE_CHECKING:
@@ -119,6 +119,12 @@ def write_report(
             atomic_write(folder / "breakdown.tex", to_latex(*breakdown)),
         ]
     files.append(atomic_write(folder / "metrics.csv", long_csv(results)))
+    segments_md = segment_markdown(results)
+    if segments_md is not None:  # labels carry spans and some detector placed harm in time
+        files += [
+            atomic_write(folder / "segments.md", segments_md),
+            atomic_write(folder / "segments.csv", segment_csv(results)),
+        ]
     bench = bench_run.bench
     problems = [str(p) for p in bench.problems]
     data = {
@@ -139,6 +145,15 @@ def write_report(
     plot_files = write_plots(results, bench.taxonomy.codes, folder / "plots") if plots else []
     files += plot_files
     files.append(
-        write_index(folder, results, bench.items, table_md=md, plots=plot_files, problems=problems, unblurred=unblurred)
+        write_index(
+            folder,
+            results,
+            bench.items,
+            table_md=md,
+            plots=plot_files,
+            problems=problems,
+            unblurred=unblurred,
+            segments_md=segments_md,
+        )
     )
     return files

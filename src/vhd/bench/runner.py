@@ -29,6 +29,7 @@ from vhd.aio import run_sync
 from vhd.bench.cache import PredictionCache, detector_key
 from vhd.bench.original import original_identity, wants_original
 from vhd.bench.predictions import PredictionLog
+from vhd.bench.timeline import segment_truth, timeline_identity, wants_timeline
 from vhd.bench.work import DetectWork, Entry, Outcome, predict_item
 from vhd.detectors.base import Detector, Prediction
 from vhd.errors import ConfigError, WorkerLostError
@@ -139,7 +140,9 @@ class _Job:
         concurrency: int,
         progress: ProgressFn | None,
         pool: Pool[Entry, list[Outcome]] | None = None,
+        timeline_ids: frozenset[str] = frozenset(),
     ) -> None:
+        self.timeline_ids = timeline_ids
         self.detectors = detectors
         self.pool = pool
         self.runs = runs
@@ -170,7 +173,9 @@ class _Job:
 
     async def sample(self, item: BenchItem, todo: list[int], total: int) -> None:
         if self.pool is None:
-            found = await predict_item(self.detectors, self.settings, item, todo, self.slots)
+            found = await predict_item(
+                self.detectors, self.settings, item, todo, self.slots, item.id in self.timeline_ids
+            )
         else:  # on an executor's worker; a sample whose workers kept dying fails here (not cached: retried)
             try:
                 found = await self.pool.run((item, todo))
@@ -226,10 +231,14 @@ async def arun_bench(
     if dups:
         raise ConfigError(f"detector label {dups[0]!r} given twice: name them apart with LABEL=NAME")
     media_id = _settings_identity(settings)
+    truth = segment_truth(bench.items)
+    timeline_ids = frozenset(i.id for i, t in zip(bench.items, truth, strict=True) if wants_timeline(i, t))
     runs: list[DetectorRun] = []
     logs: list[PredictionLog] = []
     for det in detectors:
         det_media = {**media_id, **original_identity()} if wants_original(det) else media_id
+        if timeline_ids and det.scores_frames:  # its predictions carry segments: cached apart
+            det_media = {**det_media, **timeline_identity()}
         key = detector_key(det.identity(), det_media)
         log = PredictionLog()
         runs.append(DetectorRun(det.label, det.name, key, det.identity(), det.multiclass, log))
@@ -253,14 +262,15 @@ async def arun_bench(
     work = ((item, left) for item in bench.items if (left := todo(item)))
     if executor is not None and not executor.in_process and total:  # detectors load on the workers
         share = -(-concurrency // max(1, executor.options.workers))
-        async with executor.pool(DetectWork(detectors, sorted(needed), settings, share)) as pool:
-            job = _Job(detectors, runs, logs, cache, settings, concurrency, progress, pool)
+        async with executor.pool(DetectWork(detectors, sorted(needed), settings, share, timeline_ids)) as pool:
+            job = _Job(detectors, runs, logs, cache, settings, concurrency, progress, pool, timeline_ids)
             await job.run(work, total, concurrency)
         return BenchRun(bench=bench, detectors=runs)
     try:
         for i in sorted(needed):
             await detectors[i].check()
-        await _Job(detectors, runs, logs, cache, settings, concurrency, progress).run(work, total, concurrency)
+        job = _Job(detectors, runs, logs, cache, settings, concurrency, progress, timeline_ids=timeline_ids)
+        await job.run(work, total, concurrency)
     finally:
         for i in sorted(needed):
             await detectors[i].aclose()

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from vhd.bench.evaluate import DetectorResult
-from vhd.bench.metrics import UNDEFINED_CSV, fmt
+from vhd.bench.metrics import BOUNDARY_ERROR, UNDEFINED_CSV, Value, fmt
 from vhd.fileio import escape_cell
 
 COLUMNS = (("harmful_acc", "Harm."), ("unharmful_acc", "Unharm."), ("average", "Avg."), ("multiclass", "Multi-class"))
@@ -162,6 +162,76 @@ def to_latex(
     return "\n".join(out) + "\n"
 
 
+SEGMENT_COLUMNS = (
+    ("segment_f1", "Segment F1"),
+    ("segment_precision", "Seg. P"),
+    ("segment_recall", "Seg. R"),
+    ("duration_f1", "Duration F1"),
+    ("duration_precision", "Dur. P"),
+    ("duration_recall", "Dur. R"),
+    (BOUNDARY_ERROR, "Boundary err. (s)"),
+)
+"""The segment table's columns (`vhd.bench.metrics.segments`): metric key and header."""
+
+
+def _with_interval(v: Value | None) -> str:
+    if v is None or v.value is None:
+        return fmt(None)
+    if v.low is None or v.high is None:
+        return fmt(v.value)
+    return f"{fmt(v.value)} [{fmt(v.low)}, {fmt(v.high)}]"
+
+
+def segment_markdown(results: Sequence[DetectorResult]) -> str | None:
+    """Where in the videos each detector found harm, as a Markdown table; None when no detector has segment numbers.
+
+    One row per detector with segments: the videos compared (answered / with spans to compare),
+    segment-level F1, precision and recall at its IoU, duration-weighted F1, precision and recall,
+    and the median boundary error in seconds, each with its 95% bootstrap interval over videos.
+    """
+    shown = [r for r in results if r.segments is not None]
+    if not shown:
+        return None
+    iou = shown[0].segments.iou if shown[0].segments is not None else 0.5
+    heads = [h.replace("Segment F1", f"Segment F1 (IoU>={iou:g})") for _, h in SEGMENT_COLUMNS]
+    lines = ["| Detector | Videos | " + " | ".join(heads) + " |", "|---|---:|" + "---:|" * len(heads)]
+    for r in shown:
+        seg = r.segments
+        assert seg is not None
+        cells = [_with_interval(seg.values.get(k)) for k, _ in SEGMENT_COLUMNS]
+        videos = f"{seg.n_answered}/{seg.n_videos}"
+        lines.append(f"| {r.label.replace('|', '/')} | {videos} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def segment_csv(results: Sequence[DetectorResult]) -> str:
+    """The segment table as CSV: per detector, each metric's value, low and high (``n/a`` where undefined)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(
+        [
+            "detector",
+            "videos",
+            "answered",
+            "iou",
+            *(f"{k}{s}" for k, _ in SEGMENT_COLUMNS for s in ("", "_low", "_high")),
+        ]
+    )
+    for r in results:
+        seg = r.segments
+        if seg is None:
+            continue
+        cells: list[Any] = []
+        for k, _ in SEGMENT_COLUMNS:
+            v = seg.values.get(k)
+            cells += [
+                fmt(None if v is None else x, 4, missing=UNDEFINED_CSV)
+                for x in (None if v is None else v.value, None if v is None else v.low, None if v is None else v.high)
+            ]
+        w.writerow([escape_cell(r.label), seg.n_videos, seg.n_answered, seg.iou, *cells])
+    return buf.getvalue()
+
+
 def long_rows(results: Sequence[DetectorResult]) -> list[dict[str, Any]]:
     """Every number as one row: detector, group, metric, value, low, high, n."""
     rows: list[dict[str, Any]] = []
@@ -186,6 +256,9 @@ def long_rows(results: Sequence[DetectorResult]) -> list[dict[str, Any]]:
                         "n": g.binary.n,
                     }
                 )
+        if r.segments is not None:
+            for row in r.segments.to_rows():
+                rows.append({"detector": r.label, "group": "video-segments", **row})
     return rows
 
 

@@ -60,14 +60,47 @@ async def judge(detector: Detector, index: int, kind: Kind, images: Sequence[Any
     return index, pred, start, end
 
 
+async def place_in_time(
+    detectors: Sequence[Detector],
+    settings: MediaSettings | None,
+    item: BenchItem,
+    found: Sequence[Outcome],
+    slots: asyncio.Semaphore,
+) -> None:
+    """Give the predictions of frame-scoring detectors their harmful spans (`Prediction.segments`).
+
+    The video is sampled over time once (`vhd.bench.timeline.timeline_frames`) for all of them.
+    A video that cannot be sampled, or a detector failing on its frames, leaves ``segments``
+    None (no answer in time) and the video-level prediction as it is.
+    """
+    from vhd.bench.timeline import timeline_frames
+
+    wanted = [(i, p) for i, p, _, _ in found if p.harmful is not None and detectors[i].scores_frames]
+    if not wanted:
+        return
+    with item_boundary(item) as b:  # not sampled: the predictions keep segments None (no answer in time)
+        frames = await asyncio.to_thread(timeline_frames, item.path, settings)
+    if b.failure is not None:
+        return
+    for index, pred in wanted:
+        async with slots:
+            with item_boundary(item):  # this detector failing on the frames: no answer in time
+                pred.segments = await detectors[index].predict_segments(frames.times, frames.images, end_s=frames.end_s)
+
+
 async def predict_item(
     detectors: Sequence[Detector],
     settings: MediaSettings | None,
     item: BenchItem,
     todo: Sequence[int],
     slots: asyncio.Semaphore,
+    timeline: bool = False,
 ) -> list[Outcome]:
-    """Every detector in ``todo`` on one sample, its media loaded once per form (original or prepared)."""
+    """Every detector in ``todo`` on one sample, its media loaded once per form (original or prepared).
+
+    With ``timeline`` (a video whose human label has spans to compare), frame-scoring detectors
+    also score frames sampled over the whole video (`place_in_time`).
+    """
     plain_file = item.kind is Kind.IMAGE and not Path(item.path).is_dir()
     groups: dict[bool, list[int]] = {}
     for index in todo:
@@ -93,6 +126,8 @@ async def predict_item(
             job.close()
         raise
     out.extend(await asyncio.gather(*jobs))
+    if timeline and item.kind is Kind.VIDEO:
+        await place_in_time(detectors, settings, item, out, slots)
     return out
 
 
@@ -104,11 +139,18 @@ class DetectWork(Work[Entry, list[Outcome]]):
         needed: Indices of the detectors with work left (only these are checked).
         settings: How media is prepared.
         concurrency: Detector calls in flight at once on one worker.
+        timeline_ids: Samples whose frames over time are scored too (see `predict_item`).
     """
 
     def __init__(
-        self, detectors: Sequence[Detector], needed: Sequence[int], settings: MediaSettings | None, concurrency: int
+        self,
+        detectors: Sequence[Detector],
+        needed: Sequence[int],
+        settings: MediaSettings | None,
+        concurrency: int,
+        timeline_ids: frozenset[str] = frozenset(),
     ) -> None:
+        self.timeline_ids = timeline_ids
         self.detectors = list(detectors)
         self.needed = list(needed)
         self.settings = settings
@@ -125,7 +167,9 @@ class DetectWork(Work[Entry, list[Outcome]]):
         """Predictions of the detectors that still need this sample."""
         assert self.slots is not None, "setup() first"
         sample, todo = item
-        return await predict_item(self.detectors, self.settings, sample, todo, self.slots)
+        return await predict_item(
+            self.detectors, self.settings, sample, todo, self.slots, sample.id in self.timeline_ids
+        )
 
     async def aclose(self) -> None:
         """Release the detectors."""

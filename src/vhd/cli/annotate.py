@@ -98,6 +98,20 @@ def add_parser(sub: Any, name: str) -> None:
         "--cascade-set", action="append", default=[], metavar="LABEL.key=value", help="a stage detector's option"
     )
     c.add_argument("--cascade-config", metavar="FILE", help="TOML with [detectors.LABEL] option tables for the stages")
+    v = p.add_argument_group("videos in time (see docs/segments.md)")
+    v.add_argument(
+        "--segments",
+        action="store_true",
+        default=None,
+        help="cut every video into segments (shots, or windows) and judge each: one screen call per segment, "
+        "a debate only for the flagged ones; the verdict names the harmful spans ([video] in the config)",
+    )
+    v.add_argument(
+        "--max-calls-per-video",
+        type=int,
+        metavar="N",
+        help="with --segments: model calls one video may spend; flagged segments past it keep their screen verdict",
+    )
     add_executor_flags(p)
     p.set_defaults(handler=run)
 
@@ -118,6 +132,9 @@ def _fmt_summary(s: Any) -> list[str]:
     ]
     if s.batches:
         lines.append(f"{s.batches} batch(es) created through the batch API")
+    if s.segments:
+        capped = f"; {s.segments_capped} flagged segment(s) left at their screen verdict by the call cap"
+        lines.append(f"{s.segments} video segment(s) judged" + (capped if s.segments_capped else ""))
     if s.decided_by:
         stages = ", ".join(f"{label} {n}" for label, n in s.decided_by.items())
         lines.append(f"cascade: decided by {stages}; {s.stage_calls} stage call(s)")
@@ -189,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
         store=args.store,
         config=args.config,
         rounds=args.rounds,
+        segments=args.segments,
+        max_calls_per_video=args.max_calls_per_video,
         **model_overrides(args),
         options=RunOptions(
             retry_unparsed=args.retry_unparsed,
@@ -224,6 +243,18 @@ def run(args: argparse.Namespace) -> int:
             f"{e['unreadable']} unreadable; {e['to_annotate']} to annotate with {e['calls']} call{_s(e['calls'])}, "
             f"at most {e['prompt_tokens_max']:,} prompt + {e['completion_tokens_max']:,} completion tokens; cost {cost}"
         )
+        seg = e.get("segments")
+        if seg:
+            lo, hi = seg["calls_per_minute_screened"]
+            flagged, full = seg["calls_per_minute_screened_all_flagged"], seg["calls_per_minute_debate_every_segment"]
+            tokens = seg["screen_prompt_tokens_per_minute"]
+            print(
+                f"--segments: {seg['video_minutes']:g} video-minute(s) to annotate; per video-minute "
+                f"{seg['segments_per_minute'][0]:g}-{seg['segments_per_minute'][1]:g} segments, "
+                f"{lo:g}-{hi:g} screen calls ({tokens[0]:,.0f}-{tokens[1]:,.0f} prompt tokens), "
+                f"up to {flagged[0]:g}-{flagged[1]:g} calls if every segment is flagged "
+                f"(a debate of every segment: {full[0]:g}-{full[1]:g})"
+            )
     else:
         print("\n".join(printable(redact_text(line)) for line in _fmt_summary(summary)))
     if summary.store_error:

@@ -63,6 +63,13 @@ def add_parser(sub: Any, name: str) -> None:
     method.choices = RegistryNames(_calibration_methods)  # set after add_argument: read only when used
     p.add_argument("--calibration", metavar="FILE", help="apply a calibration.json written by an earlier --calibrate")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000; 0 off)")
+    p.add_argument(
+        "--segment-iou",
+        type=float,
+        default=0.5,
+        metavar="X",
+        help="IoU a predicted span needs to match a human span, when labels carry spans (default 0.5)",
+    )
     p.add_argument("--no-plots", action="store_true", help="tables, JSON and HTML only (no matplotlib needed)")
     p.add_argument("--unblurred-previews", action="store_true", help="also include clear thumbnails, shown on click")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it only shows on a terminal anyway)")
@@ -76,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from vhd.bench.cache import CACHE_FILE, cached_count
     from vhd.bench.pipeline import benchmark, build_detectors
-    from vhd.bench.tables import table1, to_markdown
+    from vhd.bench.tables import segment_markdown, table1, to_markdown
     from vhd.errors import ConfigError
     from vhd.media.load import MediaSettings
     from vhd.progress import bar
@@ -107,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=on_progress,
                 executor=args.executor,
                 executor_options=executor_options(args),
+                segment_iou=args.segment_iou,
             )
     except KeyboardInterrupt:  # the bar is down by now
         cached = cached_count(Path(args.out))
@@ -143,5 +151,9 @@ def run(args: argparse.Namespace) -> int:
         wrong = " (counted wrong; run again to retry)" if d.failed else ""
         print(f"{d.label}: {d.cached} cached, {d.computed} run, {d.failed} failed{wrong}{speed}")
     print(to_markdown(*table1(report.results)), end="")
+    segments = segment_markdown(report.results)
+    if segments is not None:
+        print("Where in the video (segments; 95% intervals over videos):")
+        print(segments, end="")
     print(f"wrote {len(report.files)} file(s) to {args.out}/ (index.html, results.json, table1.*)")
     return 1 if any(d.failed for d in report.run.detectors) else 0

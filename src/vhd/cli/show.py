@@ -110,7 +110,12 @@ def run(args: argparse.Namespace) -> int:
     if v.categories:
         console.print(Text("categories: " + "; ".join(printable(c) for c in v.categories)))
     if ann.decided_by is not None:
-        console.print(Text(f"decided by: {printable(ann.decided_by)} (cascade)"))
+        from vhd.annotate.segmented import SEGMENTS, WHOLE_VIDEO
+
+        what = "video protocol" if ann.decided_by in (SEGMENTS, WHOLE_VIDEO) else "cascade"
+        console.print(Text(f"decided by: {printable(ann.decided_by)} ({what})"))
+    if v.segments:
+        _timeline(console, v.segments)
     for t in ann.turns:
         reasoning = f" ({t.reasoning_tokens} reasoning)" if t.reasoning_tokens else ""
         title = (
@@ -130,6 +135,25 @@ def run(args: argparse.Namespace) -> int:
     if ann.error:
         console.print(Text.assemble(("error:", "red"), f" {printable(ann.error)}"))
     return 0
+
+
+def _timeline(console: Any, segments: list[Any]) -> None:
+    """A segmented video's time line: one line per segment (span, verdict, reason, who decided)."""
+    from rich.text import Text
+
+    from vhd.annotate.segmented import span_text
+
+    console.print(Text(f"time line ({len(segments)} segments):", style="bold"))
+    for seg in segments:
+        label, style = {True: ("harmful", "red"), False: ("ok", "green"), None: ("undecided", "yellow")}[seg.harmful]
+        score = f", P {seg.score:.2f}" if seg.score is not None else ""
+        console.print(
+            Text.assemble(
+                f"  {span_text(seg):>15}  ",
+                (f"{label:<9}", style),
+                f" {printable(seg.reason or '-')}  ({printable(seg.decided_by or '?')}{score})",
+            )
+        )
 
 
 def _shared(a: str, b: str) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from vhd.media.encoded import EncodedImage
-from vhd.records import Kind
+from vhd.records import Kind, Segment
 from vhd.redaction import redact
 
 T = TypeVar("T")
@@ -37,6 +37,8 @@ class Prediction:
         boxes: Object detections behind the decision, for detectors that find objects (HOD):
             ``{"label", "score", "box": [x1, y1, x2, y2]}`` in image pixels, plus ``"frame"``
             (the frame's index) in a video's combined prediction.
+        segments: Where in a video the detector found harm (harmful spans, `vhd.records.Segment`);
+            None when it was not asked or cannot say (see `Detector.predict_segments`).
     """
 
     harmful: bool | None
@@ -47,6 +49,7 @@ class Prediction:
     error: str | None = None
     latency_s: float = 0.0
     boxes: list[dict[str, Any]] = field(default_factory=list)
+    segments: list[Segment] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (the prediction cache stores this)."""
@@ -61,13 +64,18 @@ class Prediction:
         }
         if self.boxes:
             data["boxes"] = self.boxes
+        if self.segments is not None:
+            data["segments"] = [s.to_dict() for s in self.segments]
         return data
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Prediction:
         """Inverse of `to_dict`."""
         keys = ("harmful", "score", "labels", "categories", "raw", "error", "latency_s", "boxes")
-        return cls(**{k: d[k] for k in keys if k in d})
+        pred = cls(**{k: d[k] for k in keys if k in d})
+        if d.get("segments") is not None:
+            pred.segments = [Segment.from_dict(s) for s in d["segments"]]
+        return pred
 
 
 def api_key(env: str, label: str, what: str) -> str:
@@ -212,6 +220,65 @@ class Detector(abc.ABC):
     @abc.abstractmethod
     async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Judge one image, or (``video_native``) a video's frames in order."""
+
+    @property
+    def scores_frames(self) -> bool:
+        """Whether the detector judges a video's frames one at a time (so can score frames over time)."""
+        return not self.video_native
+
+    async def score_frames(self, frames: Sequence[EncodedImage]) -> list[float | None]:
+        """Each frame's P(harmful) (1.0 / 0.0 for a yes/no answer, None where it failed), frame by frame.
+
+        Raises:
+            NotImplementedError: A video-native detector, which judges frames only together.
+        """
+        if not self.scores_frames:
+            raise NotImplementedError(f"{self.name} judges a video's frames together, not one at a time")
+        out: list[float | None] = []
+        for frame in frames:
+            pred = await self.predict_images(Kind.IMAGE, [frame])
+            if pred.harmful is None:
+                out.append(None)
+            else:
+                out.append(pred.score if pred.score is not None else float(pred.harmful))
+        return out
+
+    async def predict_segments(
+        self,
+        times: Sequence[float],
+        frames: Sequence[EncodedImage],
+        *,
+        end_s: float | None = None,
+        threshold: float | None = None,
+        low: float | None = None,
+        merge_gap_s: float | None = None,
+        min_duration_s: float = 0.0,
+    ) -> list[Segment] | None:
+        """Where in a video the harm is, from frames sampled over time (``times``: each frame's seconds).
+
+        A frame-scoring detector scores each frame (`score_frames`) and the scores become spans
+        through `vhd.detectors.timeline.spans_from_scores` (hysteresis ``threshold`` / ``low``,
+        spans ``merge_gap_s`` apart joined); a video-native detector returns None unless it
+        overrides this.
+
+        Returns:
+            The harmful spans, or None when the detector cannot place harm in time.
+        """
+        from vhd.detectors import timeline
+
+        if not self.scores_frames:
+            return None
+        scores = await self.score_frames(frames)
+        return timeline.spans_from_scores(
+            times,
+            scores,
+            threshold=timeline.THRESHOLD if threshold is None else threshold,
+            low=low,
+            end_s=end_s,
+            merge_gap_s=timeline.MERGE_GAP_S if merge_gap_s is None else merge_gap_s,
+            min_duration_s=min_duration_s,
+            decided_by=self.label,
+        )
 
     async def predict(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Judge a sample, frame by frame for videos unless the detector is video-native."""

@@ -29,7 +29,12 @@ from vhd.detectors.base import Detector, Prediction
 from vhd.detectors.vlm import parse_options
 from vhd.errors import ConfigError
 from vhd.media.encoded import EncodedImage
-from vhd.records import Kind, Role, Status
+from vhd.records import Kind, Role, Segment, Status, Verdict
+
+
+def verdict_segments(verdict: Verdict) -> list[Segment] | None:
+    """A debate verdict's segments as a prediction's (``vhd annotate --segments``); None without any."""
+    return [Segment.from_dict(s.to_dict()) for s in verdict.segments] if verdict.segments else None
 
 
 class DebateOptions(BaseModel):
@@ -123,4 +128,11 @@ class DebateDetector(Detector):
         categories: list[str] = []
         if verdict.harmful and verdict.reason and not verdict.refused:
             categories = list(parse_answer(verdict.reason, self.taxonomy).codes)
-        return Prediction(verdict.harmful, score=verdict.score, categories=categories, raw=raw, latency_s=elapsed)
+        return Prediction(
+            verdict.harmful,
+            score=verdict.score,
+            categories=categories,
+            raw=raw,
+            latency_s=elapsed,
+            segments=verdict_segments(verdict),
+        )

@@ -10,8 +10,8 @@ annotation; another part of vhd (or a plugin) adds a column with `add_column`, f
     add_column(Column("detector_score", lambda pa: pa.float64(), lambda s, a: s.meta.get("score")))
 
 The columns are flat (one per field; no column is named ``sample``, which would hide
-``DataFrame.sample``); only ``frames`` (ints), ``categories`` (strings) and ``turns`` (structs)
-are lists. Types agree across formats: ``meta`` is a JSON string everywhere (``'{}'`` when empty;
+``DataFrame.sample``); only ``frames`` (ints), ``categories`` (strings), ``turns`` and
+``segments`` (structs) are lists. Types agree across formats: ``meta`` is a JSON string everywhere (``'{}'`` when empty;
 its keys differ per sample, so no fixed struct fits); ``started_at`` / ``finished_at`` are UTC
 `datetime` values, ``timestamp[us, UTC]`` in Arrow and ISO-8601 text in JSON Lines; a column that
 is null in every row keeps its type, and so does an empty list, when the file is read with the
@@ -140,6 +140,27 @@ def _turns_type(pa: Any) -> Any:
         ]
     )
     return pa.list_(turn)
+
+
+def _segments_type(pa: Any) -> Any:
+    segment = pa.struct(
+        [
+            ("start_s", pa.float64()),
+            ("end_s", pa.float64()),
+            ("harmful", pa.bool_()),
+            ("score", pa.float64()),
+            ("reason", pa.string()),
+            ("categories", pa.list_(pa.string())),
+            ("severity", pa.string()),
+            ("decided_by", pa.string()),
+        ]
+    )
+    return pa.list_(segment)
+
+
+def _page_segments(page: AnnotationPage) -> list[list[dict[str, Any]]]:
+    found, none = page.segments, ()
+    return [[s.to_dict() for s in found.get((r[ROW_SAMPLE_ID], r[ROW_CONFIG_HASH]), none)] for r in page.rows]
 
 
 def _timestamp(pa: Any) -> Any:
@@ -408,6 +429,13 @@ RECORD_COLUMNS: list[Column] = [
         _page_cell(ROW_DECIDED_BY),
     ),
     Column("turns", _turns_type, _turns_value, "every turn, in order", _page_turns, _turns_arrow),
+    Column(
+        "segments",
+        _segments_type,
+        lambda s, a: [seg.to_dict() for seg in a.verdict.segments],
+        "a segmented video's spans with their verdicts (vhd annotate --segments); empty otherwise",
+        _page_segments,
+    ),
 ]
 """The export columns, in order: the one place to add a column."""
 
@@ -432,8 +460,10 @@ def record(sample: Sample, ann: Annotation) -> dict[str, Any]:
     ``categories``, ``score``, ``status``, ``refused``),
     the usage (``calls``, ``prompt_tokens``, ``completion_tokens``, ``cost``), ``config_hash``,
     ``run_id``, ``error``, ``started_at`` and ``finished_at`` (UTC `datetime`, None when unknown),
-    ``decided_by`` (the cascade stage that decided, ``debate``, or None outside a cascade) and
-    ``turns`` (every turn in order), then any column added with `add_column`.
+    ``decided_by`` (the cascade stage that decided, ``debate``, or None outside a cascade),
+    ``turns`` (every turn in order) and ``segments`` (a segmented video's spans, each a
+    `vhd.records.Segment.to_dict`; empty for images and unsegmented videos), then any column
+    added with `add_column`.
     """
     return {c.name: c.value(sample, ann) for c in RECORD_COLUMNS}
 

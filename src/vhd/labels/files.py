@@ -9,7 +9,12 @@ Three layouts are accepted, told apart by their columns (or keys):
   authors' ``judge.csv``, ``response`` (the judge's answer, "Yes"/"No" first), ``harmfulType``
   (becomes the reason), the debaters' arguments (kept as metadata), optional ``categories``;
 - the VHD11K JSON: a list of objects with the same fields as either CSV, or an object keyed
-  by path whose values hold the other fields.
+  by path whose values hold the other fields; JSON Lines (``.jsonl``): one such object a line.
+
+Any layout may add ``segments``: a video's harmful spans in seconds (`vhd.labels.spans`, e.g.
+``12.5-20; 31-40`` in a CSV cell, a list of ``{"start_s", "end_s"}`` objects in JSON). A row whose
+spans are malformed (an end not after its start, a negative or non-finite time, spans that
+overlap), or that gives spans on a row labelled not harmful, is left out with its row number.
 
 An ``id`` may also be given as ``sample_id`` (the column of ``vhd review-queue --out``). Text
 cells of a CSV are read back through `vhd.fileio.unescape_cell`, so what vhd's CSV writers
@@ -35,6 +40,7 @@ from vhd.boundary import item_boundary
 from vhd.errors import ConfigError
 from vhd.fileio import display_path, load_json, open_regular, read_csv, unescape_cell
 from vhd.labels.rules import LabelOptions, PathResolver, settle_duplicates
+from vhd.labels.spans import parse_spans
 from vhd.records import Kind, LabelRow, Source, parse_yes_no
 from vhd.taxonomy.taxonomy import Taxonomy, default_taxonomy
 
@@ -46,7 +52,7 @@ CATEGORIES: tuple[tuple[str, str], ...] = tuple((c.code, c.name) for c in defaul
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_FIELDS = ("path", "id", "harmful", "categories", "reason", "source", "kind", "keyword")
-_KNOWN = {*_LABEL_FIELDS, "split"}
+_KNOWN = {*_LABEL_FIELDS, "split", "segments"}
 _VHD11K_PATHS = {"imagepath": Kind.IMAGE, "videopath": Kind.VIDEO}
 _DECISIONS = ("harmful", "decision", "response")
 """Columns holding the label, in order of preference (``response``: the authors' judge.csv)."""
@@ -74,7 +80,7 @@ class LabelSet:
 
     Attributes:
         source: The file read.
-        format: ``labels-csv``, ``vhd11k-csv`` or ``vhd11k-json``.
+        format: ``labels-csv``, ``vhd11k-csv``, ``vhd11k-json`` or ``jsonl``.
         rows: The usable rows, in file order.
         errors: The rows left out and why.
         notes: Rows not used because another row of the same sample was kept (same answer, or a
@@ -121,7 +127,7 @@ def read_labels(
     options: LabelOptions | None = None,
     store: Store | None = None,
 ) -> LabelSet:
-    """Read a labels CSV, or a VHD11K annotation file (CSV or JSON).
+    """Read a labels CSV, a VHD11K annotation file (CSV or JSON), or a JSON Lines file of label objects.
 
     Args:
         path: The file.
@@ -137,20 +143,22 @@ def read_labels(
         The usable rows and the rows left out, each with its row number.
 
     Raises:
-        ConfigError: The file cannot be read (not a regular file, over `LABELS_MAX_BYTES`, Parquet
-            or JSON Lines), or lacks the required columns.
+        ConfigError: The file cannot be read (not a regular file, over `LABELS_MAX_BYTES`,
+            Parquet), or lacks the required columns.
     """
     src = Path(path)
     opts = options or LabelOptions()
     paths = PathResolver(src, opts, None if root is None else Path(root), store)
     text = _read_text(src)
-    if src.suffix.lower() in (".parquet", ".jsonl") or text.startswith("PAR1"):
+    if src.suffix.lower() == ".parquet" or text.startswith("PAR1"):
         raise ConfigError(
-            f"{display_path(src)}: labels are read from a CSV or a JSON file (a list of objects, or an "
-            "object keyed by path), not Parquet or JSON Lines: convert it first (e.g. pandas' to_csv)"
+            f"{display_path(src)}: labels are read from a CSV, a JSON file (a list of objects, or an "
+            "object keyed by path) or JSON Lines, not Parquet: convert it first (e.g. pandas' to_csv)"
         )
     problems: list[LabelError] = []
-    if src.suffix.lower() == ".json" or text.lstrip()[:1] in ("[", "{"):
+    if src.suffix.lower() == ".jsonl":
+        entries, fmt, problems = _jsonl_entries(text)
+    elif src.suffix.lower() == ".json" or text.lstrip()[:1] in ("[", "{"):
         entries, fmt = _json_entries(src, text), "vhd11k-json"
     else:
         entries, fmt, problems = _csv_entries(src, text)
@@ -260,6 +268,22 @@ def _json_entries(src: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     return entries
 
 
+def _jsonl_entries(text: str) -> tuple[list[tuple[int, dict[str, Any]]], str, list[LabelError]]:
+    """One entry per non-blank line (numbered as the file's lines); a line that is not JSON is an error."""
+    entries: list[tuple[int, dict[str, Any]]] = []
+    problems: list[LabelError] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = load_json(line)
+        except (json.JSONDecodeError, ValueError) as exc:
+            problems.append(LabelError(number, f"not a JSON object ({getattr(exc, 'msg', exc)}): fix the line"))
+            continue
+        entries.append((number, item if isinstance(item, dict) else {"__invalid__": item}))
+    return entries, "jsonl", problems
+
+
 def _text(value: Any) -> str | None:
     if value is None:
         return None
@@ -324,6 +348,14 @@ def _row(entry: Mapping[str, Any], paths: PathResolver, line: int, taxonomy: Tax
         except ValueError:
             raise ValueError(f"kind {fields['kind']!r} is not image or video") from None
     source = Source.parse(_text(fields.get("source")))
+    segments = parse_spans(fields.get("segments"))
+    if segments is not None:
+        if segments and not harmful:
+            raise ValueError("harmful spans on a row labelled not harmful: fix harmful or segments")
+        if not segments and harmful:
+            raise ValueError("segments is an empty list on a harmful row: give its spans, or leave it empty")
+        if kind is Kind.IMAGE:
+            raise ValueError("segments on an image: spans are times in a video")
     return LabelRow(
         path=path,
         id=sample_id,
@@ -336,6 +368,7 @@ def _row(entry: Mapping[str, Any], paths: PathResolver, line: int, taxonomy: Tax
         split=_text(fields.get("split")),
         meta=meta,
         line=line,
+        segments=segments,
     )
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from vhd.boundary import ItemFailure, guarded
 from vhd.errors import ConfigError
 from vhd.labels.rules import NOT_FOUND_HINT, LabelOptions, settle_duplicates
-from vhd.records import LabelledSample, LabelRow
+from vhd.records import Kind, LabelledSample, LabelRow
 from vhd.store.sqlite import Store, StoreLike, using_store
 
 if TYPE_CHECKING:
@@ -237,8 +237,16 @@ def _resolve_row(row: LabelRow, store: Store) -> LabelledItem | str:
         sid, where, kind = stored.id, Path(stored.path), stored.kind
     else:  # read_labels leaves out rows with neither
         return "no path or id"
+    if row.segments is not None and kind is not Kind.VIDEO:
+        return f"{row.path or row.id}: segments on an image: spans are times in a video"
     return LabelledSample(
-        id=sid, path=str(where), kind=kind, harmful=row.harmful, reason=row.reason, categories=list(row.categories)
+        id=sid,
+        path=str(where),
+        kind=kind,
+        harmful=row.harmful,
+        reason=row.reason,
+        categories=list(row.categories),
+        segments=row.segments,
     )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.records import Kind, LabelledSample
+from vhd.records import Kind, LabelledSample, Segment
 
 
 class LabelledSets(abc.ABC):
@@ -46,13 +46,22 @@ class LabelledSets(abc.ABC):
         """
         now = time.time()
         rows = [
-            (name, label.id, int(label.harmful), label.reason, json.dumps(list(label.categories)), source, now)
+            (
+                name,
+                label.id,
+                int(label.harmful),
+                label.reason,
+                json.dumps(list(label.categories)),
+                source,
+                now,
+                None if label.segments is None else json.dumps([s.to_dict() for s in label.segments]),
+            )
             for label in labels
         ]
         with self._tx() as conn:  # one transaction: a reader sees all of the import or none
             conn.executemany(
                 "INSERT OR REPLACE INTO labelled_sets (name, sample_id, harmful, reason, categories_json, "
-                "source_file, imported_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "source_file, imported_at, segments_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
         return len(rows)
@@ -69,7 +78,8 @@ class LabelledSets(abc.ABC):
             ConfigError: No set of that name (the message lists the sets there are).
         """
         rows = self._query(
-            "SELECT l.sample_id, s.path, l.harmful, l.reason, l.categories_json, s.kind FROM labelled_sets l "
+            "SELECT l.sample_id, s.path, l.harmful, l.reason, l.categories_json, s.kind, l.segments_json "
+            "FROM labelled_sets l "
             "JOIN samples s ON s.id = l.sample_id WHERE l.name = ? AND s.removed_at IS NULL ORDER BY l.sample_id",
             (name,),
         )
@@ -84,6 +94,7 @@ class LabelledSets(abc.ABC):
                 harmful=bool(r[2]),
                 reason=r[3],
                 categories=list(json.loads(r[4] or "[]")),
+                segments=None if r[6] is None else [Segment.from_dict(d) for d in json.loads(r[6])],
             )
             for r in rows
         ]

@@ -548,6 +548,35 @@ MIGRATIONS: list[tuple[str, str]] = [
             AND json_extract(meta_json, '$.content_credentials.trust') IS NULL;
         """,
     ),
+    (
+        "0016_labelled_set_segments",
+        # A human label may say where in a video the harm is: its harmful spans as a JSON list of
+        # `Segment.to_dict()` objects; NULL when the label gives no spans.
+        """
+        ALTER TABLE labelled_sets ADD COLUMN segments_json TEXT;
+        """,
+    ),
+    (
+        "video_segments",
+        """
+        CREATE TABLE segments (
+            sample_id TEXT NOT NULL,
+            config_hash TEXT NOT NULL,
+            idx INTEGER NOT NULL CHECK (idx >= 0),
+            run_id TEXT,
+            start_s REAL NOT NULL,
+            end_s REAL NOT NULL,
+            harmful INTEGER CHECK (harmful IN (0, 1)),
+            score REAL,
+            reason TEXT NOT NULL DEFAULT '',
+            categories_json TEXT NOT NULL DEFAULT '[]',
+            severity TEXT,
+            decided_by TEXT,
+            calls INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (sample_id, config_hash, idx)
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 

@@ -9,15 +9,16 @@ import abc
 import os
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal, overload
 
 from vhd.errors import ConfigError
-from vhd.records import Annotation, Kind, Role, Sample, Source, Status, Turn, Usage, Verdict
+from vhd.records import Annotation, Kind, Role, Sample, Segment, Source, Status, Turn, Usage, Verdict
 from vhd.store.rows import VerdictRow, annotation_from_row, loads
+from vhd.store.segments import page_segments, with_segments
 
 _FINAL = (Status.OK.value, Status.REFUSED.value, Status.UNPARSED.value, Status.TRUNCATED.value)
 _RETRIED = (Status.UNPARSED.value, Status.TRUNCATED.value)
@@ -82,21 +83,23 @@ class AnnotationPage:
             JSON columns (categories, frames, meta) as stored text, flags as stored integers.
         turns: The turns of each annotation id in the page, in order, as `RawTurn` tuples (an
             annotation without turns has no key).
+        segments: The segments of each annotation by ``(sample_id, config_hash)`` (segmented videos only).
     """
 
     rows: list[tuple[Any, ...]]
     turns: dict[int, list[RawTurn]]
+    segments: dict[tuple[str, str], list[Segment]] = field(default_factory=dict)
 
     def pairs(self) -> Iterator[tuple[Sample, Annotation]]:
         """Yield the ``(sample, annotation)`` pair of each row, in order."""
         turns = self.turns
         for r in self.rows:
             raw = turns.get(r[ROW_ID])
-            yield pair_from_row(r, [] if raw is None else turn_objects(raw))
+            yield pair_from_row(r, [] if raw is None else turn_objects(raw), self.segments)
 
     def with_rows(self, rows: list[tuple[Any, ...]]) -> AnnotationPage:
         """The same page holding only these rows (a subset of its own, possibly with cells changed)."""
-        return AnnotationPage(rows, self.turns)
+        return AnnotationPage(rows, self.turns, self.segments)
 
 
 def turn_objects(raw: Sequence[RawTurn]) -> list[Turn]:
@@ -107,7 +110,7 @@ def turn_objects(raw: Sequence[RawTurn]) -> list[Turn]:
     ]
 
 
-def pair_from_row(r: Sequence[Any], turns: list[Turn]) -> tuple[Sample, Annotation]:
+def pair_from_row(r: Sequence[Any], turns: list[Turn], segments: Any = None) -> tuple[Sample, Annotation]:
     """The sample and annotation of a row of ``SELECT {_ANN_COLS}, {SAMPLE_FIELDS}``, read by position.
 
     `vhd.store.rows.sample_from_row` and `annotation_from_row` read the same by name; by position
@@ -137,6 +140,7 @@ def pair_from_row(r: Sequence[Any], turns: list[Turn]) -> tuple[Sample, Annotati
             score=r[8],
             status=_STATUSES.get(r[4]) or Status(r[4]),
             refused=bool(r[9]),
+            segments=list((segments or {}).get((r[1], r[3]), ())),
         ),
         turns=turns,
         usage=Usage(calls=r[12], prompt_tokens=r[10], completion_tokens=r[11], cost=r[13]),
@@ -305,7 +309,9 @@ class AnnotationReads(abc.ABC):
         )
         if not rows:
             return None
-        return annotation_from_row(rows[0], self._turns([rows[0]["id"]]).get(rows[0]["id"], []))
+        return with_segments(
+            self._tuples, annotation_from_row(rows[0], self._turns([rows[0]["id"]]).get(rows[0]["id"], []))
+        )[0]
 
     def annotations_for(self, sample_ids: Iterable[str], config_hash: str) -> dict[str, Annotation]:
         """The newest annotation of each sample under one configuration, read in batches: sample id to annotation.
@@ -327,6 +333,7 @@ class AnnotationReads(abc.ABC):
             turns = self._turns([r["id"] for r in newest.values()])
             for sid, row in newest.items():
                 out[sid] = annotation_from_row(row, turns.get(row["id"], []))
+        with_segments(self._tuples, *out.values())
         return out
 
     def iter_annotations(
@@ -397,7 +404,9 @@ class AnnotationReads(abc.ABC):
             rows = self._tuples(sql, [*params, *key, page])
             if not rows:
                 return
-            yield AnnotationPage(rows, self._raw_turns([r[0] for r in rows], turn_select))
+            yield AnnotationPage(
+                rows, self._raw_turns([r[0] for r in rows], turn_select), page_segments(self._tuples, rows)
+            )
             last = rows[-1]
             key = (str(last[ROW_PATH]), str(last[ROW_SAMPLE_ID]), int(last[ROW_ID]))
             if len(rows) < page:

@@ -50,6 +50,7 @@ from vhd.store.rows import (
     sample_from_row,
     write_error,
 )
+from vhd.store.segments import VideoSegments, write_segments
 from vhd.store.statindex import StatIndex
 from vhd.version import version
 
@@ -90,7 +91,7 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path
             time.sleep(0.02)
 
 
-class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, BatchJobs):
+class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, BatchJobs, VideoSegments):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
@@ -541,6 +542,8 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
                 ),
             )
             self.settle(conn, ann.sample_id, ann.config_hash, status.value)  # the stat index's cached verdict
+            if v.segments:  # a segmented video: its segments, final (`vhd.store.segments`)
+                write_segments(conn, ann.sample_id, ann.config_hash, ann.run_id, v.segments)
             conn.executemany(
                 "INSERT INTO turns (annotation_id, idx, role, round, text, prompt_tokens, "
                 "completion_tokens, latency_s, refused, model, finish_reason, reasoning_tokens) "

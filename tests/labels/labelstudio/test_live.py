@@ -171,3 +171,52 @@ def test_push_serve_annotate_pull_json_and_json_min(
         assert api.get("/api/tasks", params={"project": pid, "page_size": 100}).json()["total"] == 4
         assert api.get("/api/tasks", params={"project": vid, "page_size": 100}).json()["total"] == 1
         assert len(api.get("/api/storages/localfiles", params={"project": pid}).json()) == 2
+
+
+def test_timeline_spans_round_trip(
+    server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A video's predicted harmful segments arrive as TimelineLabels regions; drawn spans come back."""
+    from tests.media.conftest import make_video
+    from vhd.labels.labelstudio import pull_labelstudio, push_labelstudio
+    from vhd.records import Segment
+    from vhd.store.sqlite import Store
+
+    url, root = server
+    make_video(root / "timeline" / "clip.mp4", 48)  # 2 s at 24 fps
+    store = root.parent / "timeline.db"
+    vhd.annotate([root / "timeline"], model="scripted:demo", store=store, progress=False)
+    original = Store.get_annotation
+
+    def with_segments(self: Store, *args: Any, **kwargs: Any) -> Any:
+        ann = original(self, *args, **kwargs)
+        if ann is not None:
+            ann.verdict.harmful = True
+            ann.verdict.segments = [Segment(0.0, 0.5, False), Segment(0.5, 1.0, True)]
+        return ann
+
+    monkeypatch.setattr(Store, "get_annotation", with_segments)
+    pushed = push_labelstudio(url, "vhd timeline", store=store, media_root=root, token=TOKEN)
+    pid = pushed.projects["vhd timeline"]
+    with _api(url) as api:
+        (task,) = api.get("/api/tasks", params={"project": pid, "page_size": 10}).json()["tasks"]
+        (pred,) = api.get("/api/predictions", params={"task": task["id"]}).json()
+        regions = [r for r in pred["result"] if r["type"] == "timelinelabels"]
+        assert [r["value"]["ranges"] for r in regions] == [[{"start": 13, "end": 24}]]
+        config = api.get(f"/api/projects/{pid}").json()["label_config"]
+        assert "<TimelineLabels" in config and 'frameRate="$fps"' in config
+        drawn = [
+            {"id": "a", "from_name": "spans", "to_name": "media", "type": "timelinelabels",
+             "value": {"ranges": [{"start": 25, "end": 36}], "timelinelabels": ["Harmful"]}},
+            {"from_name": "harmful", "to_name": "media", "type": "choices", "value": {"choices": ["Harmful"]}},
+        ]  # fmt: skip
+        posted = api.post(f"/api/tasks/{task['id']}/annotations", json={"result": drawn})
+        assert posted.status_code == 201, posted.text
+    for export_type in ("JSON", "JSON_MIN"):
+        pull_labelstudio(
+            url, "vhd timeline", store=store, name=f"tl-{export_type}", media_root=root, token=TOKEN,
+            export_type=export_type,
+        )  # fmt: skip
+        (item,) = load_labelled_set(store, f"tl-{export_type}")
+        assert item.harmful and item.segments is not None, export_type
+        assert [(s.start_s, s.end_s) for s in item.segments] == [(1.0, 1.5)], export_type

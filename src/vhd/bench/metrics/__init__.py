@@ -3,7 +3,8 @@
 One package for every number ``vhd bench``, ``vhd compare``, ``vhd icl`` and ``vhd align`` report:
 `vhd.bench.metrics.values` (a value with its interval, resampling, curves, how an undefined number
 prints), `vhd.bench.metrics.binary` (`BinaryMetrics`), `vhd.bench.metrics.multiclass`
-(`MulticlassMetrics`) and `vhd.bench.metrics.agreement` (Cohen's kappa, across runs too). Every name
+(`MulticlassMetrics`), `vhd.bench.metrics.agreement` (Cohen's kappa, across runs too) and
+`vhd.bench.metrics.segments` (`SegmentMetrics`: where in a video, against human spans). Every name
 is importable from here. The package needs only numpy, loaded when a metric is computed.
 """
 
@@ -22,6 +23,24 @@ from vhd.bench.metrics.binary import (
 from vhd.bench.metrics.multiclass import (
     MulticlassMetrics,
     MulticlassResult,
+)
+from vhd.bench.metrics.segments import (
+    BOUNDARY_ERROR,
+    DURATION_METRICS,
+    IOU,
+    SEGMENT_METRICS,
+    SegmentMetrics,
+    SegmentResult,
+    SpanLike,
+    VideoSpans,
+    compare_video,
+    harmful_spans,
+    match_spans,
+    merge_spans,
+    overlap_seconds,
+    segment_result,
+    segment_result_from,
+    span_iou,
 )
 from vhd.bench.metrics.values import (
     BINARY_METRICS,
@@ -53,32 +72,48 @@ __all__ = [
     "BINARY_METRICS",
     "BLOCK_CELLS",
     "BOOTSTRAP",
+    "BOUNDARY_ERROR",
     "COVERAGE",
+    "DURATION_METRICS",
+    "IOU",
     "SCORE_METRICS",
+    "SEGMENT_METRICS",
     "UNDEFINED",
     "UNDEFINED_CSV",
     "BinaryMetrics",
     "BinaryResult",
     "MulticlassMetrics",
     "MulticlassResult",
+    "SegmentMetrics",
+    "SegmentResult",
+    "SpanLike",
     "Value",
+    "VideoSpans",
     "average_precision",
     "binary_from_counts",
     "binary_result",
     "bootstrap",
     "clean",
     "cohen_kappa",
+    "compare_video",
     "counted_wrong",
     "fmt",
+    "harmful_spans",
     "kappa_runs",
     "kappa_value",
+    "match_spans",
     "mean_value",
+    "merge_spans",
     "numpy",
+    "overlap_seconds",
     "pandas_module",
     "pr_curve",
     "resample_blocks",
     "roc_auc",
     "roc_curve",
     "safe_div",
+    "segment_result",
+    "segment_result_from",
+    "span_iou",
     "trapezoid",
 ]

@@ -4,7 +4,9 @@ Export writes Label Studio's JSON import format: a list of tasks, each
 ``{"data": {...}, "predictions": [{"model_version", "score", "result": [...]}]}``, where the
 results pre-fill the labeling interface with the annotator's verdict (a ``choices`` result on the
 ``harmful`` control) and the judge's reason (a ``textarea`` result on ``reason``); the debate's
-arguments travel in ``data`` and are shown beside the media. The matching labeling configuration
+arguments travel in ``data`` and are shown beside the media. A video also gets a ``TimelineLabels``
+control: its predicted harmful segments pre-fill it, and the spans people draw come back as the
+label's spans (`vhd.labels.labelstudio.timeline`). The matching labeling configuration
 (XML) is written next to it. Media are referenced as Label Studio local-file URLs
 (``/data/local-files/?d=<path under the document root>``), or under any URL prefix.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +29,10 @@ from urllib.parse import quote
 from vhd.errors import ConfigError
 from vhd.fileio import atomic_write
 from vhd.labels.labelstudio import read as rd
+from vhd.labels.labelstudio import timeline as tl
+from vhd.labels.labelstudio.jsonmin import json_min_tasks
 from vhd.labels.sets import LabelledItem, check_set_name, read_labelled_set, save_labelled_set
-from vhd.records import Kind, Role, Sample
+from vhd.records import Kind, Role, Sample, Segment
 from vhd.store.sqlite import Store, StoreLike, using_store
 
 HARMFUL, NOT_HARMFUL = rd.HARMFUL, rd.NOT_HARMFUL
@@ -59,7 +64,15 @@ def labeling_config(kind: Kind, categories: list[str]) -> str:
         kind: ``image`` tasks show ``$image``; ``video`` tasks show ``$video``.
         categories: Names offered by the optional multi-choice ``categories`` control.
     """
-    media = '<Image name="media" value="$image"/>' if kind is Kind.IMAGE else '<Video name="media" value="$video"/>'
+    if kind is Kind.IMAGE:
+        media = '<Image name="media" value="$image"/>'
+    else:  # the harmful spans on the video's time line (frames counted at the task's data.fps)
+        media = (
+            '<Video name="media" value="$video" frameRate="$fps" timelineHeight="80"/>\n'
+            f'  <TimelineLabels name="{tl.SPANS}" toName="media">\n'
+            f'    <Label value="{tl.SPAN_LABEL}" background="#d9534f"/>\n'
+            "  </TimelineLabels>"
+        )
     choices = "\n".join(f'    <Choice value="{_xml(c)}"/>' for c in categories)
     return f"""<View>
   {media}
@@ -102,14 +115,23 @@ def confidence(harmful: bool, p_harmful: float) -> float:
     return p_harmful if harmful else 1.0 - p_harmful
 
 
-def prediction(harmful: bool, reason: str | None, p_harmful: float | None, model_version: str) -> dict[str, Any]:
-    """A Label Studio prediction pre-filling the ``harmful`` choice (and the ``reason`` text).
+def prediction(
+    harmful: bool,
+    reason: str | None,
+    p_harmful: float | None,
+    model_version: str,
+    segments: Sequence[Segment] = (),
+    fps: float = tl.FRAME_RATE,
+) -> dict[str, Any]:
+    """A Label Studio prediction pre-filling the ``harmful`` choice (and the ``reason`` text, the spans).
 
     Args:
         harmful: The verdict.
         reason: The judge's reason (left out when empty).
         p_harmful: The judge's P(harmful), or None; the prediction's ``score`` is its `confidence`.
         model_version: Names the configuration in Label Studio.
+        segments: A video's segments; the harmful ones become ``TimelineLabels`` regions.
+        fps: The frame rate the task's video is counted at (``data.fps``).
     """
     result: list[dict[str, Any]] = [
         {
@@ -121,6 +143,7 @@ def prediction(harmful: bool, reason: str | None, p_harmful: float | None, model
     ]
     if reason:
         result.append({"from_name": "reason", "to_name": "media", "type": "textarea", "value": {"text": [reason]}})
+    result += tl.span_regions(segments, fps)
     pred: dict[str, Any] = {"model_version": model_version, "result": result}
     if p_harmful is not None:
         pred["score"] = confidence(harmful, p_harmful)
@@ -161,6 +184,8 @@ def build_tasks(
                 "affirmative": "",
                 "negative": "",
             }
+            if kind is Kind.VIDEO:
+                data["fps"] = tl.FRAME_RATE  # the Video's frameRate: spans' frames are counted at it
             if item is not None:
                 data["human_label"] = HARMFUL if item.harmful else NOT_HARMFUL
             task: dict[str, Any] = {"data": data}
@@ -172,7 +197,9 @@ def build_tasks(
                 if ann.verdict.harmful is not None:
                     model = f"vhd-debate-{ann.config_hash[:12]}"
                     task["predictions"] = [
-                        prediction(ann.verdict.harmful, ann.verdict.reason, ann.verdict.score, model)
+                        prediction(
+                            ann.verdict.harmful, ann.verdict.reason, ann.verdict.score, model, ann.verdict.segments
+                        )
                     ]
             by_kind.setdefault(kind, []).append(task)
     return by_kind
@@ -378,6 +405,7 @@ def import_labelstudio(
                 harmful=d.harmful,
                 reason=d.reason,
                 categories=list(d.categories),
+                segments=None if d.segments is None or sample.kind is not Kind.VIDEO else list(d.segments),
             )
             for d, sample in best.values()
         ]
@@ -401,50 +429,3 @@ def path_from_url(url: str, media_root: str | os.PathLike[str] = "/") -> str:
     if not rel:
         return ""
     return os.path.normpath(os.path.join(os.path.abspath(media_root), rel.lstrip("/")))
-
-
-_MIN_META = ("id", "annotator", "annotation_id", "created_at", "updated_at", "lead_time", "agreement")
-_CONTROLS = {"harmful": ("choices", "choices"), "categories": ("choices", "choices"), "reason": ("textarea", "text")}
-
-
-def json_min_tasks(rows: list[Any]) -> list[Any]:
-    """Label Studio's JSON-MIN export as JSON export tasks; any other list is returned as it is.
-
-    JSON-MIN writes one flat object per submitted annotation: the task's data fields, ``id``,
-    each control's answer under its name (a lone choice or text as a string, several as
-    ``{"choices": [...]}`` / ``{"text": [...]}``), ``annotator``, ``annotation_id``,
-    ``created_at`` and ``updated_at``. Rows of one task id become one task with several
-    annotations, so the newest decides as in the JSON export.
-    """
-    dicts = [r for r in rows if isinstance(r, dict)]
-    if not dicts or any("data" in r or "annotations" in r for r in dicts):
-        return rows
-    if not any("annotation_id" in r or "harmful" in r for r in dicts):
-        return rows
-    out: list[Any] = []
-    by_id: dict[Any, dict[str, Any]] = {}
-    for row in rows:
-        if not isinstance(row, dict):
-            out.append(row)  # left for the checks to name
-            continue
-        data = {k: v for k, v in row.items() if k not in _MIN_META and k not in _CONTROLS}
-        result = []
-        for control, (kind, key) in _CONTROLS.items():
-            if control in row:
-                value = row[control]
-                values = value.get(key) if isinstance(value, dict) else [value] if isinstance(value, str) else value
-                result.append({"from_name": control, "to_name": "media", "type": kind, "value": {key: values}})
-        stamps = {"created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
-        annotation = [{"id": row.get("annotation_id"), "result": result} | stamps]
-        if row.get("annotation_id") is None and not result:  # a task exported with nobody's decision
-            annotation = []
-        tid = row.get("id")
-        hashable = isinstance(tid, int | str) and not isinstance(tid, bool)
-        if hashable and tid in by_id:
-            by_id[tid]["annotations"] += annotation
-            continue
-        task = {"data": data, "annotations": annotation} | ({"id": tid} if "id" in row else {})
-        if hashable:
-            by_id[tid] = task
-        out.append(task)
-    return out

@@ -39,6 +39,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from vhd.errors import ConfigError
 from vhd.fileio import json_depth
+from vhd.labels.labelstudio import timeline as tl
+from vhd.records import Segment
 
 HARMFUL, NOT_HARMFUL = "Harmful", "Not harmful"
 """The two choices of the ``harmful`` control."""
@@ -211,10 +213,16 @@ class _Strict(BaseModel):
 
 
 class Value(_Strict):
-    """A result's ``value``: ``choices`` for a Choices control, ``text`` for a TextArea."""
+    """A result's ``value``: ``choices`` for a Choices control, ``text`` for a TextArea, ``ranges`` for TimelineLabels.
+
+    ``ranges`` and ``timelinelabels`` are checked where they are read (`task_decision`), so a
+    region of another control that uses those keys never makes a task unreadable.
+    """
 
     choices: list[Text] | None = None
     text: list[str] | None = None
+    ranges: list[Any] | None = None
+    timelinelabels: list[Any] | None = None
 
     @field_validator("text", mode="before")
     @classmethod
@@ -262,6 +270,7 @@ class Data(_Strict):
     path: Text | None = None
     image: Text | None = None
     video: Text | None = None
+    fps: Any = None
 
 
 class Task(_Strict):
@@ -327,12 +336,15 @@ class Decision:
         reason: The ``reason`` text, if any.
         categories: The ``categories`` choices.
         stamp: The annotation's time, id and the task's position (`is_newer` orders them).
+        segments: A video's harmful spans drawn with ``TimelineLabels`` (`vhd.labels.labelstudio.timeline`);
+            None when the annotation has none.
     """
 
     harmful: bool
     reason: str | None
     categories: tuple[str, ...]
     stamp: Stamp
+    segments: tuple[Segment, ...] | None = None
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -390,10 +402,13 @@ def task_decision(task: Task, order: int) -> Decision | str:
     chosen: list[str] = []
     reason: str | None = None
     categories: tuple[str, ...] = ()
+    regions: list[tuple[Any, Any]] = []
     for res in ann.result or []:
         if res.value is None:
             continue
-        if res.from_name == "harmful":
+        if res.type == tl.TIMELINE_TYPE or (res.from_name == tl.SPANS and res.value.ranges is not None):
+            regions.append((res.value.ranges, res.value.timelinelabels))
+        elif res.from_name == "harmful":
             chosen += res.value.choices or []
         elif res.from_name == "reason" and res.value.text:
             reason = " ".join(res.value.text).strip() or reason
@@ -403,11 +418,19 @@ def task_decision(task: Task, order: int) -> Decision | str:
     unknown = [c for c in chosen if c.strip().lower() not in (HARMFUL.lower(), NOT_HARMFUL.lower())]
     if unknown:
         return f"{this} chooses {_quote(unknown[0])}, not {HARMFUL} or {NOT_HARMFUL}"
+    spans = tl.region_spans(regions, task.data.fps) if regions else None
+    if isinstance(spans, str):
+        return f"{this}: {spans}"
+    if not said and spans:
+        said = {HARMFUL.lower()}  # harmful spans drawn without the choice: the spans say it
     if not said:
         return f"{this} has no {HARMFUL} / {NOT_HARMFUL} choice: choose one in Label Studio"
     if len(said) > 1:
         return f"{this} chooses both {HARMFUL} and {NOT_HARMFUL}: keep one in Label Studio"
-    return Decision(said == {HARMFUL.lower()}, reason, categories, (when, ann.id, order))
+    harmful = said == {HARMFUL.lower()}
+    if spans and not harmful:
+        return f"{this} marks harmful spans but chooses {NOT_HARMFUL}: remove the spans or choose {HARMFUL}"
+    return Decision(harmful, reason, categories, (when, ann.id, order), None if spans is None else tuple(spans))
 
 
 def validate_task(raw: Any, *, not_utf8: bool) -> Task | str:

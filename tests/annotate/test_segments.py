@@ -1,0 +1,219 @@
+"""`vhd annotate --segments`: every part of a video looked at, harm located in time, calls bounded.
+
+The endpoint is a real loopback server that answers "harmful" exactly when the planted red disk
+is visible in one of the frames it is sent (`vhd.demo.red_visible`), so what the models see is
+what is tested: pixels, not text.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+import vhd
+from tests.servers.chat_server import ChatServer, Failure
+from vhd.annotate import RunSummary
+from vhd.annotate.options import RunOptions
+from vhd.annotate.segmented import CAPPED, DEBATE, SCREEN, VerdictRule
+from vhd.demo import PlantedVideo, red_visible, write_event_video
+from vhd.errors import ConfigError
+from vhd.records import Segment, Status
+from vhd.store.sqlite import Store
+
+pytest.importorskip("av")
+
+EVENTS = ((3.0, 5.0), (9.0, 10.5))
+CUTS = (3.0, 5.0, 7.0, 9.0, 10.5)
+
+
+def images_in(body: dict[str, Any]) -> list[Image.Image]:
+    found = []
+    for message in body["messages"]:
+        content = message["content"]
+        for part in content if isinstance(content, list) else []:
+            if part.get("type") == "image_url":
+                data = part["image_url"]["url"].split(",", 1)[1]
+                found.append(Image.open(io.BytesIO(base64.b64decode(data))))
+    return found
+
+
+def red_judge(body: dict[str, Any]) -> str:
+    """The loopback model: harmful exactly when the red event is in a frame it was sent."""
+    system = body["messages"][0]["content"]
+    system = system if isinstance(system, str) else " ".join(p.get("text", "") for p in system)
+    seen = any(red_visible(im) for im in images_in(body))
+    if "judge" in system:
+        return "Yes, a red disk." if seen else "No, plain colours."
+    return "1. A red disk is shown." if seen else "1. Plain colours."
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("planted")
+    write_event_video(folder / "events.mp4", PlantedVideo(12.0, events=EVENTS, cuts=CUTS, fps=10))
+    return folder / "events.mp4"
+
+
+def config(path: Path, base_url: str, **video: object) -> Path:
+    lines = ["[backends.openai]", f'base_url = "{base_url}"', "backoff_base = 0.01", "max_retries = 1"]
+    lines += ["[debate]", "rounds = 1", "[video]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in {"segments": True, **video}.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(media: Path, db: Path, cfg: Path) -> RunSummary:
+    return vhd.annotate([media], config=cfg, store=db, model="openai:m", progress=False)
+
+
+def test_segments_locate_the_events_and_debate_only_the_flagged(planted: Path, tmp_path: Path) -> None:
+    with ChatServer(reply=red_judge) as srv:
+        summary = run(planted, tmp_path / "vhd.db", config(tmp_path / "c.toml", srv.base_url))
+        calls = srv.chat_requests
+    assert summary.annotated == 1 and summary.harmful == 1 and summary.segments == 6
+    with Store(tmp_path / "vhd.db") as db:
+        (_, ann), *_ = db.iter_annotations(summary.config_hash)
+    segments = ann.verdict.segments
+    assert [(s.start_s, s.end_s) for s in segments] == [(0, 3), (3, 5), (5, 7), (7, 9), (9, 10.5), (10.5, 12)]
+    assert [s.harmful for s in segments] == [False, True, False, False, True, False]
+    assert [s.decided_by for s in segments] == [SCREEN, DEBATE, SCREEN, SCREEN, DEBATE, SCREEN]
+    assert ann.decided_by == "segments"
+    assert ann.verdict.reason.startswith("harmful in 2 of 6 segments: 0:03-0:05 a red disk; 0:09-0:10.5 a red disk")
+    assert calls == 6 + 2 * 3  # one screen per segment, a 3-call debate (1 round) for the two flagged
+
+
+def test_the_five_frame_protocol_misses_an_event_between_its_frames(tmp_path: Path) -> None:
+    video = write_event_video(tmp_path / "between.mp4", PlantedVideo(20.0, events=((6.0, 8.0),), cuts=(6.0, 8.0)))
+    cfg = tmp_path / "c.toml"
+    with ChatServer(reply=red_judge) as srv:
+        off = config(cfg, srv.base_url, segments=False)
+        whole = run(video, tmp_path / "a.db", off)
+        on = run(video, tmp_path / "b.db", config(cfg, srv.base_url))
+    assert whole.harmful == 0  # frames at 0, 5, 10, 15, 19.9 s: the event at 6-8 s is never shown
+    assert on.harmful == 1
+
+
+def test_the_call_cap_leaves_flagged_segments_at_their_screen_verdict(planted: Path, tmp_path: Path) -> None:
+    with ChatServer(reply=red_judge) as srv:
+        summary = run(planted, tmp_path / "vhd.db", config(tmp_path / "c.toml", srv.base_url, max_calls_per_video=6))
+        calls = srv.chat_requests
+    with Store(tmp_path / "vhd.db") as db:
+        (_, ann), *_ = db.iter_annotations(summary.config_hash)
+    by = [s.decided_by for s in ann.verdict.segments]
+    assert by == [SCREEN, DEBATE, SCREEN, SCREEN, CAPPED, SCREEN]
+    assert summary.segments_capped == 1 and ann.verdict.harmful is True
+    assert calls == 6 + 3
+
+
+def test_a_killed_run_resumes_at_the_segment_it_stopped(planted: Path, tmp_path: Path) -> None:
+    db = tmp_path / "vhd.db"
+    answered = 0
+
+    def failing_later(body: dict[str, Any]) -> str:
+        nonlocal answered
+        answered += 1
+        if answered == 5:  # the segments after the third fail: the endpoint turns the key away
+            srv.fail_next([Failure.http(401, "bad key")] * 50)
+        return red_judge(body)
+
+    with ChatServer(reply=failing_later) as srv:
+        first = run(planted, db, config(tmp_path / "c.toml", srv.base_url))
+        assert first.errors == 1
+        with Store(db) as store:
+            kept = store.stored_segments(next(iter(store.iter_annotations()))[0].id, first.config_hash)
+        assert [kept[i].harmful for i in sorted(kept)] == [False, True, None]  # the third failed
+        srv.reset()  # the key works again
+        second = run(planted, db, config(tmp_path / "c.toml", srv.base_url))
+        calls = srv.chat_requests
+    assert second.config_hash == first.config_hash
+    assert second.annotated == 1 and second.harmful == 1
+    assert calls == 1 + 1 + (1 + 3) + 1  # segments 2, 3, 4 (flagged, debated) and 5; not 0 and 1
+
+
+def test_a_video_that_cannot_be_segmented_falls_back(
+    planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import vhd.media.segments as segments
+
+    def backwards(*_: object, **__: object) -> Any:
+        raise segments.SegmentationError("timestamps go backwards at frame 7 (0.700 s, then 0.100 s)")
+        yield  # a generator, like the real one
+
+    monkeypatch.setattr(segments, "iter_segments", backwards)
+    events: list[str] = []
+    with ChatServer(reply=red_judge) as srv:
+        summary = vhd.annotate(
+            [planted], config=config(tmp_path / "c.toml", srv.base_url), store=tmp_path / "vhd.db",
+            model="openai:m", progress=False, on_event=events.append,
+        )  # fmt: skip
+    assert summary.annotated == 1
+    with Store(tmp_path / "vhd.db") as db:
+        (_, ann), *_ = db.iter_annotations(summary.config_hash)
+    assert ann.decided_by == "whole-video" and ann.verdict.segments == []
+    assert any("whole-video protocol (timestamps go backwards" in e for e in events)
+
+
+def test_segments_refuse_stage_wise_debates(planted: Path, tmp_path: Path) -> None:
+    with ChatServer(reply=red_judge) as srv, pytest.raises(ConfigError, match="--segments works with ordinary"):
+        vhd.annotate(
+            [planted], config=config(tmp_path / "c.toml", srv.base_url), store=tmp_path / "vhd.db",
+            model="openai:m", progress=False, options=RunOptions(stage_wise=True),
+        )  # fmt: skip
+
+
+def _seg(start: float, end: float, harmful: bool | None) -> Segment:
+    return Segment(start, end, harmful, reason="x" if harmful else "")
+
+
+def test_the_verdict_rule() -> None:
+    segments = [_seg(0, 2, True), _seg(2, 10, False), _seg(10, 11, True)]
+    assert VerdictRule().decide(segments).harmful is True
+    assert VerdictRule(min_segments=3).decide(segments).harmful is False
+    assert VerdictRule(min_duration_s=2.5).decide(segments).harmful is True
+    assert VerdictRule(min_duration_s=3.5).decide(segments).harmful is False
+    undecided = VerdictRule(min_segments=3).decide([*segments, _seg(11, 12, None)])
+    assert undecided.harmful is None and undecided.status is Status.UNPARSED
+    assert "short of the rule (at least 3 harmful segments)" in VerdictRule(3).decide(segments).reason
+
+
+def test_the_cascade_screens_each_segment(planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.bench.fake_detector import RedDetector
+    from vhd.cli.main import main
+    from vhd.detectors import registry
+
+    monkeypatch.setitem(registry.BUILTIN, "red", "tests.bench.fake_detector:RedDetector")
+    RedDetector.calls = 0
+    db = tmp_path / "vhd.db"
+    with ChatServer(reply=red_judge) as srv:
+        cfg = config(tmp_path / "c.toml", srv.base_url)
+        argv = ["annotate", str(planted), "--model", "openai:m", "--store", str(db), "--config", str(cfg)]
+        assert main([*argv, "--no-progress", "--cascade", "cheap=red", "--cascade-thresholds", "0.3:0.85"]) == 0
+        chat = srv.chat_requests
+    with Store(db) as store:
+        (_, ann), *_ = store.iter_annotations()
+    segments = ann.verdict.segments
+    # the centre's red share: blue 0.1, event 0.9, yellow 0.7, grey 0.4, event, purple 0.5
+    assert [s.decided_by for s in segments] == ["cheap", "cheap", DEBATE, DEBATE, "cheap", DEBATE]
+    assert [s.harmful for s in segments] == [False, True, False, False, True, False]
+    assert RedDetector.calls == 6 * 3 and chat == 3 * 3  # the stage on each frame; three debates of 3 calls
+    assert ann.verdict.harmful is True
+
+
+def test_without_segments_the_configuration_is_the_vhd11k_one(planted: Path, tmp_path: Path) -> None:
+    """`[video]` settings with segments off leave the configuration (and its hash) as before."""
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[backends.openai]\nbase_url = "http://127.0.0.1:9/v1"\n[debate]\nrounds = 1\n')
+    tuned = config(tmp_path / "off.toml", "http://127.0.0.1:9/v1", segments=False, max_segment_s=5.0)
+    on = config(tmp_path / "on.toml", "http://127.0.0.1:9/v1")
+    hashes = [
+        vhd.annotate([planted], config=c, store=tmp_path / "d.db", model="openai:m", progress=False,
+                     options=RunOptions(dry_run=True)).config_hash
+        for c in (plain, tuned, on)
+    ]  # fmt: skip
+    assert hashes[0] == hashes[1] != hashes[2]
