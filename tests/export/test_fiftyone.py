@@ -92,3 +92,26 @@ def test_images_and_videos_are_two_datasets_and_segments_are_kept(tmp_path: Path
     meta, (vid,) = read_like_fiftyone(tmp_path / "fo" / "videos")
     assert meta["media_type"] == "video" and Path(vid["filepath"]).suffix == ".mp4"
     assert vid["segments"] == [span.to_dict()] and "segments" not in img
+
+
+def test_a_segmented_video_in_the_store_keeps_its_segments(tmp_path: Path) -> None:
+    from tests.media.conftest import make_video
+    from vhd.store import Store
+
+    make_video(tmp_path / "m" / "clip.mp4", 12)
+    video = Sample(id="d" * 64, path=str(tmp_path / "m" / "clip.mp4"), kind=Kind.VIDEO, frames=[0, 5])
+    spans = [
+        Segment(start_s=0.0, end_s=1.0, harmful=False, score=0.1, reason="a street"),
+        Segment(start_s=1.0, end_s=2.0, harmful=True, score=0.9, reason="a fight", categories=["V"], severity="high"),
+    ]
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        run = store.start_run({}, "cfg", {}, "p")
+        verdict = Verdict(True, "a fight", ["V"], score=0.9, severity="high", segments=spans)
+        store.save_annotation(Annotation(video.id, run, "cfg", verdict), video)
+    result = vhd.export.export(db, "fiftyone", tmp_path / "fo")
+    assert result.written == 1 and result.files == [tmp_path / "fo"]
+    meta, (vid,) = read_like_fiftyone(tmp_path / "fo")
+    assert meta["media_type"] == "video" and "severity" in vid  # the verdict's level, as the store keeps it
+    assert vid["segments"] == [s.to_dict() for s in spans]  # each span's severity included
+    assert vid["verdict"] == {"_cls": "Classification", "tags": [], "label": "harmful", "confidence": 0.9}

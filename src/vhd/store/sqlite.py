@@ -98,7 +98,7 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
     method is nevertheless guarded by a lock, so the object may be shared across threads.
 
     Where no file is yet, none is made until something is written: the writes (`start_run`,
-    `save_annotation`, `add_samples`, labelled sets, reviews, curation: every call that runs a
+    `save_annotation`, `upsert_sample`, `record_skip`, labelled sets, reviews, curation: every call that runs a
     write transaction) create the file and its folder; a read (`runs`, `iter_annotations`,
     `annotations_for`, `samples`, the gallery...: every other call) fails in one line
     (`vhd.errors.ConfigError`, "no store at typo.db"), so a mistyped path never answers as an
