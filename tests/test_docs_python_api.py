@@ -26,7 +26,8 @@ def test_the_python_api_page_example_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "7 annotated, 0 harmful" in out  # six example photos and one drawn video
-    assert "'accuracy': 1.0" in out  # the scripted detector agrees with the scripted annotator
+    assert "accuracy 1.000" in out  # the scripted detector agrees with the scripted annotator (report's repr)
+    assert "RunSummary: run " in out and "BenchReport: 1 detector(s) on 7 sample(s)" in out
     assert "{'train': 7} {'image': 6, 'video': 1}" in out
     assert "ClassLabel(names=['not_harmful', 'harmful'])" in out
     assert (tmp_path / "vhd_dataset" / "README.md").is_file() and (tmp_path / "bench_report").is_dir()

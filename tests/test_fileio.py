@@ -1,4 +1,5 @@
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -6,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vhd.errors import ConfigError
-from vhd.fileio import atomic_write
+from vhd.fileio import atomic_folder, atomic_write, default_mode
 
 
 def test_text_bytes_and_writers(tmp_path: Path) -> None:
@@ -29,6 +30,30 @@ def test_failure_keeps_the_old_file_and_leaves_no_temp(tmp_path: Path) -> None:
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
     atomic_write(target, "new")
     assert target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o600
+
+
+@pytest.fixture
+def umask() -> Iterator[Callable[[int], int]]:
+    before = os.umask(0o022)
+    os.umask(before)
+    try:
+        yield os.umask
+    finally:
+        os.umask(before)
+
+
+@pytest.mark.parametrize(("mask", "file_mode", "folder_mode"), [(0o002, 0o664, 0o775), (0o027, 0o640, 0o750)])
+def test_new_files_and_folders_get_the_umask_mode(
+    tmp_path: Path, umask: Callable[[int], int], mask: int, file_mode: int, folder_mode: int
+) -> None:
+    umask(mask)
+    assert (default_mode(), default_mode(folder=True)) == (file_mode, folder_mode)
+    written = atomic_write(tmp_path / "new.txt", "x")
+    assert written.stat().st_mode & 0o777 == file_mode  # tempfile alone gives 0600
+    with atomic_folder(tmp_path / "dataset") as building:
+        atomic_write(building / "inner.json", "{}")
+    assert (tmp_path / "dataset").stat().st_mode & 0o777 == folder_mode  # tempfile alone gives 0700
+    assert (tmp_path / "dataset" / "inner.json").stat().st_mode & 0o777 == file_mode
 
 
 def test_unwritable_folder_is_a_config_error(tmp_path: Path) -> None:

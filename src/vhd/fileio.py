@@ -36,6 +36,16 @@ Content = str | bytes | Callable[[IO[Any]], None]
 """Text (written as UTF-8), bytes, or a function that writes to the open file."""
 
 
+def default_mode(*, folder: bool = False) -> int:
+    """The mode ``open()`` (``mkdir``) gives a new file (folder) under the umask, not tempfile's 0600 (0700)."""
+    mask = None
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+        mask = next((int(line.split()[1], 8) for line in fh if line.startswith("Umask:")), None)
+    if mask is None:  # no /proc: set it and set it back (os.umask has no read-only form)
+        os.umask(mask := os.umask(0o022))
+    return (0o777 if folder else 0o666) & ~mask
+
+
 def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool = False) -> Path:
     """Write a file atomically.
 
@@ -46,8 +56,8 @@ def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool
         binary: For a function: open the file in binary mode instead of text.
 
     Returns:
-        The final path. The file keeps the mode of the file it replaces, else 0644. A symbolic
-        link at ``path`` is replaced by the file, never written through.
+        The final path. The file keeps the mode of the file it replaces, else the umask's (`default_mode`).
+        A symbolic link at ``path`` is replaced by the file, never written through.
 
     Raises:
         ConfigError: ``path`` is a folder (or a link to one), or its folder cannot be created or
@@ -80,7 +90,7 @@ def atomic_write(path: str | os.PathLike[str], content: Content, *, binary: bool
         try:
             mode = target.stat().st_mode & 0o777
         except OSError:
-            mode = 0o644
+            mode = default_mode()
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
@@ -96,12 +106,13 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     On success the temporary folder replaces ``path`` (an existing folder there is removed after
     the new one is in place); on any error it is removed, so ``path`` is the old folder or none,
-    never a partial one.
+    never a partial one. The folder gets the umask's mode (`default_mode`), not a private 0700.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
+        os.chmod(tmp, default_mode(folder=True))
         yield tmp
         old = None
         if target.exists() or target.is_symlink():

@@ -4,7 +4,9 @@ Every long-running library call takes ``progress``, a `ProgressFn` called as
 ``progress(done, total, stage=..., info=...)`` (``vhd.annotate`` and the workflows that annotate
 also take ``True``, a bar of their own). The library never draws anything itself;
 the CLI (or a notebook) passes `bar`'s callback, which shows a rich bar on stderr when it is a
-terminal and nothing otherwise.
+terminal, the same bar as a cell output that updates in place in a Jupyter notebook (HTML
+rendered by rich, shown through IPython's display: no ipywidgets needed), and nothing otherwise
+(piped output stays clean).
 
 Example:
     >>> with bar("hashing") as on_progress:  # doctest: +SKIP
@@ -15,6 +17,9 @@ Example:
 from __future__ import annotations
 
 import functools
+import io
+import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -53,46 +58,119 @@ def staged(progress: bool | ProgressFn, stage: str) -> bool | ProgressFn:
     return report
 
 
+def in_notebook() -> bool:
+    """Whether this code runs in a Jupyter kernel (a notebook, JupyterLab, Colab, VS Code's notebooks).
+
+    IPython is never imported here: only a process that already runs it can be a kernel. An
+    IPython shell in a terminal is not a notebook (the terminal bar works there).
+    """
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:  # an IPython too old or half-imported: no notebook display
+        return False
+    if shell is None:
+        return False
+    kind = type(shell)
+    return kind.__name__ == "ZMQInteractiveShell" or "google.colab" in kind.__module__
+
+
+NOTEBOOK_REFRESH_S = 0.2
+"""Least seconds between two redraws of a notebook bar (the last state is always drawn)."""
+
+
+class _NotebookDisplay:
+    """A rich `Progress` drawn as one notebook output, replaced in place as it advances.
+
+    Rich renders the bar to HTML (and plain text for other front ends); IPython's ``display``
+    with a ``display_id`` shows it and ``update`` replaces it, so a notebook, a saved ``.ipynb``
+    and nbclient all carry the bar's last state. The output goes to the cell that opened the bar,
+    also when reports come from a worker thread (the synchronous API runs there in a notebook).
+    """
+
+    def __init__(self, progress: Any) -> None:
+        import IPython.display
+
+        display: Any = IPython.display.display
+        self.progress = progress
+        self._last = 0.0
+        self._lock = threading.Lock()
+        self._handle = display(self._bundle(), raw=True, display_id=True)
+
+    def _bundle(self) -> dict[str, str]:
+        from rich.console import Console
+
+        page = Console(file=io.StringIO(), record=True, width=110, force_terminal=True, force_jupyter=False)
+        page.print(self.progress.get_renderable())
+        text = page.export_text(clear=False)
+        html = page.export_html(
+            inline_styles=True,
+            code_format='<pre class="vhd-progress" style="font-family: monospace; line-height: 1.3">{code}</pre>',
+        )
+        return {"text/plain": text.rstrip("\n"), "text/html": html}
+
+    def refresh(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if not force and now - self._last < NOTEBOOK_REFRESH_S:
+                return
+            self._last = now
+            if self._handle is not None:
+                self._handle.update(self._bundle(), raw=True)
+
+
+def _columns() -> tuple[Any, ...]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[info]}"),
+    )
+
+
 @contextmanager
 def bar(label: str, enabled: bool = True, *, unit: str = "", console: Any = None) -> Iterator[ProgressFn]:
     """Yield a `ProgressFn` that draws a rich progress bar, one line per stage.
 
-    Nothing is drawn when ``enabled`` is false or the console (stderr by default) is not a
-    terminal, so piped output stays clean. The bar is taken down when the block ends, also after
-    an error or Ctrl-C.
+    On a terminal (stderr by default) the bar is drawn live; in a Jupyter notebook (`in_notebook`)
+    it is a cell output replaced in place (HTML, at most every `NOTEBOOK_REFRESH_S` seconds and
+    once more at the end). Nothing is drawn when ``enabled`` is false or the console is neither,
+    so piped output stays clean. The bar is taken down when the block ends, also after an error
+    or Ctrl-C (a notebook keeps its last state as the cell's output).
 
     Args:
         label: Text before the bar (``annotating``, ``dedup``...).
         enabled: False draws nothing whatever the terminal.
         unit: Unit for the rate column (``samples`` gives ``12.3 samples/s``); empty hides it.
-        console: A rich console to draw on (default: stderr); for tests.
+        console: A rich console to draw on (default: stderr, or the notebook); for tests.
     """
     progress: Any = None
+    notebook: _NotebookDisplay | None = None
     if enabled:
         from rich.console import Console
+        from rich.progress import Progress
 
-        console = console or Console(stderr=True)
-        if console.is_terminal:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                TextColumn("{task.fields[info]}"),
-                console=console,
-            )
+        if console is None and in_notebook():
+            progress = Progress(*_columns(), auto_refresh=False, console=Console(file=io.StringIO()))
+            notebook = _NotebookDisplay(progress)
+        else:
+            console = console or Console(stderr=True)
+            if console.is_terminal:
+                progress = Progress(*_columns(), console=console)
     tasks: dict[str, tuple[Any, float]] = {}
 
     def update(done: int, total: int | None, *, stage: str = "", info: str = "") -> None:
@@ -104,13 +182,17 @@ def bar(label: str, enabled: bool = True, *, unit: str = "", console: Any = None
         task, start = tasks[stage]
         rate = f"{done / max(time.perf_counter() - start, 1e-9):.1f} {unit}/s" if unit else ""
         progress.update(task, completed=done, total=total, rate=rate, info=info)
+        if notebook is not None:
+            notebook.refresh()
 
-    if progress is not None:
+    if progress is not None and notebook is None:
         progress.start()
     try:
         yield update
     finally:
-        if progress is not None:
+        if notebook is not None:
+            notebook.refresh(force=True)
+        elif progress is not None:
             progress.stop()
 
 

@@ -85,7 +85,7 @@ def test_stat_index_api_counts_reads(tmp_path: Path, reads: list[str]) -> None:
 
     paths = make_images(tmp_path / "m", 3)
     items = [MediaItem(path=p, kind=Kind.IMAGE) for p in paths]
-    with Store(tmp_path / "s.db") as store:
+    with Store(tmp_path / "s.db", create=True) as store:
         first = sample_ids(items, store)
         assert len(reads) == 3
         reads.clear()

@@ -72,7 +72,7 @@ def test_store_as_labels_file_and_store_flag(tmp_path: Path, annotated: Path) ->
 def test_store_without_usable_samples(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no store at"):
         load_bench_set_from_store(tmp_path / "nothing.db")
-    with Store(tmp_path / "empty.db"):
+    with Store(tmp_path / "empty.db", create=True):
         pass
     with pytest.raises(ConfigError, match="no usable sample"):
         load_bench_set_from_store(tmp_path / "empty.db")

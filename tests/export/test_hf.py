@@ -146,3 +146,52 @@ def test_the_card_names_local_models_without_their_path() -> None:
     card = dataset_card(res)
     assert "/home/alice" not in card and "~/m" not in card
     assert "`hf:local:tuned`" in card and "`openai:gpt-4o`" in card and "`hf:local:vlm`" in card
+
+
+def _scripted(path: Path, judge: dict[str, object]) -> str:
+    path.write_text(json.dumps({"default": "No, nothing harmful.", "rules": [{"when": {"tag": "judge"}, **judge}]}))
+    return f"scripted:{path}"
+
+
+def test_the_card_states_the_refusal_rule_and_counts_refusals_apart(tmp_path: Path) -> None:
+    from vhd.config import AnnotateConfig, DebateConfig
+    from vhd.export.hf import export_hf
+
+    need_module("datasets", "pip install 'vhd[hf]'")
+    make_images(tmp_path / "judged", 2, size=48)
+    make_images(tmp_path / "refused", 1, size=40)
+    db = tmp_path / "s.db"
+    yes = _scripted(tmp_path / "yes.json", {"reply": "Yes, violence."})
+    refuse = _scripted(tmp_path / "refuse.json", {"refused": True})
+    vhd.annotate([tmp_path / "judged"], model=yes, store=db, progress=False)
+    vhd.annotate([tmp_path / "refused"], model=refuse, store=db, progress=False)
+    res = export_hf(db, tmp_path / "ds")
+    assert (res.written, res.harmful, res.refused, res.refused_harmful) == (3, 3, 1, 1)
+    card = (tmp_path / "ds" / "README.md").read_text()
+    assert "2 judged harmful by the debate" in card and "1 refused by a model (1 of them counted as harmful)" in card
+    assert "Refusals count as harmful (`refusal_is_harmful = true`, the default)" in card
+    assert "null when undecided or when the judge refused" not in card  # what main said, false by default
+
+    # The other rule: a judge's refusal is no decision, and the card says so.
+    other = tmp_path / "other.db"
+    config = AnnotateConfig(debate=DebateConfig(refusal_is_harmful=False))
+    vhd.annotate([tmp_path / "refused"], config=config, model=refuse, store=other, progress=False)
+    res = export_hf(other, tmp_path / "ds2", include_unparsed=True)
+    assert (res.written, res.harmful, res.refused, res.refused_harmful) == (1, 0, 1, 0)
+    card = (tmp_path / "ds2" / "README.md").read_text()
+    assert "Refusals are not counted as harmful (`refusal_is_harmful = false`)" in card
+    assert "0 judged harmful by the debate" in card
+
+
+def test_the_dataset_folder_gets_the_umask_mode(store: Path, tmp_path: Path) -> None:
+    import os
+
+    from vhd.export.hf import export_hf
+
+    before = os.umask(0o002)
+    try:
+        res = export_hf(store, tmp_path / "shared")
+    finally:
+        os.umask(before)
+    assert res.out.stat().st_mode & 0o777 == 0o775  # mkdtemp alone: 0700, private to its owner
+    assert (res.out / "README.md").stat().st_mode & 0o777 == 0o664

@@ -77,7 +77,7 @@ def build(tmp_path: Path) -> Builder:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "vhd.db") as s:
+    with Store(tmp_path / "vhd.db", create=True) as s:
         yield s
 
 

@@ -18,7 +18,7 @@ def _tables(path: Path) -> set[str]:
 
 def test_fresh_store_has_schema_and_pragmas(tmp_path: Path) -> None:
     db = tmp_path / "sub" / "new.db"
-    with Store(db) as store:
+    with Store(db, create=True) as store:
         conn = store.conn
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
@@ -42,7 +42,7 @@ def test_reopen_is_idempotent_and_keeps_data(tmp_path: Path) -> None:
 
 def test_store_from_newer_vhd_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "vhd.db"
-    Store(db).close()
+    Store(db, create=True).close()
     with sqlite3.connect(db) as conn:
         conn.execute("INSERT INTO migrations (name, applied_at) VALUES ('9999_future', 0)")
     with pytest.raises(VhdError, match="newer vhd"):
@@ -63,7 +63,7 @@ def test_foreign_sqlite_file_and_garbage_are_refused(tmp_path: Path) -> None:
 
 def test_failed_migration_rolls_back_and_later_run_applies_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "vhd.db"
-    Store(db).close()
+    Store(db, create=True).close()
     bad = ("0002_bad", "CREATE TABLE extra (x INTEGER); INSERT INTO nowhere VALUES (1);")
     monkeypatch.setattr(mig, "MIGRATIONS", [*mig.MIGRATIONS, bad])
     with pytest.raises(ConfigError):
@@ -213,7 +213,7 @@ def test_cli_on_a_store_from_a_newer_vhd_exits_2_in_one_line(
     from vhd.cli.main import main
 
     db = tmp_path / "vhd.db"
-    Store(db).close()
+    Store(db, create=True).close()
     with sqlite3.connect(db) as conn:
         conn.execute("INSERT INTO migrations (name, applied_at) VALUES ('9999_future', 0)")
     before = db.read_bytes()

@@ -30,7 +30,7 @@ def test_open_store_needs_an_existing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"no store at .*none\.db: create one with `vhd annotate"):
         open_store(tmp_path / "none.db")
     assert not (tmp_path / "none.db").exists()
-    with Store(tmp_path / "a.db"):
+    with Store(tmp_path / "a.db", create=True):
         pass
     with open_store(tmp_path / "a.db") as db:
         assert db.path == tmp_path / "a.db"

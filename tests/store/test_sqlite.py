@@ -206,3 +206,39 @@ def test_store_path_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.chdir(tmp_path)
     with Store("rel/x.db") as s:
         assert s.path == Path(os.path.abspath("rel/x.db"))
+
+
+def test_a_read_of_a_store_that_does_not_exist_fails_in_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    from vhd.errors import ConfigError
+
+    typo = tmp_path / "typo.db"
+    with Store(typo) as db:
+        for read in (db.runs, lambda: list(db.iter_annotations()), db.latest_run):
+            with pytest.raises(ConfigError, match=r"^no store at .*typo\.db: check the path") as err:
+                read()
+            assert "\n" not in str(err.value)
+    assert not typo.exists() and not list(tmp_path.iterdir())  # nothing made, not even the folder's WAL files
+
+
+def test_the_first_write_creates_the_store_and_create_true_makes_it_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "new.db"
+    with Store(path) as db:
+        assert not path.exists()
+        run = db.start_run({}, "h", {}, "ph")  # a write: the file and its folder are made
+        assert path.is_file() and [r.id for r in db.runs()] == [run]
+    with Store(path) as db:  # an existing store reads at once
+        assert [r.id for r in db.runs()] == [run]
+    made = tmp_path / "made.db"
+    with Store(made, create=True) as db:
+        assert made.is_file() and db.runs() == []  # a caller about to fill it reads an empty store
+
+
+def test_a_writing_call_handed_an_unmade_store_makes_it_first(tmp_path: Path) -> None:
+    from vhd.store.sqlite import using_store
+
+    path = tmp_path / "handed.db"
+    with Store(path) as db:
+        with using_store(db) as same:  # a reading call: nothing made
+            assert same is db and not path.exists()
+        with using_store(db, create=True) as same:  # a writing call (ingest...): its look-ups read an empty store
+            assert same is db and path.is_file() and db.runs() == []

@@ -388,7 +388,7 @@ def align_ratings(
     result.exit_code = summary.exit_code()
     result.config_hash = summary.config_hash if summary.run_id else None
     if result.config_hash:
-        with Store(store) as db:
+        with Store(store, create=True) as db:
             found = db.annotations_for([s.sample_id for s in result.samples], result.config_hash)
         for s in result.samples:
             ann = found.get(s.sample_id)

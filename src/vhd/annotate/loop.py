@@ -107,7 +107,7 @@ async def run(
     try:
         if cascade is not None:
             await cascade.check()
-        db = Store(store)
+        db = Store(store, create=True)
     except BaseException:
         await workers.aclose()  # stop the workers (and a Ray this run started)
         raise

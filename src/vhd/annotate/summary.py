@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vhd.config import AnnotateConfig
+from vhd.errors import require
 from vhd.records import Status, Usage
 
 
@@ -124,6 +125,77 @@ class RunSummary:
         d["skip_reasons"] = d["skip_reasons"][:50]
         d["cached_share"] = self.usage.cached_share
         return d
+
+    def counts(self) -> dict[str, Any]:
+        """The run's numbers, flat: run, store, configuration, counts, usage, time and how it ended.
+
+        Every scalar field (lists and per-endpoint tables left out), the usage's ``calls``,
+        ``prompt_tokens``, ``completion_tokens`` and ``cost`` beside them: `to_pandas`'s row.
+        """
+        skip = {"estimate", "budget_fix"}
+        d = {k: v for k, v in asdict(self).items() if k not in skip and not isinstance(v, dict | list | tuple)}
+        for name in ("calls", "prompt_tokens", "completion_tokens", "cost"):
+            d[name] = getattr(self.usage, name)
+        return d
+
+    def to_pandas(self) -> Any:
+        """`counts` as a one-row pandas ``DataFrame`` indexed by ``run_id``.
+
+        ``pandas.concat([s.to_pandas() for s in summaries])`` lines runs up side by side. Needs
+        pandas.
+        """
+        pd: Any = require("pandas", "parquet")
+        return pd.DataFrame([self.counts()]).set_index("run_id")
+
+    def _outcome(self) -> str:
+        if self.dry_run:
+            return "dry run, nothing sent"
+        ended = "interrupted" if self.interrupted else "stopped at max_cost" if self.budget_reached else "finished"
+        return f"{ended} in {self.elapsed_s:.1f}s, exit code {self.exit_code()}"
+
+    def __repr__(self) -> str:
+        """One line per topic: the verdicts, what is left, the cost; ``.to_pandas()`` has every number."""
+        run = (self.run_id or "-")[:12]
+        cost = f", ${self.usage.cost:.4f}" if self.usage.cost else ""
+        lines = [
+            f"RunSummary: run {run} on {self.store} ({self._outcome()})",
+            f"  {self.found} found, {self.already_done} already done, {self.annotated} annotated: "
+            f"{self.harmful} harmful ({self.refused} refused), {self.unharmful} not harmful, "
+            f"{self.unparsed} unparsed, {self.truncated} truncated",
+            f"  {self.errors} errors, {self.remaining} remaining, {self.skipped} skipped, "
+            f"{self.duplicates} duplicates; {self.usage.calls} calls{cost}",
+        ]
+        if self.store_error:
+            lines.append(f"  store error: {self.store_error}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """The numbers as a two-column HTML table, for a notebook cell."""
+        import html
+
+        shown = (
+            "found",
+            "already_done",
+            "annotated",
+            "harmful",
+            "refused",
+            "unharmful",
+            "unparsed",
+            "truncated",
+            "errors",
+            "remaining",
+            "skipped",
+            "duplicates",
+            "calls",
+            "cost",
+        )
+        numbers = self.counts()
+        rows = "".join(
+            f"<tr><th>{html.escape(k.replace('_', ' '))}</th><td>{html.escape(str(numbers[k]))}</td></tr>"
+            for k in shown
+        )
+        title = html.escape(f"run {(self.run_id or '-')[:12]} on {self.store} ({self._outcome()})")
+        return f'<table class="vhd-run"><caption>RunSummary: {title}</caption><tbody>{rows}</tbody></table>'
 
 
 def count_status(summary: RunSummary, status: Status, harmful: bool | None) -> None:

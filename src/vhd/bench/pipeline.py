@@ -44,6 +44,78 @@ class BenchReport:
     files: list[Path]
     subsets: list[SubsetResult] = field(default_factory=list)
 
+    def to_pandas(self) -> Any:
+        """Every number as a pandas ``DataFrame``: one row per detector x group x metric.
+
+        Columns: ``detector``, ``group`` (``all``, ``image``, ``video``, ``real``, ``synthetic``),
+        ``metric`` (``accuracy``, ``f1``, ``roc_auc``, per-class recalls, ``ece``...), ``value``,
+        ``low`` and ``high`` (the 95% bootstrap interval; NaN where undefined or not resampled)
+        and ``n`` (samples the number stands on): the rows of ``metrics.csv``. Needs pandas.
+        """
+        from vhd.bench.metrics.values import pandas_module
+        from vhd.bench.tables import long_rows
+
+        return pandas_module().DataFrame(long_rows(self.results), columns=list(REPORT_COLUMNS))
+
+    def _headline(self) -> list[tuple[str, str, list[str]]]:
+        """Per detector (at most `REPR_DETECTORS`): label, coverage, the headline numbers of group ``all``."""
+        from vhd.bench.metrics.values import fmt
+
+        out = []
+        for r in self.results[:REPR_DETECTORS]:
+            values = r.groups["all"].binary.values if "all" in r.groups else {}
+            cells = []
+            for name in HEADLINE_METRICS:
+                v = values.get(name)
+                interval = "" if v is None or v.low is None else f" [{fmt(v.low)}, {fmt(v.high)}]"
+                cells.append("\u2014" if v is None else f"{fmt(v.value)}{interval}")
+            answered, total = r.coverage
+            out.append((r.label, f"{answered}/{total}", cells))
+        return out
+
+    def _folder(self) -> str:
+        return os.path.commonpath([str(f.parent) for f in self.files]) if self.files else "(no files)"
+
+    def __repr__(self) -> str:
+        """A few lines: detectors, samples, the headline numbers with intervals, where the report is."""
+        n = len(self.run.bench.items)
+        lines = [f"BenchReport: {len(self.results)} detector(s) on {n} sample(s), report in {self._folder()}"]
+        for label, coverage, cells in self._headline():
+            numbers = ", ".join(f"{m} {c}" for m, c in zip(HEADLINE_METRICS, cells, strict=True))
+            lines.append(f"  {label}: {numbers}, answered {coverage}")
+        if len(self.results) > REPR_DETECTORS:
+            lines.append(f"  ... {len(self.results) - REPR_DETECTORS} more: .to_pandas() has every number")
+        else:
+            lines.append("  (.to_pandas(): every number by detector, group and metric)")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """The same as an HTML table, for a notebook cell."""
+        import html
+
+        head = "".join(f"<th>{html.escape(m)}</th>" for m in ("detector", *HEADLINE_METRICS, "answered"))
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in (label, *cells, coverage)) + "</tr>"
+            for label, coverage, cells in self._headline()
+        )
+        n = len(self.run.bench.items)
+        caption = html.escape(f"{len(self.results)} detector(s) on {n} sample(s); report in {self._folder()}")
+        return (
+            f'<table class="vhd-bench"><caption>BenchReport: {caption}</caption>'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            "<p><code>.to_pandas()</code>: every number by detector, group and metric, with intervals.</p>"
+        )
+
+
+REPORT_COLUMNS = ("detector", "group", "metric", "value", "low", "high", "n")
+"""The columns of `BenchReport.to_pandas` (and of ``metrics.csv``)."""
+
+HEADLINE_METRICS = ("accuracy", "f1", "balanced_acc", "roc_auc")
+"""The numbers a report's repr shows per detector (group ``all``, with their intervals)."""
+
+REPR_DETECTORS = 12
+"""Most detectors a report's repr lists."""
+
 
 def parse_value(text: str) -> Any:
     """A ``--set`` value: JSON (numbers, true/false, lists, quoted strings) or else the text itself."""

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.apply and store_path is None:
         raise ConfigError("--apply needs a store: add --store run.db (or give the store as the input)")
     with ExitStack() as stack:
-        store = stack.enter_context(Store(store_path)) if store_path else None
+        store = stack.enter_context(Store(store_path, create=True)) if store_path else None
         on_progress = stack.enter_context(bar("dedup", not (args.no_progress or args.json)))
         result = find_duplicates(
             args.inputs,

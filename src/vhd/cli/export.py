@@ -28,12 +28,14 @@ def add_parser(sub: Any, name: str) -> None:
     """Register the command."""
     p = sub.add_parser(
         name,
-        help="export annotations (VHD11K CSV, JSONL, Parquet, a Hugging Face dataset)",
+        help="export annotations (VHD11K CSV, JSONL, Parquet, a Hugging Face or FiftyOne dataset)",
         description="Write a store's annotations as the VHD11K release CSV, JSON Lines or Parquet. The VHD11K CSV "
         "keeps the authors' split: when the store holds images and videos, -o X.csv becomes two files, "
         "X_images.csv and X_videos.csv (the summary names them); --kind image or --kind video writes exactly "
         "X.csv. --format hf writes a folder that datasets.load_from_disk opens (one split per vhd split, images "
-        "and videos in one schema, a dataset card README.md); --push-to-hub REPO also sends it to the hub. Sample "
+        "and videos in one schema, a dataset card README.md); --push-to-hub REPO also sends it to the hub. "
+        "--format fiftyone writes FiftyOne's dataset folder (samples.json, metadata.json, the media in data/) "
+        "that fo.Dataset.from_dir(DIR, dataset_type=fo.types.FiftyOneDataset) loads. Sample "
         "paths are written relative to the deepest folder holding every exported sample (or to --relative-to DIR), "
         "so a shared file names no local folder or user; --absolute-paths writes them as stored (never with "
         "--push-to-hub).",
@@ -41,6 +43,7 @@ def add_parser(sub: Any, name: str) -> None:
             "vhd export demo.db --relative-to ~/data -o vhd11k.csv",
             "vhd export demo.db --format jsonl -o -",
             "vhd export demo.db --format hf -o vhd_dataset/",
+            "vhd export demo.db --format fiftyone -o vhd_fiftyone/",
             "vhd export demo.db --absolute-paths --format jsonl -o local.jsonl",
         ),
     )

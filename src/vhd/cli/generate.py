@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     if args.store:
         from vhd.store.sqlite import Store
 
-        store_cm = Store(args.store)
+        store_cm = Store(args.store, create=True)
     else:
         import contextlib
 

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         generator=args.generator,
         prompt=args.prompt,
     )
-    with Store(args.store) as store, bar("ingesting", not (args.no_progress or args.json)) as on_progress:
+    with Store(args.store, create=True) as store, bar("ingesting", not (args.no_progress or args.json)) as on_progress:
         result = ingest(
             args.inputs,
             store,

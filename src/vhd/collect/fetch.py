@@ -312,7 +312,7 @@ async def fetch_async(
     if isinstance(store, str | Path):
         from vhd.store import Store
 
-        store = own_store = Store(store)
+        store = own_store = Store(store, create=True)
     result = FetchReport(out=out_dir)
     try:
         with folder_lock(out_dir):

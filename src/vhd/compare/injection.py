@@ -332,7 +332,7 @@ def _run(
     verdicts: dict[str, bool | None] = {}
     config_hash = summary.config_hash
     ids = {path: sha256_file(path) for path in paths}
-    with Store(store) as db:
+    with Store(store, create=True) as db:
         found = db.annotations_for(ids.values(), config_hash)
     for path in paths:
         ann = found.get(ids[path])

@@ -313,7 +313,7 @@ def export_review_labelstudio(
     prefix = ls.LOCAL_FILES if url_prefix is None else url_prefix
     tasks: list[dict[str, Any]] = []
     kinds: set[str] = set()
-    with Store(queue.store) as db:
+    with Store(queue.store, create=True) as db:
         for rank, item in enumerate(queue.items, start=1):
             kinds.add(item.kind)
             key = "image" if item.kind == Kind.IMAGE.value else "video"

@@ -351,7 +351,7 @@ def _run_debate(
             raise StoreWriteError(summary.store_error)
         say(f"{name} repeat {rep + 1}: {summary.annotated} annotated, {summary.already_done} already done")
         hashes.append(summary.config_hash)
-        with Store(store) as db:
+        with Store(store, create=True) as db:
             found = db.annotations_for([item.id for item in items], summary.config_hash)
         run = []
         for item in items:

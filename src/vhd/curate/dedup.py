@@ -215,7 +215,7 @@ def find_duplicates(
     result = DedupResult(threshold=threshold, keep=keep)
     discovered = 0
     if len(paths) == 1 and is_store_file(paths[0]):
-        with Store(paths[0]) as db:
+        with Store(paths[0], create=True) as db:
             job_list, result.splits, result.sample_ids = jobs_from_store(db, settings)
         jobs_in: Iterable[Job] = job_list
         discovered = len(job_list)

@@ -302,6 +302,7 @@ def ingest(
                 frame_folders=frame_folders, settings=settings, jobs=jobs, progress=progress,
                 allow_outside_paths=allow_outside_paths, rehash=rehash, listed=listed,
             )  # fmt: skip
+    store.create()  # handed a store whose file is not made yet: its look-ups below read an empty one
     from vhd.media.discover import Skipped, check_inputs, iter_discover
     from vhd.media.load import MediaSettings
 

@@ -5,7 +5,9 @@ One module per on-disk format, each registered by name in `EXPORT_FORMATS` (`vhd
 (`vhd.export.parquet`) and ``hf``, a Hugging Face ``DatasetDict`` folder with its dataset card,
 optionally pushed to the hub (`vhd.export.hf`). Every record format shares one column schema,
 `vhd.export.schema`; `read_table` (`vhd.export.read`) reads a JSON Lines or Parquet export back
-under it. Importing this package is cheap: pyarrow and ``datasets`` load when a format runs.
+under it, and `to_pandas` / `store_table` (`vhd.export.frame`) read a store's verdicts into a
+DataFrame or Arrow table with those columns, no file written. Importing this package is cheap:
+pyarrow and ``datasets`` load when a format runs.
 
 Example:
     >>> from vhd.export import export, read_table
@@ -21,6 +23,7 @@ from vhd.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from vhd.export.base import EXPORT_FORMATS, FORMATS, ExportFormat, ExportResult, export, path_root, relative_path
+    from vhd.export.frame import store_table, to_pandas
     from vhd.export.hf import HfFormat, export_hf, features
     from vhd.export.hf_result import HfExport
     from vhd.export.jsonl import JsonlFormat
@@ -43,6 +46,7 @@ _LAZY = {
         ["EXPORT_FORMATS", "FORMATS", "ExportFormat", "ExportResult", "export", "path_root", "relative_path"],
         "vhd.export.base",
     ),
+    **dict.fromkeys(["store_table", "to_pandas"], "vhd.export.frame"),
     **dict.fromkeys(["HfFormat", "export_hf", "features"], "vhd.export.hf"),
     "HfExport": "vhd.export.hf_result",
     "JsonlFormat": "vhd.export.jsonl",
@@ -88,6 +92,8 @@ __all__ = [
     "read_table",
     "record",
     "relative_path",
+    "store_table",
+    "to_pandas",
     "vhd11k_columns",
     "vhd11k_decision",
 ]

@@ -115,6 +115,11 @@ EXPORT_FORMATS.add(
 EXPORT_FORMATS.add(
     "parquet", "vhd.export.parquet:ParquetFormat", extra="parquet", needs=["pyarrow"], summary="Apache Parquet"
 )
+EXPORT_FORMATS.add(
+    "fiftyone",
+    "vhd.export.fiftyone:FiftyOneFormat",
+    summary="a FiftyOne dataset folder (FiftyOneDataset: samples.json, data/), written without FiftyOne",
+)
 
 FORMATS = EXPORT_FORMATS
 """Export formats `export` accepts (the registry is also the collection of their names)."""

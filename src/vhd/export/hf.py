@@ -30,6 +30,7 @@ from typing import Any
 from vhd.errors import ConfigError, VhdError, require
 from vhd.export.base import ExportFormat, ExportRequest, ExportResult, path_root, relative_path
 from vhd.export.hf_result import HfExport
+from vhd.export.schema import HARMFUL_NAMES as schema_harmful_names
 from vhd.records import Annotation, Kind, Sample, Status
 from vhd.store.sqlite import Store, StoreLike, open_store, store_path
 
@@ -38,16 +39,16 @@ TOKEN_ENV = "HF_TOKEN"
 
 DEFAULT_SPLIT = "train"
 
-HARMFUL_NAMES = ["not_harmful", "harmful"]
+HARMFUL_NAMES = schema_harmful_names
 """The ``harmful`` column's class names in the dataset (``ClassLabel``: 0 not harmful, 1 harmful)."""
 
 
 def features() -> Any:
     """The schema every row has, images and videos alike (``datasets.Features``).
 
-    The export's columns (`vhd.export.schema.hf_features`: the same names and types as the JSON
-    Lines and Parquet exports), except ``harmful``, a ``ClassLabel`` (`HARMFUL_NAMES`) so that
-    ``train_test_split(stratify_by_column="harmful")`` works; then the media: ``image`` (an
+    The export's columns (`vhd.export.schema.hf_features`: what the JSON Lines and Parquet exports
+    load as when read with those features; ``harmful`` a ``ClassLabel``, `HARMFUL_NAMES`, so that
+    ``train_test_split(stratify_by_column="harmful")`` works), then the media: ``image`` (an
     ``Image``, null for videos) and ``video_frames`` (the video's sampled frames as images, null
     for images).
     """
@@ -55,7 +56,6 @@ def features() -> Any:
     from vhd.export.schema import hf_features
 
     feats = dict(hf_features())
-    feats["harmful"] = ds.ClassLabel(names=HARMFUL_NAMES)
     feats["image"] = ds.Image()
     feats["video_frames"] = ds.List(ds.Image())
     return ds.Features(feats)
@@ -189,7 +189,10 @@ def export_hf(
             split = sample.split or DEFAULT_SPLIT
             result.splits[split] = result.splits.get(split, 0) + 1
             result.kinds[sample.kind.value] = result.kinds.get(sample.kind.value, 0) + 1
-            result.harmful += bool(ann.verdict.harmful) or Status(ann.verdict.status) is Status.REFUSED
+            refused = Status(ann.verdict.status) is Status.REFUSED
+            result.harmful += bool(ann.verdict.harmful)
+            result.refused += refused
+            result.refused_harmful += refused and bool(ann.verdict.harmful)
             cats.update(ann.verdict.categories)
             hashes[ann.config_hash] = None
         runs = [r for r in db.runs() if r.config_hash in hashes]
@@ -198,6 +201,9 @@ def export_hf(
     result.categories = dict(cats.most_common())
     result.config_hashes = list(hashes)
     for r in runs:
+        debate = r.config.get("debate")
+        rule = debate.get("refusal_is_harmful", True) if isinstance(debate, dict) else True
+        result.refusal_is_harmful[r.config_hash] = bool(rule)
         for role, spec in r.models.items():
             result.models.setdefault(role, [])
             if spec not in result.models[role]:
@@ -291,6 +297,8 @@ class HfFormat(ExportFormat):
             "splits": res.splits,
             "kinds": res.kinds,
             "harmful": res.harmful,
+            "refused": res.refused,
+            "refused_harmful": res.refused_harmful,
             "categories": res.categories,
             "models": res.models,
             "config_hashes": res.config_hashes,

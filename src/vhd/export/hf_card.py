@@ -16,6 +16,36 @@ def public_spec(spec: str) -> str:
     return redact_text(hide_local_spec(spec))
 
 
+def refusal_rule(result: HfExport) -> str:
+    """The card's sentence on refusals: the rule the configurations behind the rows ran under.
+
+    With the default settings (``[debate] refusal_is_harmful = true``) a refusal by a debater, the
+    judge or the provider makes the sample harmful (``harmful`` 1, ``status`` ``refused``);
+    with it false a judge's refusal leaves ``harmful`` null.
+    """
+    rules = set(result.refusal_is_harmful.values())
+    if rules == {False}:
+        return (
+            "Refusals are not counted as harmful (`refusal_is_harmful = false`): a debater's refusal "
+            "leaves the decision to the judge, and when the judge refused `harmful` is null with "
+            "`status` `refused`."
+        )
+    if rules == {True, False}:
+        per = ", ".join(
+            f"`{h[:12]}`: {'harmful' if rule else 'not decided'}" for h, rule in result.refusal_is_harmful.items()
+        )
+        return (
+            "The configurations differ on refusals (`refusal_is_harmful`): under true a refusal makes the "
+            "sample harmful (`harmful` 1, `status` `refused`), under false a judge's refusal leaves "
+            f"`harmful` null; a refusal is {per}."
+        )
+    return (
+        "Refusals count as harmful (`refusal_is_harmful = true`, the default): when a debater, the judge "
+        "or the provider refused, `harmful` is 1 and `status` is `refused` (`refused` true), so filter on "
+        "`status` to tell a refusal from a debated verdict."
+    )
+
+
 def dataset_card(result: HfExport) -> str:
     """A dataset card: YAML header (licence, task, size), content warning, models, counts, columns."""
     n = result.written
@@ -51,8 +81,10 @@ size_categories:
 > hateful or otherwise disturbing, collected to train and test harmfulness detectors. Look at
 > the media only when you must, blurred where you can.
 
-{n} annotated samples ({kinds}), {result.harmful} of them judged harmful, annotated by a debate
-of vision-language models (affirmative, negative, judge) with `vhd`. Load it with
+{n} annotated samples ({kinds}), annotated by a debate of vision-language models (affirmative,
+negative, judge) with `vhd`: {result.harmful - result.refused_harmful} judged harmful by the debate,
+{result.refused} refused by a model ({result.refused_harmful} of them counted as harmful), so
+{result.harmful} with `harmful` 1. {refusal_rule(result)} Load it with
 `datasets.load_from_disk(...)` (or `load_dataset(...)` from the hub).
 
 ## Licence
@@ -85,10 +117,11 @@ compares their configurations.
 ## Columns
 
 Images and videos share one schema, and its annotation columns are those of vhd's JSON Lines and
-Parquet exports (same names, same types): `kind` is `image` or `video`, `path` the media file,
-`frames` a video's sampled frame indices; `harmful` is the debate's verdict as a class label
-(`0` not harmful, `1` harmful; null when undecided or when the judge refused, with `status`
-`refused`), `score` the judge's P(harmful), `label` a human label when one was imported,
+Parquet exports (same names; read with `features=vhd.export.schema.hf_features()` those files
+load with exactly these types, `harmful` included): `kind` is `image` or `video`, `path` the media file,
+`frames` a video's sampled frame indices; `harmful` is the verdict as a class label (`0` not
+harmful, `1` harmful, null when undecided; refusals as stated above, `status` says `refused`),
+`score` the judge's P(harmful), `label` a human label when one was imported,
 `started_at` / `finished_at` UTC timestamps, `decided_by` the cascade stage that decided, `turns`
 every argument of the debate (role, round, model, text, tokens, latency), `meta` extra manifest
 fields as JSON text, `prompt` and `seed` a synthetic sample's provenance. The media: `image` holds

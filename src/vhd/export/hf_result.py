@@ -14,7 +14,10 @@ class HfExport:
         out: The dataset folder (``load_from_disk`` opens it).
         splits: Rows per split.
         kinds: Rows per kind.
-        harmful: Rows with a harmful decision.
+        harmful: Rows whose ``harmful`` is 1 (refusals counted as harmful included).
+        refused: Rows whose status is ``refused`` (a model declined), whatever their ``harmful``.
+        refused_harmful: Refused rows counted as harmful (the rule ``refusal_is_harmful``).
+        refusal_is_harmful: Each configuration's rule: whether a refusal made the sample harmful.
         categories: Rows per category.
         models: Model specs of the runs behind the rows, by role.
         config_hashes: Configurations behind the rows.
@@ -28,6 +31,9 @@ class HfExport:
     splits: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=dict)
     harmful: int = 0
+    refused: int = 0
+    refused_harmful: int = 0
+    refusal_is_harmful: dict[str, bool] = field(default_factory=dict)
     categories: dict[str, int] = field(default_factory=dict)
     models: dict[str, list[str]] = field(default_factory=dict)
     config_hashes: list[str] = field(default_factory=list)

@@ -35,10 +35,12 @@ class ParquetFormat(ExportFormat):
         return [out]
 
 
-def _write_parquet_pages(
+def write_arrow_pages(
     pa: Any, writer: Any, pages: Iterable[AnnotationPage], columns: list[Column], types: list[Any], schema: Any
 ) -> None:
-    """Write raw pages in the row groups `_write_parquet` writes from records: `ROW_GROUP` rows each.
+    """Write raw pages as Arrow tables of `ROW_GROUP` rows each, to ``writer.write_table``.
+
+    The row groups `_write_parquet` writes from records; `vhd.export.frame` collects them in memory.
 
     A column with `Column.arrow_from_page` is built as an Arrow array a page at a time (the pieces
     joined and cut at row-group bounds); any other is built from `page_cells`, as from records.
@@ -97,7 +99,7 @@ def _write_parquet(
         with pq.ParquetWriter(f, schema) as writer:
             cells: list[list[Any]] = [[] for _ in columns]
             if pages is not None:
-                _write_parquet_pages(pa, writer, pages, columns, types, schema)
+                write_arrow_pages(pa, writer, pages, columns, types, schema)
                 return
             pairs = [(c.value, cells[i].append) for i, c in enumerate(columns)]
             n = 0

@@ -531,16 +531,26 @@ parquet_schema = arrow_schema
 """The Parquet schema: `arrow_schema` (the name earlier versions used)."""
 
 
-def hf_features() -> Any:
-    """Return the ``datasets.Features`` of the export's columns (`arrow_schema`, converted by ``datasets``).
+HARMFUL_NAMES = ["not_harmful", "harmful"]
+"""``harmful``'s class names where ``datasets`` reads it (a ``ClassLabel``: 0 not harmful, 1 harmful)."""
 
-    ``datasets.load_dataset("json", data_files="a.jsonl", features=hf_features())`` reads a
-    JSON Lines export with the Parquet export's types (timestamps as timestamps, all-null
-    columns and empty lists typed).
+
+def hf_features() -> Any:
+    """Return the ``datasets.Features`` of the export's columns: the HF export's, media aside.
+
+    Every column has the type of `arrow_schema` (converted by ``datasets``) except ``harmful``, a
+    ``ClassLabel`` (`HARMFUL_NAMES`) as in the HF export (``vhd export --format hf``), so that
+    ``train_test_split(stratify_by_column="harmful")`` works whichever file the dataset came from.
+    ``datasets.load_dataset("json", data_files="a.jsonl", features=hf_features())`` (or
+    ``"parquet"``) reads a JSON Lines or Parquet export with exactly the HF export's features,
+    ``image`` and ``video_frames`` aside: timestamps as timestamps, all-null columns and empty
+    lists typed, ``harmful`` true/false read as the class index 1/0.
     """
     import datasets
 
-    return datasets.Features.from_arrow_schema(arrow_schema())
+    feats = datasets.Features.from_arrow_schema(arrow_schema())
+    feats["harmful"] = datasets.ClassLabel(names=HARMFUL_NAMES)
+    return feats
 
 
 def _json_type(pa: Any, t: Any) -> dict[str, Any]:

@@ -146,7 +146,7 @@ class _Annotator:
             raise _Stop("budget", f"stopped after ${self.cost:.4f} and {self.calls} calls; run again to resume")
         if summary.errors:
             raise _Stop("errors", f"{summary.errors} sample(s) failed (see the store); run again to retry them")
-        with Store(self.store) as db:
+        with Store(self.store, create=True) as db:
             found = db.annotations_for([item.id for item in items], summary.config_hash)
         return summary.config_hash, {sid: ann.verdict for sid, ann in found.items()}
 

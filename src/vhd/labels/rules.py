@@ -117,7 +117,7 @@ def store_lookup(store: str | os.PathLike[str]) -> Callable[[str | None, Path], 
     def known(sample_id: str | None, path: Path) -> bool:
         from vhd.store.sqlite import Store
 
-        with Store(store) as db:
+        with Store(store, create=True) as db:
             return known_sample(db, sample_id, path)
 
     return known

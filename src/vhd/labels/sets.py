@@ -140,7 +140,7 @@ def labels_or_set(
         ConfigError: A path that does not exist, a file with no usable row, or an unknown set.
     """
     path = Path(source)
-    with Store(store) as db:
+    with Store(store, create=True) as db:
         if path.is_file():
             res = resolve_label_file(path, db, options)
             for line in res.messages():

@@ -98,29 +98,52 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
     method is nevertheless guarded by a lock, so the object may be shared across threads.
 
+    Where no file is yet, none is made until something is written: the writes (`start_run`,
+    `save_annotation`, `upsert_sample`, `record_skip`, labelled sets, reviews, curation: every call that runs a
+    write transaction) create the file and its folder; a read (`runs`, `iter_annotations`,
+    `annotations_for`, `samples`, the gallery...: every other call) fails in one line
+    (`vhd.errors.ConfigError`, "no store at typo.db"), so a mistyped path never answers as an
+    empty store. ``create=True`` creates the file at once, for a caller that reads a store it is
+    about to fill (an annotation run looks up what is already done).
+
     Args:
-        path: The database file (created with its folder when missing), or ``":memory:"``.
+        path: The database file, or ``":memory:"``.
         timeout: Seconds to wait for another process holding the write lock.
+        create: Create the file (and its folder) now when missing, instead of at the first write.
 
     Raises:
         ConfigError: The file cannot be opened or is not a vhd store.
         VhdError: The file was written by a newer vhd.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0, create: bool = False) -> None:
         label = str(path)
         memory = label == ":memory:"
         self.path = Path(label) if memory else Path(os.path.abspath(path))
+        self._label = label
+        self._timeout = timeout
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pending = False
         if not memory:
             problem = regular_file_problem(self.path)
             if problem is not None:
                 hint = f"name a store file, e.g. {label}/vhd.db" if self.path.is_dir() else "name a store file"
                 raise ConfigError(f"cannot open store {label}: {problem}; {hint}")
+            if not create and not self.path.exists():
+                self._pending = True  # made by the first write; a read before it fails (`conn`)
+                return
+        self._connect()
+
+    def _connect(self) -> None:
+        """Open (creating when missing) the file, switch it to WAL and migrate it."""
+        label, timeout = self._label, self._timeout
+        memory = label == ":memory:"
+        if not memory:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ConfigError(f"cannot create the folder of store {label}: {exc}") from exc
-        self._lock = threading.RLock()
         try:
             conn = sqlite3.connect(
                 ":memory:" if memory else str(self.path),
@@ -141,16 +164,30 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
         except BaseException:
             conn.close()
             raise
-        self._conn: sqlite3.Connection | None = conn
+        self._conn = conn
+        self._pending = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the database (safe to call twice)."""
         with self._lock:
+            self._pending = False
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    def create(self) -> Store:
+        """Make the store's file (and its folder) now if nothing has been written to it yet; returns the store.
+
+        A call that fills a store it was handed (`vhd.curate.ingest.ingest` through `using_store`
+        with ``create=True``) calls it first, so its own look-ups before the first write read an
+        empty store rather than fail.
+        """
+        with self._lock:
+            if self._pending:
+                self._connect()
+        return self
 
     def __enter__(self) -> Store:
         return self
@@ -165,15 +202,34 @@ class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, 
 
     @property
     def conn(self) -> sqlite3.Connection:
-        """The open connection, for tests and read-only checks; vhd's own code uses the methods."""
+        """The open connection, for tests and read-only checks; vhd's own code uses the methods.
+
+        Raises:
+            ConfigError: No store file at the path yet (nothing was written): a read of a store
+                that does not exist.
+        """
+        if self._pending:
+            with self._lock:
+                if self._pending and not self.path.is_file():
+                    raise ConfigError(
+                        f"no store at {self._label}: check the path, or create one with "
+                        f"`vhd annotate PATH --store {self._label}`"
+                    )
+                if self._pending:  # another process made it since
+                    self._connect()
         if self._conn is None:
             raise VhdError(f"store {self.path} is closed: open it again with Store(path)")
         return self._conn
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; a refused write raises `vhd.errors.StoreWriteError`."""
+        """One write transaction; a refused write raises `vhd.errors.StoreWriteError`.
+
+        The first write to a store whose file does not exist yet creates it.
+        """
         with self._lock:
+            if self._pending:
+                self._connect()
             conn = self.conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -526,15 +582,16 @@ def using_store(store: StoreLike, *, create: bool = False) -> Iterator[Store]:
     """Yield ``store`` itself (left open: the caller owns it), or the store at a path, closed after.
 
     A path must name an existing store (`open_store`): a function reading a store never creates
-    one; a function that writes one passes ``create=True``.
+    one; a function that writes one passes ``create=True`` (an open `Store` whose file is not made
+    yet is then made: `Store.create`).
 
     Raises:
         ConfigError: A path where no store file is.
     """
     if isinstance(store, Store):
-        yield store
+        yield store.create() if create else store
         return
-    with Store(store) if create else open_store(store) as db:
+    with Store(store, create=True) if create else open_store(store) as db:
         yield db
 
 

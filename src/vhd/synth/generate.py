@@ -261,7 +261,7 @@ def generate(
         for path, p in generated_files(out_dir)
         if p.same_model(gen.name, gen.model)
     }
-    done = set(on_disk) if store is None else _done_in_store(store, gen.spec)
+    done = set(on_disk) if store is None else _done_in_store(store.create(), gen.spec)  # a writer: make it
     todo = [r for r in allowed if (r.id, row_seed(r, seed)) not in done]
     result.done_before = len(allowed) - len(todo)
     finder = FirstFrames(store, first_frames) if gen.needs_first_frame else None
