@@ -168,3 +168,27 @@ def test_dry_run_counts_a_clip_instead_of_the_frames(tmp_path: Path) -> None:
 
     clip = 5 * 10 * 10  # ceil(10 frames / 2) x (280 / 28)^2 cells
     assert estimate("native") - estimate("frames") == 5 * (clip - 5 * image_tokens(1024, 1024))
+
+
+def test_segments_with_native_input_send_each_span_as_its_own_clip(tmp_path: Path) -> None:
+    from vhd.media.clip import decode_clip
+
+    make_video(tmp_path / "media" / "event.mp4", 120, fps=10, size=(64, 48), draw=_draw)  # 12 s, red 4.0-4.9 s
+    with ChatServer(reply=sees_red) as srv:
+        cfg = _config(tmp_path / "native.toml", srv.base_url, native_table=True)
+        with cfg.open("a") as f:
+            f.write('[video]\nsegments = true\ndetect = "windows"\nwindow_s = 3\nmin_segment_s = 1\n')
+        run = vhd.annotate([tmp_path / "media"], model="openai:qwen", store=tmp_path / "s.db", config=cfg)
+        assert (run.annotated, run.harmful) == (1, 1)
+        starts = set()
+        for request in srv.requests:
+            assert request.images == [] and len(request.videos) == 1  # every call: the span's clip only
+            frames = decode_clip(_decode_url(request.videos[0]["url"]))
+            first = center_index(frames[0]) / 10  # the drawn frame index says where the clip starts
+            starts.add(first)
+            assert any(_is_red(p) for p in frames) == (first <= 4.0 < first + 3)  # red 4.0-4.9 s
+        assert starts == {0.0, 3.0, 6.0, 9.0}  # four 3-second windows, each cut as its own clip
+    with Store(tmp_path / "s.db") as db:
+        [(_, ann)] = list(db.iter_annotations())
+    harmful = [(s.start_s, s.end_s) for s in ann.verdict.segments if s.harmful]
+    assert len(harmful) == 1 and harmful[0][0] <= 4.0 < harmful[0][1]
