@@ -331,7 +331,7 @@ def test_policies_migration_keeps_old_annotations_and_stores_policies(
 
     db = tmp_path / "vhd.db"
     with monkeypatch.context() as m:  # a store as the vhd before policies left it
-        m.setattr(mig, "MIGRATIONS", [x for x in mig.MIGRATIONS if x[0] != "0016_policies_and_severity"])
+        m.setattr(mig, "MIGRATIONS", [x for x in mig.MIGRATIONS if x[0] != "0018_policies_and_severity"])
         run_id = _old_store_with_a_run(db)
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("INSERT INTO samples (id, path, kind) VALUES ('a', '/a.png', 'image')")

@@ -677,7 +677,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        "video_segments",
+        "0017_video_segments",
         """
         CREATE TABLE segments (
             sample_id TEXT NOT NULL,
@@ -698,7 +698,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        "0016_policies_and_severity",
+        "0018_policies_and_severity",
         # Every policy a run used (`vhd annotate --policy`), kept by its content hash with its text
         # (canonical YAML); each run names its policy; an annotation keeps the severity level the
         # judge gave with a harmful verdict, a review the level a reviewer set. Runs from before
@@ -717,7 +717,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        "gallery_newest",
+        "0019_gallery_newest",
         # The review app's default view shows each sample's newest verdict (the annotation with the
         # highest id), whichever configuration made it. Its filters, orders and histograms read the
         # same index as a configuration's: a pseudo-configuration `''` in `gallery_configs` whose
