@@ -105,7 +105,7 @@ def test_unknown_name_lists_every_valid_one(plugins: Callable[[str, str, str], N
     from vhd.export import EXPORT_FORMATS
 
     with pytest.raises(
-        ConfigError, match=r"unknown export format 'xml'; valid export formats: csv, hf, jsonl, parquet, vhd11k"
+        ConfigError, match=r"unknown export format 'xml'; valid export formats: csv, fiftyone, hf, jsonl, parquet, vhd11k"
     ):
         EXPORT_FORMATS.load("xml")
 
@@ -360,7 +360,7 @@ def test_cli_refuses_a_name_no_registry_has(capsys: pytest.CaptureFixture[str]) 
         main(["export", "x.db", "--format", "xml", "-o", "x"])
     assert exit_.value.code == 2
     assert (
-        "invalid choice: 'xml' (choose from 'csv', 'hf', 'jsonl', 'parquet', 'vhd11k-csv')" in capsys.readouterr().err
+        "invalid choice: 'xml' (choose from 'csv', 'fiftyone', 'hf', 'jsonl', 'parquet', 'vhd11k-csv')" in capsys.readouterr().err
     )
     assert main(["categorize", "--method", "cluster"]) == 2
     assert "categorize takes embed or llm" in capsys.readouterr().err

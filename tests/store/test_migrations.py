@@ -127,7 +127,7 @@ NEW = ("9000_test_extra", "CREATE TABLE test_extra (x INTEGER);")
 
 def _old_store_with_a_run(db: Path) -> str:
     """A store at the (possibly patched) schema with one run, written with the columns every schema has."""
-    with Store(db):
+    with Store(db, create=True):
         pass
     import uuid
 

@@ -33,6 +33,7 @@ from vhd.annotate.feeder import CLAIM_BATCH, SKIP_REASONS_KEPT, Feeder, RunState
 from vhd.annotate.options import RunOptions
 from vhd.annotate.plan import RETRY_BUDGET, Plan, make_plan
 from vhd.annotate.summary import RunSummary, budget_fix, count_status
+from vhd.backends.base import check_video_input
 from vhd.backends.endpoints import merge_stats
 from vhd.boundary import ItemFailure, guarded
 from vhd.config import AnnotateConfig
@@ -99,8 +100,6 @@ async def run(
     pool = await workers.enter_async_context(
         remote_pool(executor, config, plan.prompts, plan.examples, plan.settings, retry_budget=plan.retry_budget)
     )
-    from vhd.backends.base import check_video_input
-
     for backend in unique if pool is None else ():
         await backend.check()
         check_video_input(backend)  # a model that takes no video, known once it is loaded
@@ -259,7 +258,6 @@ class _Job(Feeder):
         self.ship_media = plan.executor is not None and plan.executor.options.ship_media
         self.debate: Debate | Cohorts = plan.debate(debating, self.on_call)
         self.video = plan.config.video
-        self.segmented = plan.config.video.segments
         self.saved = 0
         self.fatal_streak = 0
         self.truncated_streak = 0
@@ -363,7 +361,7 @@ class _Job(Feeder):
                 self.db.release_leases(self.run_id, [sid])
                 return
             self.summary.found += 1
-            if self.segmented and loaded.sample.kind is Kind.VIDEO and Path(item.path).is_file():
+            if self.video.segments and loaded.sample.kind is Kind.VIDEO and Path(item.path).is_file():
                 await self.annotate_segments(loaded, Path(item.path))
             else:
                 await self.annotate_one(loaded)

@@ -41,7 +41,6 @@ def add_parser(sub: Any, name: str) -> None:
         "--push-to-hub).",
         epilog=examples(
             "vhd export demo.db --relative-to ~/data -o vhd11k.csv",
-            "vhd export demo.db --format jsonl -o -",
             "vhd export demo.db --format hf -o vhd_dataset/",
             "vhd export demo.db --format fiftyone -o vhd_fiftyone/",
             "vhd export demo.db --absolute-paths --format jsonl -o local.jsonl",
