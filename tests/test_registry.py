@@ -105,7 +105,8 @@ def test_unknown_name_lists_every_valid_one(plugins: Callable[[str, str, str], N
     from vhd.export import EXPORT_FORMATS
 
     with pytest.raises(
-        ConfigError, match=r"unknown export format 'xml'; valid export formats: csv, fiftyone, hf, jsonl, parquet, vhd11k"
+        ConfigError,
+        match=r"unknown export format 'xml'; valid export formats: csv, fiftyone, hf, jsonl, parquet, vhd11k",
     ):
         EXPORT_FORMATS.load("xml")
 
@@ -359,9 +360,8 @@ def test_cli_refuses_a_name_no_registry_has(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit) as exit_:
         main(["export", "x.db", "--format", "xml", "-o", "x"])
     assert exit_.value.code == 2
-    assert (
-        "invalid choice: 'xml' (choose from 'csv', 'fiftyone', 'hf', 'jsonl', 'parquet', 'vhd11k-csv')" in capsys.readouterr().err
-    )
+    formats = "'csv', 'fiftyone', 'hf', 'jsonl', 'parquet', 'vhd11k-csv'"
+    assert f"invalid choice: 'xml' (choose from {formats})" in capsys.readouterr().err
     assert main(["categorize", "--method", "cluster"]) == 2
     assert "categorize takes embed or llm" in capsys.readouterr().err
 
