@@ -135,3 +135,35 @@ def test_the_watermark_is_the_libraries_own_pixels() -> None:
     for frame in frames:
         want = library.encode(np.ascontiguousarray(frame[:, :, ::-1]), "dwtDct")[:, :, ::-1]
         assert np.array_equal(Watermarker().apply(frame[None])[0], want)
+
+
+class SwitchPipe(FloatPipe):
+    """Notes the interpreter's switch interval at every call (as the pipeline thread sees it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.intervals: list[float] = []
+
+    def __call__(self, prompt: list[str], width: int = SIZE, height: int = SIZE, **kwargs: Any) -> Any:
+        import sys
+
+        self.intervals.append(sys.getswitchinterval())
+        return super().__call__(prompt, width, height, **kwargs)
+
+
+def test_the_pipeline_runs_with_a_short_switch_interval_restored_after(tmp_path: Path) -> None:
+    import sys
+
+    from vhd.synth.overlap import SWITCH_INTERVAL_S, quick_switching
+
+    gen = standin(batch_size=2, watermark=False, content_credentials="off")
+    gen.pipe = pipe = SwitchPipe()
+    before = sys.getswitchinterval()
+    result = generate(prompts(tmp_path, 4), gen, tmp_path / "out")
+    assert len(result.written) == 4 and len(pipe.intervals) == 2
+    assert all(abs(s - SWITCH_INTERVAL_S) < 1e-9 for s in pipe.intervals)  # a waiting thread gets in within 0.5 ms
+    assert sys.getswitchinterval() == before  # the run's own setting is back
+
+    with quick_switching(), quick_switching(0.002):  # nested (or concurrent) runs share the first's
+        assert abs(sys.getswitchinterval() - SWITCH_INTERVAL_S) < 1e-9
+    assert sys.getswitchinterval() == before

@@ -10,14 +10,22 @@ nothing follows) too; the calling thread commits the outputs in prompt order as 
 (it is the only one that touches the store). Two batches at most are in flight, and a pipeline
 failure surfaces after the batch before it is committed. The files and store rows are the same
 as a serial run's.
+
+While the threads run, the interpreter's switch interval is `SWITCH_INTERVAL_S` (0.5 ms instead
+of Python's 5 ms): a thread that wants the GIL waits that long before the holder is asked to let
+it go, so the pipeline thread, waking from a kernel or a step, is no longer held ~4 ms at every
+wake-up by host threads running Python code (BENCHMARKS.md: about 1 s over 240 steps at 1024 px).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +35,34 @@ from vhd.synth.work import Batch
 
 HOST_THREADS = max(1, min(4, os.cpu_count() or 1))
 """Threads that finish outputs: one per CPU, up to 4 (encoding, watermarking and hashing release the GIL)."""
+
+
+SWITCH_INTERVAL_S = 0.0005
+"""The interpreter's switch interval while `overlapped` runs (Python's default is 0.005 s)."""
+
+_SWITCH_LOCK = threading.Lock()
+_SWITCH_USERS = [0, 0.0]  # runs inside `quick_switching`, and the interval to restore after the last
+
+
+@contextmanager
+def quick_switching(interval: float = SWITCH_INTERVAL_S) -> Iterator[None]:
+    """Lower the interpreter's switch interval to at most ``interval`` inside the block.
+
+    Nested or concurrent blocks share it: the interval in force before the first is restored when
+    the last ends.
+    """
+    with _SWITCH_LOCK:
+        if _SWITCH_USERS[0] == 0:
+            _SWITCH_USERS[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(interval, _SWITCH_USERS[1]))
+        _SWITCH_USERS[0] += 1
+    try:
+        yield
+    finally:
+        with _SWITCH_LOCK:
+            _SWITCH_USERS[0] -= 1
+            if _SWITCH_USERS[0] == 0:
+                sys.setswitchinterval(_SWITCH_USERS[1])
 
 
 class Timings(Protocol):
@@ -96,21 +132,22 @@ def overlapped(
     pipeline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vhd-pipeline")
     threads = HOST_THREADS if host_threads is None else host_threads
     hosts = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vhd-host")
-    try:
-        for batch in planned:
-            running = None
-            jobs: list[Any] = []
-            if batch.rows:
-                if not ident:
-                    ident = identity(gen)  # loads the pipeline, here, before the first call
-                    marker = watermarker(gen)
-                jobs = plan_jobs(gen, batch.rows, base_seed=seed, first_frames=batch.first_frames)
-                running = pipeline.submit(call, jobs)
+    with quick_switching():  # the pipeline thread gets the GIL back soon after each wake-up
+        try:
+            for batch in planned:
+                running = None
+                jobs: list[Any] = []
+                if batch.rows:
+                    if not ident:
+                        ident = identity(gen)  # loads the pipeline, here, before the first call
+                        marker = watermarker(gen)
+                    jobs = plan_jobs(gen, batch.rows, base_seed=seed, first_frames=batch.first_frames)
+                    running = pipeline.submit(call, jobs)
+                if pending is not None:
+                    finish(*pending)
+                pending = (batch, jobs, running)
             if pending is not None:
                 finish(*pending)
-            pending = (batch, jobs, running)
-        if pending is not None:
-            finish(*pending)
-    finally:  # after a failure or a second Ctrl-C, a batch not started yet is not started
-        pipeline.shutdown(wait=True, cancel_futures=True)
-        hosts.shutdown(wait=True, cancel_futures=True)
+        finally:  # after a failure or a second Ctrl-C, a batch not started yet is not started
+            pipeline.shutdown(wait=True, cancel_futures=True)
+            hosts.shutdown(wait=True, cancel_futures=True)
