@@ -46,7 +46,7 @@ import ssl
 import time
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -173,7 +173,7 @@ class _Target:
     turn: itertools.count[int]
     chat: Any = None
     models: Any = None
-    headers: list[tuple[bytes, bytes]] | None = None
+    headers: httpx2.Headers | None = field(default=None, repr=False)  # holds the key
     extensions: dict[str, Any] | None = None
 
     def client(self) -> Any:
@@ -195,8 +195,13 @@ def _endpoint_url(base_url: str, path: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{root}{path}{query}"
 
 
-def _request_headers(key: str) -> list[tuple[bytes, bytes]]:
-    """The headers of every chat request: what the SDK sends that a server may read, prepared once."""
+def _request_headers(key: str) -> httpx2.Headers:
+    """The headers of every chat request: what the SDK sends that a server may read, prepared once.
+
+    An ``httpx2.Headers`` is copied, not parsed again, by each request built from it.
+    """
+    import httpx2
+
     from vhd.version import version
 
     headers = {
@@ -211,7 +216,7 @@ def _request_headers(key: str) -> list[tuple[bytes, bytes]]:
         value = os.environ.get(env)
         if value:  # the SDK reads both variables too
             headers[name] = value
-    return [(k.encode(), v.encode()) for k, v in headers.items()]
+    return httpx2.Headers(headers)
 
 
 class OpenAIBackend(Backend):
