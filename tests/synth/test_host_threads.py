@@ -137,33 +137,28 @@ def test_the_watermark_is_the_libraries_own_pixels() -> None:
         assert np.array_equal(Watermarker().apply(frame[None])[0], want)
 
 
-class SwitchPipe(FloatPipe):
-    """Notes the interpreter's switch interval at every call (as the pipeline thread sees it)."""
+def test_one_cpu_is_left_to_the_pipeline_and_the_last_batch_gets_them_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import vhd.synth.overlap as overlap
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.intervals: list[float] = []
+    real = overlap.finish_one
+    both = threading.Barrier(2, timeout=20)
+    names: list[str] = []
 
-    def __call__(self, prompt: list[str], width: int = SIZE, height: int = SIZE, **kwargs: Any) -> Any:
-        import sys
+    def finish_one(*args: Any, **kwargs: Any) -> Any:
+        name = threading.current_thread().name
+        names.append(name)
+        if name.startswith("vhd-host-tail"):
+            both.wait()  # passes only when two outputs of the last batch are being finished together
+        return real(*args, **kwargs)
 
-        self.intervals.append(sys.getswitchinterval())
-        return super().__call__(prompt, width, height, **kwargs)
-
-
-def test_the_pipeline_runs_with_a_short_switch_interval_restored_after(tmp_path: Path) -> None:
-    import sys
-
-    from vhd.synth.overlap import SWITCH_INTERVAL_S, quick_switching
-
+    monkeypatch.setattr(overlap, "finish_one", finish_one)
+    monkeypatch.setattr(overlap, "HOST_THREADS", 1)  # as on a 2-core machine: cpu_count - 1
+    monkeypatch.setattr(overlap, "TAIL_THREADS", 2)
     gen = standin(batch_size=2, watermark=False, content_credentials="off")
-    gen.pipe = pipe = SwitchPipe()
-    before = sys.getswitchinterval()
-    result = generate(prompts(tmp_path, 4), gen, tmp_path / "out")
-    assert len(result.written) == 4 and len(pipe.intervals) == 2
-    assert all(abs(s - SWITCH_INTERVAL_S) < 1e-9 for s in pipe.intervals)  # a waiting thread gets in within 0.5 ms
-    assert sys.getswitchinterval() == before  # the run's own setting is back
-
-    with quick_switching(), quick_switching(0.002):  # nested (or concurrent) runs share the first's
-        assert abs(sys.getswitchinterval() - SWITCH_INTERVAL_S) < 1e-9
-    assert sys.getswitchinterval() == before
+    result = generate(prompts(tmp_path, 6), gen, tmp_path / "out")  # three batches: two beside a pipeline call
+    assert len(result.written) == 6
+    beside, last = names[:4], names[4:]
+    assert len(set(beside)) == 1 and beside[0].startswith("vhd-host_")  # one host thread while the pipeline ran
+    assert len(set(last)) == 2 and all(n.startswith("vhd-host-tail") for n in last)

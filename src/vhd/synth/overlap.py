@@ -9,23 +9,16 @@ threads, so a batch's host work takes a fraction of its serial time, and the las
 nothing follows) too; the calling thread commits the outputs in prompt order as they are ready
 (it is the only one that touches the store). Two batches at most are in flight, and a pipeline
 failure surfaces after the batch before it is committed. The files and store rows are the same
-as a serial run's.
-
-While the threads run, the interpreter's switch interval is `SWITCH_INTERVAL_S` (0.5 ms instead
-of Python's 5 ms): a thread that wants the GIL waits that long before the holder is asked to let
-it go, so the pipeline thread, waking from a kernel or a step, is no longer held ~4 ms at every
-wake-up by host threads running Python code (BENCHMARKS.md: about 1 s over 240 steps at 1024 px).
+as a serial run's. While the pipeline runs, one CPU is left to its thread (`HOST_THREADS`); the
+last batch, which nothing follows, is finished on every CPU (`TAIL_THREADS`).
 """
 
 from __future__ import annotations
 
 import os
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,36 +26,14 @@ from vhd.synth.batch import Generated, call_size, finish_one, identity, plan_job
 from vhd.synth.generators import Generator
 from vhd.synth.work import Batch
 
-HOST_THREADS = max(1, min(4, os.cpu_count() or 1))
-"""Threads that finish outputs: one per CPU, up to 4 (encoding, watermarking and hashing release the GIL)."""
+HOST_THREADS = max(1, min(4, (os.cpu_count() or 1) - 1))
+"""Threads that finish outputs while the pipeline runs: one per CPU but one, up to 4 (encoding,
+watermarking and hashing release the GIL). The CPU left over is the pipeline thread's: with as
+many busy host threads as CPUs, it waited for a CPU about 4 ms at every wake-up (a diffusion step,
+a kernel launch) on a 2-core machine (BENCHMARKS.md)."""
 
-
-SWITCH_INTERVAL_S = 0.0005
-"""The interpreter's switch interval while `overlapped` runs (Python's default is 0.005 s)."""
-
-_SWITCH_LOCK = threading.Lock()
-_SWITCH_USERS = [0, 0.0]  # runs inside `quick_switching`, and the interval to restore after the last
-
-
-@contextmanager
-def quick_switching(interval: float = SWITCH_INTERVAL_S) -> Iterator[None]:
-    """Lower the interpreter's switch interval to at most ``interval`` inside the block.
-
-    Nested or concurrent blocks share it: the interval in force before the first is restored when
-    the last ends.
-    """
-    with _SWITCH_LOCK:
-        if _SWITCH_USERS[0] == 0:
-            _SWITCH_USERS[1] = sys.getswitchinterval()
-            sys.setswitchinterval(min(interval, _SWITCH_USERS[1]))
-        _SWITCH_USERS[0] += 1
-    try:
-        yield
-    finally:
-        with _SWITCH_LOCK:
-            _SWITCH_USERS[0] -= 1
-            if _SWITCH_USERS[0] == 0:
-                sys.setswitchinterval(_SWITCH_USERS[1])
+TAIL_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Threads that finish the last batch, which no pipeline call follows: one per CPU, up to 4."""
 
 
 class Timings(Protocol):
@@ -91,7 +62,8 @@ def overlapped(
         save: Commits one output: ``save(item, existing_file_or_None)``.
         advance: Called with a batch's row count once it is committed (the progress).
         result: Where pipeline and host seconds add up (`vhd.synth.generate.GenerateResult`).
-        host_threads: Threads finishing outputs in parallel (None: `HOST_THREADS`).
+        host_threads: Threads finishing outputs in parallel while the pipeline runs (None:
+            `HOST_THREADS`); the last batch gets at least `TAIL_THREADS`.
 
     At most two batches are in flight (one being finished and committed, one in or queued for
     the pipeline); outputs are committed in prompt order, here, so the store is written by this
@@ -103,7 +75,9 @@ def overlapped(
         made = gen.run(jobs)
         return made, time.perf_counter() - began
 
-    def finish(batch: Batch, jobs: list[Any], running: Future[tuple[list[Any], float]] | None) -> None:
+    def finish(
+        batch: Batch, jobs: list[Any], running: Future[tuple[list[Any], float]] | None, pool: ThreadPoolExecutor
+    ) -> None:
         began = time.perf_counter()
         ready: list[tuple[int, Generated | Future[Generated], Path | None]] = [
             (item.row.line, item, path) for item, path in batch.found
@@ -116,7 +90,7 @@ def overlapped(
             firsts: list[tuple[Any, str] | None] = [*batch.first_frames] if batch.first_frames else [None] * len(jobs)
             size = call_size(gen, jobs)
             for row, job, one, first in zip(batch.rows, jobs, made, firsts, strict=True):
-                task = hosts.submit(
+                task = pool.submit(
                     finish_one, gen, row, job, one, ident=ident, first_frame=first, marker=marker, called=size
                 )
                 ready.append((row.line, task, None))
@@ -130,24 +104,26 @@ def overlapped(
     marker: Any = None
     pending: tuple[Batch, list[Any], Future[tuple[list[Any], float]] | None] | None = None
     pipeline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vhd-pipeline")
-    threads = HOST_THREADS if host_threads is None else host_threads
-    hosts = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vhd-host")
-    with quick_switching():  # the pipeline thread gets the GIL back soon after each wake-up
-        try:
-            for batch in planned:
-                running = None
-                jobs: list[Any] = []
-                if batch.rows:
-                    if not ident:
-                        ident = identity(gen)  # loads the pipeline, here, before the first call
-                        marker = watermarker(gen)
-                    jobs = plan_jobs(gen, batch.rows, base_seed=seed, first_frames=batch.first_frames)
-                    running = pipeline.submit(call, jobs)
-                if pending is not None:
-                    finish(*pending)
-                pending = (batch, jobs, running)
+    threads = max(1, HOST_THREADS if host_threads is None else host_threads)
+    hosts = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vhd-host")
+    # the last batch: nothing runs beside it, every CPU finishes it
+    tail = ThreadPoolExecutor(max_workers=max(threads, TAIL_THREADS), thread_name_prefix="vhd-host-tail")
+    try:
+        for batch in planned:
+            running = None
+            jobs: list[Any] = []
+            if batch.rows:
+                if not ident:
+                    ident = identity(gen)  # loads the pipeline, here, before the first call
+                    marker = watermarker(gen)
+                jobs = plan_jobs(gen, batch.rows, base_seed=seed, first_frames=batch.first_frames)
+                running = pipeline.submit(call, jobs)
             if pending is not None:
-                finish(*pending)
-        finally:  # after a failure or a second Ctrl-C, a batch not started yet is not started
-            pipeline.shutdown(wait=True, cancel_futures=True)
-            hosts.shutdown(wait=True, cancel_futures=True)
+                finish(*pending, hosts)
+            pending = (batch, jobs, running)
+        if pending is not None:
+            finish(*pending, tail)
+    finally:  # after a failure or a second Ctrl-C, a batch not started yet is not started
+        pipeline.shutdown(wait=True, cancel_futures=True)
+        hosts.shutdown(wait=True, cancel_futures=True)
+        tail.shutdown(wait=True, cancel_futures=True)
