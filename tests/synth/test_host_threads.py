@@ -135,30 +135,3 @@ def test_the_watermark_is_the_libraries_own_pixels() -> None:
     for frame in frames:
         want = library.encode(np.ascontiguousarray(frame[:, :, ::-1]), "dwtDct")[:, :, ::-1]
         assert np.array_equal(Watermarker().apply(frame[None])[0], want)
-
-
-def test_one_cpu_is_left_to_the_pipeline_and_the_last_batch_gets_them_all(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import vhd.synth.overlap as overlap
-
-    real = overlap.finish_one
-    both = threading.Barrier(2, timeout=20)
-    names: list[str] = []
-
-    def finish_one(*args: Any, **kwargs: Any) -> Any:
-        name = threading.current_thread().name
-        names.append(name)
-        if name.startswith("vhd-host-tail"):
-            both.wait()  # passes only when two outputs of the last batch are being finished together
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(overlap, "finish_one", finish_one)
-    monkeypatch.setattr(overlap, "HOST_THREADS", 1)  # as on a 2-core machine: cpu_count - 1
-    monkeypatch.setattr(overlap, "TAIL_THREADS", 2)
-    gen = standin(batch_size=2, watermark=False, content_credentials="off")
-    result = generate(prompts(tmp_path, 6), gen, tmp_path / "out")  # three batches: two beside a pipeline call
-    assert len(result.written) == 6
-    beside, last = names[:4], names[4:]
-    assert len(set(beside)) == 1 and beside[0].startswith("vhd-host_")  # one host thread while the pipeline ran
-    assert len(set(last)) == 2 and all(n.startswith("vhd-host-tail") for n in last)

@@ -9,8 +9,7 @@ threads, so a batch's host work takes a fraction of its serial time, and the las
 nothing follows) too; the calling thread commits the outputs in prompt order as they are ready
 (it is the only one that touches the store). Two batches at most are in flight, and a pipeline
 failure surfaces after the batch before it is committed. The files and store rows are the same
-as a serial run's. While the pipeline runs, one CPU is left to its thread (`HOST_THREADS`); the
-last batch, which nothing follows, is finished on every CPU (`TAIL_THREADS`).
+as a serial run's.
 """
 
 from __future__ import annotations
@@ -26,14 +25,8 @@ from vhd.synth.batch import Generated, call_size, finish_one, identity, plan_job
 from vhd.synth.generators import Generator
 from vhd.synth.work import Batch
 
-HOST_THREADS = max(1, min(4, (os.cpu_count() or 1) - 1))
-"""Threads that finish outputs while the pipeline runs: one per CPU but one, up to 4 (encoding,
-watermarking and hashing release the GIL). The CPU left over is the pipeline thread's: with as
-many busy host threads as CPUs, it waited for a CPU about 4 ms at every wake-up (a diffusion step,
-a kernel launch) on a 2-core machine (BENCHMARKS.md)."""
-
-TAIL_THREADS = max(1, min(4, os.cpu_count() or 1))
-"""Threads that finish the last batch, which no pipeline call follows: one per CPU, up to 4."""
+HOST_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Threads that finish outputs: one per CPU, up to 4 (encoding, watermarking and hashing release the GIL)."""
 
 
 class Timings(Protocol):
@@ -62,8 +55,7 @@ def overlapped(
         save: Commits one output: ``save(item, existing_file_or_None)``.
         advance: Called with a batch's row count once it is committed (the progress).
         result: Where pipeline and host seconds add up (`vhd.synth.generate.GenerateResult`).
-        host_threads: Threads finishing outputs in parallel while the pipeline runs (None:
-            `HOST_THREADS`); the last batch gets at least `TAIL_THREADS`.
+        host_threads: Threads finishing outputs in parallel (None: `HOST_THREADS`).
 
     At most two batches are in flight (one being finished and committed, one in or queued for
     the pipeline); outputs are committed in prompt order, here, so the store is written by this
@@ -75,9 +67,7 @@ def overlapped(
         made = gen.run(jobs)
         return made, time.perf_counter() - began
 
-    def finish(
-        batch: Batch, jobs: list[Any], running: Future[tuple[list[Any], float]] | None, pool: ThreadPoolExecutor
-    ) -> None:
+    def finish(batch: Batch, jobs: list[Any], running: Future[tuple[list[Any], float]] | None) -> None:
         began = time.perf_counter()
         ready: list[tuple[int, Generated | Future[Generated], Path | None]] = [
             (item.row.line, item, path) for item, path in batch.found
@@ -90,7 +80,7 @@ def overlapped(
             firsts: list[tuple[Any, str] | None] = [*batch.first_frames] if batch.first_frames else [None] * len(jobs)
             size = call_size(gen, jobs)
             for row, job, one, first in zip(batch.rows, jobs, made, firsts, strict=True):
-                task = pool.submit(
+                task = hosts.submit(
                     finish_one, gen, row, job, one, ident=ident, first_frame=first, marker=marker, called=size
                 )
                 ready.append((row.line, task, None))
@@ -104,10 +94,8 @@ def overlapped(
     marker: Any = None
     pending: tuple[Batch, list[Any], Future[tuple[list[Any], float]] | None] | None = None
     pipeline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vhd-pipeline")
-    threads = max(1, HOST_THREADS if host_threads is None else host_threads)
-    hosts = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vhd-host")
-    # the last batch: nothing runs beside it, every CPU finishes it
-    tail = ThreadPoolExecutor(max_workers=max(threads, TAIL_THREADS), thread_name_prefix="vhd-host-tail")
+    threads = HOST_THREADS if host_threads is None else host_threads
+    hosts = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vhd-host")
     try:
         for batch in planned:
             running = None
@@ -119,11 +107,10 @@ def overlapped(
                 jobs = plan_jobs(gen, batch.rows, base_seed=seed, first_frames=batch.first_frames)
                 running = pipeline.submit(call, jobs)
             if pending is not None:
-                finish(*pending, hosts)
+                finish(*pending)
             pending = (batch, jobs, running)
         if pending is not None:
-            finish(*pending, tail)
+            finish(*pending)
     finally:  # after a failure or a second Ctrl-C, a batch not started yet is not started
         pipeline.shutdown(wait=True, cancel_futures=True)
         hosts.shutdown(wait=True, cancel_futures=True)
-        tail.shutdown(wait=True, cancel_futures=True)
