@@ -13,6 +13,11 @@ of the child, start-up included), client CPU per sample (user + sys of the child
 included), requests, images and request bytes per sample (counted by the server), and the
 child's peak RSS.
 
+vhd's sources are byte-compiled before the first run (``compileall``; the files go to the
+ignored ``__pycache__`` folders), so a child's start-up is an installed package's: with
+``PYTHONDONTWRITEBYTECODE`` set and no bytecode, every run compiled vhd's modules again (about
+0.2 s of CPU, 0.7 ms a sample at 300 samples), which no installed vhd does.
+
 Usage: python benchmarks/annotate_throughput.py [--samples 300] [--latency 0.1] [--out results.json]
        python benchmarks/annotate_throughput.py --configs vhd --repeats 5   # the vhd client alone
 """
@@ -87,6 +92,16 @@ for line in sys.stdin:
 """
 
 
+def precompile() -> None:
+    """Byte-compile the vhd package the children will import (as pip does when it installs it)."""
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("vhd")
+    if spec is not None and spec.origin:
+        compileall.compile_dir(str(Path(spec.origin).parent), quiet=1)
+
+
 class Launcher:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
@@ -124,6 +139,7 @@ def main() -> None:
     args = ap.parse_args()
     wanted = set(args.configs.split(","))
     launcher = Launcher()
+    precompile()
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "samples": args.samples,

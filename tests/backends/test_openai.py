@@ -368,3 +368,75 @@ def test_secrets_never_reach_errors_or_logs(
         assert KEY not in text and "Zq81uXw0" not in text
     for err in (retry_err.value, bad_err.value):  # no SDK exception (holding headers) attached
         assert err.__cause__ is None and err.__context__ is None
+
+
+# -- the direct HTTP path ------------------------------------------------------------------------
+
+_NO_SDK = """
+import asyncio, sys
+from vhd.backends.base import GenerateConfig, Message
+from vhd.backends.openai import OpenAIBackend
+
+async def main():
+    b = OpenAIBackend("m", {"base_url": sys.argv[1]})
+    try:
+        await b.check()
+        out = await b.generate([Message("user", "Harmful?")], GenerateConfig())
+    finally:
+        await b.aclose()
+    return out.text
+
+text = asyncio.run(main())
+print(text, "openai" in sys.modules)
+"""
+
+
+def test_chat_calls_never_import_the_sdk(chat_server: ChatServer) -> None:
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_SDK, chat_server.base_url], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["No,", "nothing", "harmful", "is", "shown.", "False"]  # answered, SDK not loaded
+    assert [method for method, _, _ in chat_server.log] == ["GET", "POST"]
+
+
+def test_organization_and_project_are_sent_as_the_sdk_sends_them(
+    chat_server: ChatServer, openai_env: pytest.MonkeyPatch
+) -> None:
+    openai_env.setenv("OPENAI_ORG_ID", "org-7")
+    openai_env.setenv("OPENAI_PROJECT_ID", "proj-9")
+    generate(backend(chat_server))
+    headers = chat_server.requests[0].headers
+    assert (headers["openai-organization"], headers["openai-project"]) == ("org-7", "proj-9")
+    assert (headers["accept"], headers["content-type"]) == ("application/json", "application/json")
+
+
+def test_a_base_url_with_a_query_keeps_it_after_the_path(chat_server: ChatServer) -> None:
+    b = OpenAIBackend("m", {"base_url": chat_server.base_url + "/?tenant=t1", **FAST})
+    assert generate(b).text
+    assert chat_server.requests[0].path == "/v1/chat/completions?tenant=t1"
+
+
+def test_an_error_body_that_is_not_json_is_reported_as_text(chat_server: ChatServer) -> None:
+    chat_server.fail_next(Failure(status=400, body=b"upstream said: bad image"))
+    with pytest.raises(BackendError, match=r"HTTP 400: upstream said: bad image\)$") as err:
+        generate(backend(chat_server))
+    assert err.value.retryable is False
+
+
+def test_the_batch_api_gets_an_sdk_client_closed_with_the_others(chat_server: ChatServer) -> None:
+    b = backend(chat_server)
+
+    async def main() -> tuple[object, object]:
+        first = await b.sdk_client()
+        again = await b.sdk_client()
+        await b.aclose()
+        return first, again
+
+    first, again = asyncio.run(main())
+    assert first is again and type(first).__name__ == "AsyncOpenAI"
+    assert first.is_closed()  # type: ignore[attr-defined]

@@ -1,7 +1,11 @@
 """Backend for any OpenAI-compatible Chat Completions endpoint, or several serving one model.
 
-Works with OpenAI, Azure OpenAI, vLLM, SGLang, Ollama, LM Studio and ``transformers serve``
-through the official ``openai`` SDK's async client. Configure it in the config file::
+Works with OpenAI, Azure OpenAI, vLLM, SGLang, Ollama, LM Studio and ``transformers serve``.
+Chat calls go straight through ``httpx`` clients that speak the same protocol as the official
+``openai`` SDK (same URL, bearer key, ``OpenAI-Organization`` / ``OpenAI-Project`` headers from
+``$OPENAI_ORG_ID`` / ``$OPENAI_PROJECT_ID``, same error bodies read the same way); Azure OpenAI
+(deployment routing, ``api-key``, ``api-version``) and the batch API use the SDK's async client.
+Configure it in the config file::
 
     [backends.openai]
     base_url = "http://localhost:8000/v1"   # else $OPENAI_BASE_URL, else OpenAI
@@ -19,12 +23,14 @@ balancer sends new requests elsewhere). Per-endpoint figures are in `OpenAIBacke
 
 The SDK's own retries are off: this module retries 429, 408, 409, 5xx, timeouts and
 connection errors itself (exponential backoff with full jitter, honouring ``Retry-After``), so
-waiting never holds one of the endpoint's ``max_in_flight`` slots. Requests go through the
-SDK's raw ``post`` and the JSON is read by `parse_response`, skipping the SDK's pydantic models
-(they cost more CPU than the rest of a call). Content-policy rejections come back as
+waiting never holds one of the endpoint's ``max_in_flight`` slots. Each request is built once
+(body serialised by `encode_payload`, URL, headers and timeouts prepared per endpoint) and sent
+with ``httpx``'s ``send``; the JSON is read by `parse_response`. Going around the SDK for chat
+calls halves the client's CPU per call and keeps the SDK out of a run's start-up (importing it
+costs about a second of CPU; BENCHMARKS.md). Content-policy rejections come back as
 ``Output(refused=True)``, not as errors.
 
-This module is long (about 490 lines) on purpose: it is the SDK-facing I/O of the backend (clients
+This module is long (about 600 lines) on purpose: it is the HTTP-facing I/O of the backend (clients
 per endpoint, one attempt, mapping HTTP errors, retries, checks), one unit that reads best whole;
 what needs no I/O lives in `vhd.backends.openai_payload` and `vhd.backends.endpoints`.
 """
@@ -36,10 +42,11 @@ import itertools
 import logging
 import math
 import os
+import ssl
 import time
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -58,10 +65,11 @@ from vhd.backends.openai_payload import (
     parse_retry_after,
 )
 from vhd.errors import BackendError, BackendUnavailableError, ConfigError
-from vhd.netread import ReplyRefused, client_limits
+from vhd.netread import ReplyRefused, client_limits, parse_json
 from vhd.redaction import redact_text, redact_url, remember_secret, remember_secrets_in
 
 if TYPE_CHECKING:
+    import httpx2
     from openai import APIStatusError, AsyncOpenAI
 
 __all__ = ["OpenAIBackend"]
@@ -81,19 +89,25 @@ def _display_url(url: str) -> str:
 
 
 CONNECTIONS_PER_CLIENT = 8
-"""Requests are spread round-robin over ceil(max_in_flight / 8) SDK clients per endpoint. httpx's
+"""Requests are spread round-robin over ceil(max_in_flight / 8) HTTP clients per endpoint. httpx's
 connection pool scans its connections on every request and every response; at 64 requests in
 flight one pool of 64 connections spent about a sixth of the client's CPU in that scan
 (BENCHMARKS.md)."""
 
 
-async def _close_with_loop(clients: Sequence[AsyncOpenAI]) -> AsyncGenerator[None, None]:
-    """Suspends once; closing it (`aclose`, or the loop's ``shutdown_asyncgens``) closes the clients."""
+async def _close_with_loop(clients: list[Any]) -> AsyncGenerator[None, None]:
+    """Suspends once; closing it (`aclose`, or the loop's ``shutdown_asyncgens``) closes the clients.
+
+    The list may grow after the generator started (the batch API's SDK client is opened on demand).
+    """
     try:
         yield
     finally:
         for client in clients:
-            await client.close()
+            if hasattr(client, "aclose"):  # an httpx client
+                await client.aclose()
+            else:  # an SDK client
+                await client.close()
 
 
 @dataclass
@@ -105,16 +119,104 @@ class _Retry:
 
 
 @dataclass
+class _StatusFailure:
+    """An HTTP error answer (4xx or 5xx), read the way the SDK reads it.
+
+    Attributes:
+        status: The HTTP status.
+        body: The error body: the JSON's ``error`` object when there is one, else the decoded
+            JSON, else the text.
+        message: ``Error code: N`` and the error's ``message`` when it has one.
+        headers: The response headers.
+    """
+
+    status: int
+    body: Any
+    message: str
+    headers: Mapping[str, str]
+
+    @classmethod
+    def from_sdk(cls, exc: APIStatusError) -> _StatusFailure:
+        return cls(exc.status_code, exc.body, exc.message, exc.response.headers)
+
+    @classmethod
+    def from_response(cls, response: httpx2.Response, max_bytes: int) -> _StatusFailure:
+        status = response.status_code
+        message = f"Error code: {status}"
+        text = response.text.strip()
+        body: Any = text
+        try:
+            body = parse_json(text, max_bytes=max_bytes)
+        except ValueError:  # not JSON, or a bomb (ReplyRefused): the text stands
+            pass
+        else:
+            error = body.get("error", body) if isinstance(body, dict) else None
+            detail = error.get("message") if isinstance(error, dict) else None
+            if isinstance(detail, str) and detail:
+                message += f" - {detail}"
+            body = body.get("error", body) if isinstance(body, dict) else body
+        return cls(status, body, message, response.headers)
+
+
+@dataclass
 class _Target:
-    """One endpoint's options, resolved URL and SDK clients (in `Endpoint.client`)."""
+    """One endpoint's options, resolved URL and HTTP clients (in `Endpoint.client`).
+
+    Outside Azure, ``clients`` are ``httpx2.AsyncClient`` shards and ``chat``, ``models``,
+    ``headers`` and ``extensions`` are what every request to the endpoint reuses; on Azure,
+    ``clients`` are the SDK's clients.
+    """
 
     opts: OpenAIOptions
     base_url: str
-    clients: list[AsyncOpenAI]
+    clients: list[Any]
     turn: itertools.count[int]
+    chat: Any = None
+    models: Any = None
+    headers: httpx2.Headers | None = field(default=None, repr=False)  # holds the key
+    extensions: dict[str, Any] | None = None
 
-    def client(self) -> AsyncOpenAI:
+    def client(self) -> Any:
         return self.clients[next(self.turn) % len(self.clients)]
+
+
+def _end_of_stream() -> type[Exception]:
+    """The ``anyio.EndOfStream`` class (a TLS failure httpx does not map; the SDK counts it as a connection error)."""
+    import anyio
+
+    return anyio.EndOfStream
+
+
+def _endpoint_url(base_url: str, path: str) -> str:
+    """``path`` under ``base_url`` (its path gets a trailing slash; the query stays at the end)."""
+    parts = urlsplit(base_url)
+    root = parts.path if parts.path.endswith("/") else parts.path + "/"
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.scheme}://{parts.netloc}{root}{path}{query}"
+
+
+def _request_headers(key: str) -> httpx2.Headers:
+    """The headers of every chat request: what the SDK sends that a server may read, prepared once.
+
+    An ``httpx2.Headers`` is copied, not parsed again, by each request built from it.
+    """
+    import httpx2
+
+    from vhd.version import version
+
+    headers = {
+        "Accept-Encoding": "identity",  # a compressed reply is refused (`vhd.netread`)
+        "Connection": "keep-alive",
+        "Accept": "application/json",
+        "Content-Type": "application/json",
+        "User-Agent": f"vhd/{version()}",
+        "Authorization": f"Bearer {key}",
+    }
+    for env, name in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+        value = os.environ.get(env)
+        if value:  # the SDK reads both variables too
+            headers[name] = value
+    return httpx2.Headers(headers)
 
 
 class OpenAIBackend(Backend):
@@ -157,6 +259,10 @@ class OpenAIBackend(Backend):
         self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._guard: AsyncGenerator[None, None] | None = None
         self._secrets: tuple[str, ...] = ()
+        self._keys: list[str] = []
+        self._ssl_context: Any = None
+        self._every: list[Any] = []
+        self._sdk: AsyncOpenAI | None = None
 
     def __repr__(self) -> str:
         urls = ", ".join(e.name for e in self.pool.endpoints)
@@ -200,17 +306,28 @@ class OpenAIBackend(Backend):
             raise BackendUnavailableError(f"{env} is not set: export it, or point {table} base_url at a local server")
         return PLACEHOLDER_API_KEY
 
-    def _make_client(self, target: _Target, key: str, ssl_context: Any) -> AsyncOpenAI:
+    def _http_client(self, target: _Target, ssl_context: Any) -> httpx2.AsyncClient:
+        """An httpx client as the SDK configures one, whose every reply is bounded (`vhd.netread`)."""
         import httpx2
+
+        opts = target.opts
+        # Every reply is read under a deadline and a byte cap (`vhd.netread`), the SDK's reads too.
+        limits = client_limits(httpx2, timeout=opts.timeout, max_bytes=opts.max_reply_bytes)
+        limits["timeout"] = self._http_timeout(opts)
+        # One SSL context for every shard: loading the CA bundle costs ~15 ms each time.
+        return httpx2.AsyncClient(
+            verify=ssl_context,
+            limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),  # the SDK's
+            follow_redirects=True,
+            **limits,
+        )
+
+    def _sdk_client(self, target: _Target, key: str, ssl_context: Any) -> AsyncOpenAI:
         import openai
 
         opts, base_url = target.opts, target.base_url
-        timeout = httpx2.Timeout(opts.timeout, connect=min(opts.timeout, 10.0))
-        # Every reply is read under a deadline and a byte cap (`vhd.netread`), the SDK's reads too.
-        limits = client_limits(httpx2, timeout=opts.timeout, max_bytes=opts.max_reply_bytes)
-        limits["timeout"] = timeout
-        # One SSL context for every shard: loading the CA bundle costs ~15 ms each time.
-        http = openai.DefaultAsyncHttpxClient(verify=ssl_context, **limits)
+        timeout = self._http_timeout(opts)
+        http = self._http_client(target, ssl_context)
         if opts.azure:
             version = opts.api_version or os.environ["OPENAI_API_VERSION"]
             if "/openai" in urlsplit(base_url).path:  # a full base URL, deployment included
@@ -233,8 +350,14 @@ class OpenAIBackend(Backend):
         # The SDK's own timeout (600 s) would override the client's: pass ours.
         return openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0, http_client=http)
 
+    @staticmethod
+    def _http_timeout(opts: OpenAIOptions) -> httpx2.Timeout:
+        import httpx2
+
+        return httpx2.Timeout(opts.timeout, connect=min(opts.timeout, 10.0))
+
     async def _clients_now(self) -> None:
-        """Open the SDK clients of every endpoint for the running event loop (anew if the loop changed).
+        """Open the HTTP clients of every endpoint for the running event loop (anew if the loop changed).
 
         A client's connections belong to one loop. The clients are tied to a suspended async
         generator, which `asyncio.run` closes before its loop ends (``shutdown_asyncgens``), so
@@ -250,11 +373,22 @@ class OpenAIBackend(Backend):
         self._secrets = tuple(k for k in dict.fromkeys(keys) if k != PLACEHOLDER_API_KEY)
         remember_secret(*self._secrets)
         ssl_context = httpx2.create_ssl_context()
-        every: list[AsyncOpenAI] = []
+        every: list[Any] = []
         for target, key in zip(self.targets, keys, strict=True):
             shards = max(1, math.ceil(target.opts.max_in_flight / CONNECTIONS_PER_CLIENT))
-            target.clients = [self._make_client(target, key, ssl_context) for _ in range(shards)]
+            if target.opts.azure:
+                target.clients = [self._sdk_client(target, key, ssl_context) for _ in range(shards)]
+            else:
+                target.clients = [self._http_client(target, ssl_context) for _ in range(shards)]
+                target.chat = httpx2.URL(_endpoint_url(target.base_url, "chat/completions"))
+                target.models = httpx2.URL(_endpoint_url(target.base_url, "models"))
+                target.headers = _request_headers(key)
+                target.extensions = {"timeout": self._http_timeout(target.opts).as_dict()}
             every += target.clients
+        self._keys = keys
+        self._ssl_context = ssl_context
+        self._every = every
+        self._sdk = None
         self._client_loop = weakref.ref(loop)
         self._guard = _close_with_loop(every)
         await anext(self._guard)
@@ -286,15 +420,15 @@ class OpenAIBackend(Backend):
 
     # -- calls -----------------------------------------------------------------------------
 
-    def _error_text(self, exc: APIStatusError) -> str:
+    def _error_text(self, exc: _StatusFailure) -> str:
         body = exc.body
         message: Any = body.get("message") if isinstance(body, dict) else None
         if not message:
             message = body if isinstance(body, str) and body else exc.message
         return redact_text(" ".join(str(message).split()), self._secrets)[:300]
 
-    def _on_status(self, target: _Target, exc: APIStatusError) -> Output | _Retry:
-        status = exc.status_code
+    def _on_status(self, target: _Target, exc: _StatusFailure) -> Output | _Retry:
+        status = exc.status
         text = self._error_text(exc)
         url = _display_url(target.base_url)
         if is_content_policy_error(status, exc.body):
@@ -306,9 +440,9 @@ class OpenAIBackend(Backend):
                 extra={"error": f"HTTP {status}: {text}"},
             )
         code = str(exc.body.get("code") or "") if isinstance(exc.body, dict) else ""
-        no_retry = exc.response.headers.get("x-should-retry") == "false" or code == "insufficient_quota"
+        no_retry = exc.headers.get("x-should-retry") == "false" or code == "insufficient_quota"
         if (status in (408, 409, 429) or status >= 500) and not no_retry:
-            return _Retry(f"HTTP {status}: {text}", parse_retry_after(exc.response.headers, time.time()))
+            return _Retry(f"HTTP {status}: {text}", parse_retry_after(exc.headers, time.time()))
         env = target.opts.key_env
         if status == 401:
             fix = f"set {env} to a valid key"
@@ -327,15 +461,58 @@ class OpenAIBackend(Backend):
         raise BackendError(message, retryable=False)
 
     async def _attempt(self, target: _Target, payload: bytes | dict[str, Any]) -> Output | _Retry:
+        if target.opts.azure:
+            return await self._attempt_sdk(target, payload)
+        import httpx2
+
+        # Errors are handled outside the except blocks so that no BackendError we raise
+        # carries the HTTP exception (which holds the request and its headers) as context.
+        refused: ReplyRefused | None = None
+        response: httpx2.Response | None = None
+        opts = target.opts
+        if not isinstance(payload, bytes):  # only Azure's SDK client takes a dict body
+            raise TypeError("the chat request body must be JSON bytes")
+        try:
+            request = httpx2.Request(
+                "POST", target.chat, headers=target.headers, content=payload, extensions=dict(target.extensions or {})
+            )
+            async with asyncio.timeout(opts.timeout):  # connect, first byte and whole body, however slow
+                response = await target.client().send(request)
+        except (httpx2.TimeoutException, TimeoutError):  # ReplyTooSlow is a TimeoutError too
+            return _Retry(f"timed out after {opts.timeout:g} s")
+        except (httpx2.RequestError, ssl.SSLError, _end_of_stream()) as exc:  # what the SDK calls a connection error
+            return _Retry(f"connection failed ({type(exc).__name__})")
+        except ReplyRefused as exc:  # too large, or compressed: asking again would not help
+            refused = exc
+        if response is not None and response.status_code >= 400:
+            return self._on_status(target, _StatusFailure.from_response(response, opts.max_reply_bytes))
+        return self._read(target, None if response is None else response.content, refused)
+
+    def _read(self, target: _Target, content: bytes | None, refused: ReplyRefused | None) -> Output | _Retry:
+        """The reply's `Output`, or a retry for a malformed one; a refused reply is the call's error."""
+        if refused is None and content is not None:
+            try:
+                return parse_response(content, max_bytes=target.opts.max_reply_bytes)
+            except ReplyRefused as exc:
+                refused = exc
+            except BackendError as exc:
+                return _Retry(redact_text(str(exc), self._secrets))
+        raise BackendError(
+            f"openai: refused the reply of {_display_url(target.base_url)}: {refused} "
+            "(max_reply_bytes in the backend's table sets the cap)",
+            retryable=True,
+        )
+
+    async def _attempt_sdk(self, target: _Target, payload: bytes | dict[str, Any]) -> Output | _Retry:
+        """One attempt through the SDK's client (Azure OpenAI: deployment routing, ``api-key``)."""
         import httpx2
         import openai
 
-        # Errors are handled outside the except blocks so that no BackendError we raise
-        # carries the SDK exception (which holds the request and its headers) as context.
         failed: APIStatusError | None = None
         refused: ReplyRefused | None = None
         opts = target.opts
         timed_out = _Retry(f"timed out after {opts.timeout:g} s")
+        content: bytes | None = None
         try:
             body = {"content": payload} if isinstance(payload, bytes) else {"body": payload}
             async with asyncio.timeout(opts.timeout):  # connect, first byte and whole body, however slow
@@ -345,6 +522,7 @@ class OpenAIBackend(Backend):
                     options={"security": {"bearer_auth": True}},
                     **body,
                 )
+            content = response.content
         except openai.APIStatusError as exc:
             failed = exc
         except (openai.APITimeoutError, TimeoutError):  # ReplyTooSlow is a TimeoutError too
@@ -355,19 +533,8 @@ class OpenAIBackend(Backend):
         except ReplyRefused as exc:  # too large, or compressed: asking again would not help
             refused = exc
         if failed is not None:
-            return self._on_status(target, failed)
-        if refused is None:
-            try:
-                return parse_response(response.content, max_bytes=opts.max_reply_bytes)
-            except ReplyRefused as exc:
-                refused = exc
-            except BackendError as exc:
-                return _Retry(redact_text(str(exc), self._secrets))
-        raise BackendError(
-            f"openai: refused the reply of {_display_url(target.base_url)}: {refused} "
-            "(max_reply_bytes in the backend's table sets the cap)",
-            retryable=True,
-        )
+            return self._on_status(target, _StatusFailure.from_sdk(failed))
+        return self._read(target, content, refused)
 
     async def _send(self, endpoint: Endpoint, payload: bytes | dict[str, Any], tokens: int) -> Output | _Retry:
         """One attempt on a chosen endpoint: wait for its rate limits, send, count."""
@@ -466,13 +633,21 @@ class OpenAIBackend(Backend):
 
     async def _check_one(self, target: _Target) -> int:
         import httpx2
+
+        timeout = min(_CHECK_TIMEOUT_S, target.opts.timeout)
+        if not target.opts.azure:
+            try:
+                response = await target.clients[0].get(target.models, headers=target.headers, timeout=timeout)
+            except (httpx2.RequestError, ssl.SSLError, _end_of_stream()):
+                return 0
+            return response.status_code if response.status_code >= 400 else 200
         import openai
 
         try:
             await target.clients[0].get(
                 "/models",
                 cast_to=httpx2.Response,
-                options={"timeout": min(_CHECK_TIMEOUT_S, target.opts.timeout), "security": {"bearer_auth": True}},
+                options={"timeout": timeout, "security": {"bearer_auth": True}},
             )
         except openai.APIStatusError as exc:
             return exc.status_code
@@ -483,10 +658,18 @@ class OpenAIBackend(Backend):
     async def sdk_client(self) -> AsyncOpenAI:
         """The SDK client of the first endpoint on the running loop, for the batch API.
 
-        Batches use one endpoint: a batch is polled where it was created.
+        Batches use one endpoint: a batch is polled where it was created. The client is opened on
+        first use (chat calls do not need the SDK) and closed with the others.
         """
         await self._clients_now()
-        return self.targets[0].clients[0]
+        target = self.targets[0]
+        if target.opts.azure:
+            client: AsyncOpenAI = target.clients[0]
+            return client
+        if self._sdk is None:
+            self._sdk = self._sdk_client(target, self._keys[0], self._ssl_context)
+            self._every.append(self._sdk)
+        return self._sdk
 
     async def check(self) -> None:
         """Fail fast: a missing key for OpenAI, a rejected key, or no endpoint that answers at all.
@@ -520,5 +703,6 @@ class OpenAIBackend(Backend):
         self._client_loop, self._guard = None, None
         for target in self.targets:
             target.clients = []
+        self._sdk = None
         if guard is not None and loop_ref is not None and loop_ref() is asyncio.get_running_loop():
             await guard.aclose()  # closes the clients
