@@ -191,6 +191,7 @@ def test_in_a_browser_a_reviewer_plays_confirms_and_marks_a_span(store_copy: Pat
             page.keyboard.press("]")
             page.wait_for_function("() => document.querySelectorAll('#human-spans li').length === 2")
             assert "you: harmful" in page.locator("#segment-list li").nth(1).inner_text()
+            assert page.locator("#span-status").inner_text() == "saved"
             page.screenshot(path=str(tmp_path / "segment-review.png"), full_page=True)
         finally:
             browser.close()

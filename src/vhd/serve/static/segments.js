@@ -63,7 +63,7 @@
     }).then(function (r) {
       if (r.ok) return r.json();
       return r.text().then(function (t) { throw new Error(t); });
-    }).then(function (data) { show(data.spans); return data; }, function (e) { say(String(e.message)); });
+    }).then(function (data) { show(data.spans); say("saved"); return data; }, function (e) { say(String(e.message)); });
   }
 
   function show(rows) {
