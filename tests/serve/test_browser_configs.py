@@ -165,7 +165,7 @@ def test_a_videos_segments_show_as_a_strip_coloured_by_verdict(tmp_path: Path) -
             )
             srcs = page.locator("#segments img").evaluate_all("els => els.map(e => e.getAttribute('src'))")
             assert len(srcs) == 5 and all(s.startswith(f"/thumb/{video}") and "clear" not in s for s in srcs)
-            listed = page.locator("#segment-list li").all_inner_texts()
+            listed = page.locator("#segment-list li .seg-label").all_inner_texts()
             assert listed[0] == "0:00.0-0:01.0 not harmful, p=0.10: an empty scene"
             page.screenshot(path=str(tmp_path / "segments.png"), full_page=True)
             page.goto(f"{served.url}/sample/{video}?reveal=1")  # revealed: the strip's frames stay blurred

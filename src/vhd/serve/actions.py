@@ -1,4 +1,4 @@
-"""The review app's writes (POST): label, undo, adjudicate, take down, settings, login.
+"""The review app's writes (POST): label, segments and spans, undo, adjudicate, take down, settings, login.
 
 Every form carries the browser's CSRF value (`vhd.serve.web.read_form`); every write goes through
 a store method in one transaction, so two tabs (or two people) labelling at once never lose each
@@ -38,6 +38,8 @@ from vhd.store.reviews import BATCH_MAX
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
+
+    from vhd.store.review_spans import ReviewSpanRow
 
 YEAR = 365 * 24 * 3600
 
@@ -225,3 +227,111 @@ async def login(request: Request) -> Response:
     if not same(one(form, "token"), token):
         return render(request, "login.html", status=401, wrong=True, public=True)
     return _redirect("/", cookie_header(TOKEN_COOKIE, login_cookie(token)))
+
+
+def _span_reply(request: Request, sample_id: str, form: dict[str, list[str]]) -> Response:
+    """After a span write: the spans as JSON for the page's script, else back to the sample's page."""
+    from starlette.responses import JSONResponse
+
+    st = state(request)
+    if "application/json" in request.headers.get("accept", ""):
+        spans = st.store.review_spans(st.settings.set_name, sample_id)
+        return JSONResponse({"spans": [span_json(r) for r in spans]}, headers={"cache-control": "no-store"})
+    return _redirect(safe_back(one(form, "back"), f"/sample/{sample_id}"))
+
+
+def span_json(row: ReviewSpanRow) -> dict[str, object]:
+    """One reviewer span as the page's script reads it."""
+    return {
+        "id": row.id,
+        "start_s": row.start_s,
+        "end_s": row.end_s,
+        "harmful": row.harmful,
+        "segment_idx": row.segment_idx,
+        "reviewer": row.reviewer,
+    }
+
+
+def _line(text: str, status: int = 400) -> Response:
+    """A refusal as one line of plain text (what the page's script shows in its status line)."""
+    from starlette.responses import PlainTextResponse
+
+    return PlainTextResponse(text.splitlines()[0] if text else "refused", status_code=status)
+
+
+def _seconds(form: dict[str, list[str]], key: str) -> float:
+    raw = one(form, key).strip()
+    try:
+        return float(raw)
+    except ValueError:
+        raise FormError(f"{key} must be a time in seconds (e.g. 12.5), not {raw!r}") from None
+
+
+async def segment_review(request: Request) -> Response:
+    """``POST /sample/<id>/segment``: confirm or correct one segment (``idx``) of the verdict shown: ``harmful=yes|no``.
+
+    The segment is the ``idx``-th in time order of the annotation the page shows (its ``config``).
+    """
+    st = state(request)
+    sample_id = request.path_params["sample_id"]
+    try:
+        form = await read_form(request)
+        if live_sample(request, sample_id) is None:
+            raise FormError("no such sample in this store (removed?): go back to the gallery", 404)
+        decision = one(form, "harmful")
+        if decision not in ("yes", "no"):
+            raise FormError("choose harmful (yes) or not harmful (no) for the segment")
+        shown = st.store.get_annotation(sample_id, parse_filter(request)[0].config_hash)
+        segments = sorted(shown.verdict.segments, key=lambda s: float(s.start_s)) if shown else []
+        raw = one(form, "idx")
+        if not segments:
+            raise FormError("this sample's verdict has no segments: mark a span with [ and ] instead")
+        if not raw.isdigit() or int(raw) >= len(segments):
+            raise FormError(f"segment {raw!r} is not one of the {len(segments)} segments shown: reload the page")
+        seg = segments[int(raw)]
+        st.store.add_review_span(
+            st.settings.set_name,
+            sample_id,
+            reviewer(request),
+            float(seg.start_s),
+            float(seg.end_s),
+            harmful=decision == "yes",
+            segment_idx=int(raw),
+            config_hash=shown.config_hash if shown else None,
+        )
+    except FormError as exc:
+        return _line(str(exc), exc.status)
+    except VhdError as exc:
+        return _line(str(exc))
+    return _span_reply(request, sample_id, form)
+
+
+async def add_span(request: Request) -> Response:
+    """``POST /sample/<id>/span``: mark a harmful span of a video (``start_s``, ``end_s`` in seconds)."""
+    st = state(request)
+    sample_id = request.path_params["sample_id"]
+    try:
+        form = await read_form(request)
+        if live_sample(request, sample_id) is None:
+            raise FormError("no such sample in this store (removed?): go back to the gallery", 404)
+        start, end = _seconds(form, "start_s"), _seconds(form, "end_s")
+        st.store.add_review_span(st.settings.set_name, sample_id, reviewer(request), start, end)
+    except FormError as exc:
+        return _line(str(exc), exc.status)
+    except VhdError as exc:
+        return _line(str(exc))
+    return _span_reply(request, sample_id, form)
+
+
+async def remove_span(request: Request) -> Response:
+    """``POST /sample/<id>/span/remove``: remove a span (``span_id``) of a video, marked or a segment's decision."""
+    st = state(request)
+    sample_id = request.path_params["sample_id"]
+    try:
+        form = await read_form(request)
+        raw = one(form, "span_id")
+        if not raw.isdigit() or not st.store.remove_review_span(st.settings.set_name, sample_id, int(raw)):
+            raise FormError(f"no span {raw!r} on this sample (removed already?): reload the page", 404)
+    except FormError as exc:
+        return _line(str(exc), exc.status)
+    return _span_reply(request, sample_id, form)

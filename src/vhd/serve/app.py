@@ -7,8 +7,10 @@ Routes (all root-relative; the pages work without JavaScript, which only adds ke
 | ``GET /`` | the gallery: blurred previews, filters, keyset pages |
 | ``GET /sample/<id>`` | verdict, debate, reviews, the labelling form (``?reveal=1``: the clear image) |
 | ``GET /thumb/<id>`` | a preview (``frame``, ``level``, ``colour``; ``clear`` with a reveal key), by sample id only |
-| ``GET /clip/<id>`` | a revealed video's file (``clear`` with a reveal key), played muted by the page |
+| ``GET /clip/<id>`` | a revealed video's file (``clear`` with a reveal key; HTTP Range), played muted by the page |
 | ``POST /sample/<id>/label`` | record a review, then the next sample |
+| ``POST /sample/<id>/segment`` | confirm or correct a segment of a video's verdict (``idx``, ``harmful``) |
+| ``POST /sample/<id>/span``, ``/span/remove`` | mark a harmful span of a video (``start_s``, ``end_s``); remove one |
 | ``POST /undo`` | undo this reviewer's newest review (a bulk label whole), back to that sample |
 | ``POST /label`` | a bulk label: the same review of the selected samples (``ids``), one batch |
 | ``GET /instructions`` | the policy and category definitions the annotator was given |
@@ -89,6 +91,9 @@ def create_app(settings: ServeSettings, *, on_event: Any = None) -> Starlette:
         Route("/", pages.gallery),
         Route("/sample/{sample_id}", pages.sample_page),
         Route("/sample/{sample_id}/label", actions.label, methods=["POST"]),
+        Route("/sample/{sample_id}/segment", actions.segment_review, methods=["POST"]),
+        Route("/sample/{sample_id}/span", actions.add_span, methods=["POST"]),
+        Route("/sample/{sample_id}/span/remove", actions.remove_span, methods=["POST"]),
         Route("/sample/{sample_id}/remove", pages.remove_page),
         Route("/sample/{sample_id}/remove", actions.remove, methods=["POST"]),
         Route("/thumb/{sample_id}", pages.thumb),

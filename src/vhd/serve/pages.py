@@ -256,6 +256,14 @@ async def sample_page(request: Request) -> Response:
         model = run_stage_models(run.config).get(label) if run is not None else None
         stage = (label, model or stage_model(annotation.verdict.reason, label))
     provenance = sample_provenance(st.store, sample_id)  # what `vhd generate` recorded, if it made the file
+    segments = sorted(annotation.verdict.segments, key=lambda s: float(s.start_s)) if annotation else []
+    spans = st.store.review_spans(st.settings.set_name, sample_id) if sample.kind.value == "video" else []
+    me = reviewer(request)
+    mine = {  # this reviewer's decision on each segment shown
+        r.segment_idx: r.harmful
+        for r in spans
+        if r.segment_idx is not None and r.reviewer == me and annotation and r.config_hash == annotation.config_hash
+    }
     return render(
         request,
         "sample.html",
@@ -273,7 +281,11 @@ async def sample_page(request: Request) -> Response:
         credentials=credentials_summary(sample.meta),
         credentials_trust=credentials_trust(sample.meta),
         others=st.store.sample_annotations(sample_id),
-        strip=segment_strip(annotation.verdict.segments) if annotation else [],
+        strip=segment_strip(segments),
+        segments=segments,
+        spans=spans,
+        mine=mine,
+        sample_query=f"?{query}" if query else "",
         strip_thumbs=[
             thumb_url(sample_id, k, look(request)) for k in range(_frames(sample.kind.value, len(sample.frames)))
         ],

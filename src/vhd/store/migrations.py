@@ -725,6 +725,31 @@ MIGRATIONS: list[tuple[str, str]] = [
         # the triggers below (a write touches the index rows of its own sample only).
         _GALLERY_NEWEST,
     ),
+    (
+        "0020_review_spans",
+        # A reviewer's time spans on a video (the review app): a segment of the annotation confirmed
+        # or corrected (``segment_idx`` set, the newest decision of a reviewer on that segment wins),
+        # or a harmful span marked by hand (``segment_idx`` NULL). Removing one sets ``removed_at``.
+        # The harmful ones are human labels: they are the ``segments`` of the sample's label in
+        # the labelled set the reviews settle into.
+        """
+        CREATE TABLE review_spans (
+            id INTEGER PRIMARY KEY,
+            set_name TEXT NOT NULL,
+            sample_id TEXT NOT NULL REFERENCES samples (id),
+            reviewer TEXT NOT NULL,
+            start_s REAL NOT NULL CHECK (start_s >= 0),
+            end_s REAL NOT NULL,
+            harmful INTEGER NOT NULL CHECK (harmful IN (0, 1)),
+            segment_idx INTEGER,
+            config_hash TEXT,
+            at REAL NOT NULL,
+            removed_at REAL,
+            CHECK (end_s > start_s)
+        );
+        CREATE INDEX review_spans_sample ON review_spans (set_name, sample_id);
+        """,
+    ),
 ]
 """Every schema change, oldest first."""
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
+from vhd.store.review_spans import spans_json
 
 REVIEW_SOURCE = "vhd serve"
 """``source_file`` of labelled-set rows that reviews settled (others come from imported files)."""
@@ -409,6 +410,16 @@ class Reviews(abc.ABC):
         who = ",".join(sorted({("adjudicator:" if r.adjudication else "") + r.reviewer for r in deciders}))
         conn.execute(
             "INSERT OR REPLACE INTO labelled_sets (name, sample_id, harmful, reason, categories_json, source_file, "
-            "imported_at, reviewer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (set_name, sample_id, int(deciders[-1].harmful), note, json.dumps(categories), REVIEW_SOURCE, now, who),
+            "imported_at, reviewer, segments_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                set_name,
+                sample_id,
+                int(deciders[-1].harmful),
+                note,
+                json.dumps(categories),
+                REVIEW_SOURCE,
+                now,
+                who,
+                spans_json(conn, set_name, sample_id),  # the reviewers' harmful time spans (vhd.store.review_spans)
+            ),
         )

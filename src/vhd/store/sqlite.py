@@ -42,6 +42,7 @@ from vhd.store.leases import Leases
 from vhd.store.migrations import apply_migrations
 from vhd.store.policies import Policies
 from vhd.store.reads import SAMPLE_FIELDS, AnnotationReads
+from vhd.store.review_spans import ReviewSpans
 from vhd.store.reviews import Reviews
 from vhd.store.rows import (
     RunInfo,
@@ -92,7 +93,9 @@ def _initialise(conn: sqlite3.Connection, label: str, timeout: float, path: Path
             time.sleep(0.02)
 
 
-class Store(AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, Gallery, BatchJobs, VideoSegments, Policies):
+class Store(
+    AnnotationReads, LabelledSets, Leases, StatIndex, Reviews, ReviewSpans, Gallery, BatchJobs, VideoSegments, Policies
+):
     """A vhd store in one SQLite file.
 
     Writes are meant to come from one thread (the asyncio event loop) one at a time; every
