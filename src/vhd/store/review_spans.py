@@ -25,6 +25,9 @@ from typing import Any
 from vhd.errors import ConfigError
 from vhd.records import Segment
 
+REVIEW_SOURCE = "vhd serve"
+"""``source_file`` of labelled-set rows that reviews settled (others come from imported files)."""
+
 HUMAN = "human"
 """``decided_by`` of a human span (`vhd.records.Segment`)."""
 
@@ -200,8 +203,6 @@ class ReviewSpans(abc.ABC):
     @staticmethod
     def _relabel(conn: sqlite3.Connection, set_name: str, sample_id: str) -> None:
         """Write the spans into the sample's review-made label, when it has one."""
-        from vhd.store.reviews import REVIEW_SOURCE
-
         conn.execute(
             "UPDATE labelled_sets SET segments_json = ? WHERE name = ? AND sample_id = ? AND source_file = ?",
             (spans_json(conn, set_name, sample_id), set_name, sample_id, REVIEW_SOURCE),

@@ -31,10 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from vhd.errors import ConfigError
-from vhd.store.review_spans import spans_json
-
-REVIEW_SOURCE = "vhd serve"
-"""``source_file`` of labelled-set rows that reviews settled (others come from imported files)."""
+from vhd.store.review_spans import REVIEW_SOURCE, spans_json
 
 BATCH_MAX = 1000
 """Most samples one bulk label (`Reviews.add_reviews`) may hold."""
