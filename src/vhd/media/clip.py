@@ -25,9 +25,8 @@ from typing import Any, Final
 
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.encoded import EncodedImage, EncodedVideo, decode_clip
-from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS, HEAD_BYTES, video_demuxer, video_refusal
-from vhd.media.videoframes import bounded, check_frame_size, decode_strictly, strict, upright
-from vhd.media.videosize import declared_frame_size
+from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS
+from vhd.media.videoframes import bounded, decode_strictly, error_reason, gate_video, strict, upright
 
 __all__ = ["MODES", "ClipLimits", "VideoContent", "cut_clip", "decode_clip", "span_frames", "video_content"]
 
@@ -82,33 +81,9 @@ def _import_av() -> Any:
     return av
 
 
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or "no details"
-    return f"{type(exc).__name__}: {text}"
-
-
 def _check_span(start_s: float, end_s: float) -> None:
     if not (math.isfinite(start_s) and math.isfinite(end_s)) or start_s < 0 or end_s <= start_s:
         raise ConfigError(f"a video span needs 0 <= start_s < end_s, got [{start_s}, {end_s}]")
-
-
-def _gate(path: Path, max_pixels: int | None) -> str:
-    """The demuxer the file may be opened with, after the checks that need no decoder."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            head = fh.read(HEAD_BYTES)
-    except OSError as exc:
-        raise MediaError(f"cannot read file ({_reason(exc)})") from exc
-    if size == 0:
-        raise MediaError("empty file (0 bytes)")
-    demuxer = video_demuxer(head)
-    if demuxer is None:
-        raise MediaError(video_refusal(head))
-    declared = declared_frame_size(path, demuxer)
-    if declared is not None:
-        check_frame_size(*declared, max_pixels)
-    return demuxer
 
 
 @dataclass
@@ -171,7 +146,7 @@ def _span(
     except MediaError:
         raise
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
-        raise MediaError(f"cannot decode video ({_reason(exc)})") from exc
+        raise MediaError(f"cannot decode video ({error_reason(exc)})") from exc
 
 
 def _window(
@@ -251,7 +226,7 @@ def cut_clip(
         end_s = start_s + max_duration_s
     av = _import_av()
     path = Path(path)
-    demuxer = _gate(path, max_pixels)
+    demuxer = gate_video(path, max_pixels)
     stats = _SpanStats()
     out = io.BytesIO()
     step = 1.0 / fps
@@ -304,7 +279,7 @@ def cut_clip(
     except MediaError:
         raise
     except (av.error.FFmpegError, OSError, ValueError, RuntimeError) as exc:
-        raise MediaError(f"cannot encode the clip ({_reason(exc)})") from exc
+        raise MediaError(f"cannot encode the clip ({error_reason(exc)})") from exc
     data = out.getvalue()
     if len(data) > max_bytes:
         raise _over(max_bytes, kept, start_s, end_s)
@@ -346,7 +321,7 @@ def span_frames(
         raise ConfigError(f"frames per span must be at least 1, got {n}")
     av = _import_av()
     path = Path(path)
-    demuxer = _gate(path, max_pixels)
+    demuxer = gate_video(path, max_pixels)
     stats = _SpanStats()
     targets = [start_s + k * (end_s - start_s) / n for k in range(n)]
     images: list[EncodedImage] = []

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
-from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS, HEAD_BYTES, video_demuxer, video_refusal
-from vhd.media.videoframes import bounded, decode_strictly, frame_indices, strict, upright
+from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS
+from vhd.media.videoframes import bounded, decode_strictly, frame_indices, gate_video, strict, upright
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -170,21 +170,6 @@ def _import_av() -> Any:
     return av
 
 
-def _open(path: Path) -> tuple[Any, str]:
-    av = _import_av()
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(HEAD_BYTES)
-    except OSError as exc:
-        raise MediaError(f"cannot read file ({exc.strerror})") from exc
-    if not head:
-        raise MediaError("empty file (0 bytes)")
-    demuxer = video_demuxer(head)
-    if demuxer is None:
-        raise MediaError(video_refusal(head))
-    return av, demuxer
-
-
 def iter_segments(
     path: str | Path,
     settings: SegmentSettings | None = None,
@@ -209,7 +194,7 @@ def iter_segments(
     """
     settings = settings or SegmentSettings()
     path = Path(path)
-    av, demuxer = _open(path)
+    av, demuxer = _import_av(), gate_video(path, max_pixels)
     try:
         container = av.open(str(path), format=demuxer)
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:

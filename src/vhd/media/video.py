@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from vhd.boundary import is_run_fault
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.keyframes import SEEKABLE_CODECS, try_plan
-from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS, HEAD_BYTES, video_demuxer, video_refusal
+from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS
 from vhd.media.videoframes import (
     DEFAULT_FIRST,
     DEFAULT_FRAMES,
@@ -41,16 +41,16 @@ from vhd.media.videoframes import (
     VideoFrames,
     bounded,
     check_counts,
-    check_frame_size,
     decode_strictly,
     duration_s,
+    error_reason,
     frame_indices,
+    gate_video,
     observed_total,
     strict,
     tolerance,
     upright,
 )
-from vhd.media.videosize import declared_frame_size
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -76,11 +76,6 @@ def _import_av() -> Any:
     except ImportError as exc:
         raise MissingDependencyError("av", "video") from exc
     return av
-
-
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or "no details"
-    return f"{type(exc).__name__}: {text}"
 
 
 @dataclass
@@ -132,7 +127,7 @@ def _decode_pass(
     except (MediaError, _Rewound):
         raise
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
-        raise MediaError(f"cannot decode video ({_reason(exc)})") from exc
+        raise MediaError(f"cannot decode video ({error_reason(exc)})") from exc
 
 
 def _decode_container(
@@ -236,20 +231,7 @@ def read_frames(
         raise ConfigError(f"unknown frame strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
     av = _import_av()
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            head = fh.read(HEAD_BYTES)
-    except OSError as exc:
-        raise MediaError(f"cannot read file ({_reason(exc)})") from exc
-    if size == 0:
-        raise MediaError("empty file (0 bytes)")
-    demuxer = video_demuxer(head)
-    if demuxer is None:
-        raise MediaError(video_refusal(head))
-    declared = declared_frame_size(path, demuxer)
-    if declared is not None:  # before FFmpeg opens it: opening already decodes a frame or more of some codecs
-        check_frame_size(*declared, max_pixels)
+    demuxer = gate_video(path, max_pixels)
     scan = _first_pass(av, path, demuxer, n, first, max_pixels) if strategy == "auto" else None
     if isinstance(scan, VideoFrames):
         return scan
@@ -362,5 +344,5 @@ def write_frames(frames: VideoFrames, out_dir: str | Path, stem: str) -> list[Pa
     except OSError as exc:
         if is_run_fault(exc):
             raise  # a full disk ends the run, not just this video
-        raise MediaError(f"cannot write frames to {folder} ({_reason(exc)})") from exc
+        raise MediaError(f"cannot write frames to {folder} ({error_reason(exc)})") from exc
     return paths

@@ -13,10 +13,12 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError, MediaError
-from vhd.media.untrusted import STRICT, frame_pixels_refusal
+from vhd.media.untrusted import HEAD_BYTES, STRICT, frame_pixels_refusal, video_demuxer, video_refusal
+from vhd.media.videosize import declared_frame_size
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -291,3 +293,35 @@ def decode_strictly(container: Any, stream: Any, max_pixels: int | None = None) 
             decoded += 1
             check_frame_size(frame.width, frame.height, max_pixels)
             yield frame
+
+
+def error_reason(exc: BaseException) -> str:
+    """An exception as ``Type: message`` on one line, for a one-line media error."""
+    text = " ".join(str(exc).split()) or "no details"
+    return f"{type(exc).__name__}: {text}"
+
+
+def gate_video(path: Path, max_pixels: int | None) -> str:
+    """The checks a video file passes before any decoder sees it; returns the demuxer it may be opened with.
+
+    Reads the file's first bytes once: an unreadable or empty file, a container that is not an
+    allowed video format, or a frame size its header declares over ``max_pixels`` is refused.
+
+    Raises:
+        MediaError: One line saying why.
+    """
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except OSError as exc:
+        raise MediaError(f"cannot read file ({error_reason(exc)})") from exc
+    if size == 0:
+        raise MediaError("empty file (0 bytes)")
+    demuxer = video_demuxer(head)
+    if demuxer is None:
+        raise MediaError(video_refusal(head))
+    declared = declared_frame_size(path, demuxer)
+    if declared is not None:  # before FFmpeg opens it: opening already decodes a frame or more of some codecs
+        check_frame_size(*declared, max_pixels)
+    return demuxer
