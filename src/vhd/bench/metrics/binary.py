@@ -24,6 +24,7 @@ from vhd.bench.metrics.values import (
     counted_wrong,
     numpy,
     pandas_module,
+    percentile_interval,
     pr_curve,
     resample_blocks,
     roc_auc,
@@ -110,15 +111,6 @@ class BinaryResult:
         return pandas_module().DataFrame(self.to_rows())
 
 
-def _interval(arr: Any) -> tuple[float | None, float | None]:
-    np = numpy()
-    arr = np.asarray(arr, dtype=float)
-    arr = arr[~np.isnan(arr)]
-    if not arr.size:
-        return None, None
-    return float(np.percentile(arr, 2.5)), float(np.percentile(arr, 97.5))
-
-
 def binary_result(
     y_true: Sequence[bool | int],
     runs: Sequence[Sequence[bool | int | None]],
@@ -166,7 +158,7 @@ def binary_result(
         boot = binary_from_counts(*(np.concatenate(c) for c in zip(*counts, strict=True)))
         boot[COVERAGE] = np.concatenate(cover)
         for k in keys:
-            lows[k], highs[k] = _interval(boot[k])
+            lows[k], highs[k] = percentile_interval(boot[k])
     n_pos = int(y.sum())
     sizes = {"harmful_acc": n_pos, "unharmful_acc": n - n_pos, "precision": int(decided.sum())}
     values = {k: Value(clean(point[k]), lows.get(k), highs.get(k), sizes.get(k, n)) for k in keys}

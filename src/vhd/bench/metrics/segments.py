@@ -40,6 +40,7 @@ from vhd.bench.metrics.values import (
     clean,
     numpy,
     pandas_module,
+    percentile_interval,
     resample_blocks,
     safe_div,
 )
@@ -268,15 +269,6 @@ class SegmentResult:
         return pandas_module().DataFrame(self.to_rows())
 
 
-def _percentiles(arr: Any) -> tuple[float | None, float | None]:
-    np = numpy()
-    arr = np.asarray(arr, dtype=float)
-    arr = arr[~np.isnan(arr)]
-    if not arr.size:
-        return None, None
-    return float(np.percentile(arr, 2.5)), float(np.percentile(arr, 97.5))
-
-
 def segment_result_from(
     videos: Sequence[VideoSpans], *, iou: float = IOU, resamples: int = BOOTSTRAP, seed: int = 0
 ) -> SegmentResult:
@@ -304,7 +296,7 @@ def segment_result_from(
             b[COVERAGE] = s[:, 6] / n
             boots.append(b)
         for k in keys:
-            lows[k], highs[k] = _percentiles(np.concatenate([b[k] for b in boots]))
+            lows[k], highs[k] = percentile_interval(np.concatenate([b[k] for b in boots]))
         if all_errors.size:
 
             def median(idx: Any) -> float | None:

@@ -215,6 +215,16 @@ def average_precision(y: Any, score: Any) -> float | None:
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
+def percentile_interval(values: Any) -> tuple[float | None, float | None]:
+    """The 2.5th and 97.5th percentiles of bootstrap values (NaN skipped); (None, None) when none is left."""
+    np = numpy()
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    if not arr.size:
+        return None, None
+    return float(np.percentile(arr, 2.5)), float(np.percentile(arr, 97.5))
+
+
 def bootstrap(
     n: int, statistic: Callable[[Any], Any], *, resamples: int = BOOTSTRAP, seed: int = 0
 ) -> tuple[float | None, float | None]:
@@ -227,11 +237,7 @@ def bootstrap(
     for _ in range(resamples):
         v = statistic(rng.integers(0, n, n))
         values.append(np.nan if v is None else float(v))
-    arr = np.asarray(values)
-    arr = arr[~np.isnan(arr)]
-    if arr.size == 0:
-        return None, None
-    return float(np.percentile(arr, 2.5)), float(np.percentile(arr, 97.5))
+    return percentile_interval(values)
 
 
 def resample_blocks(n: int, resamples: int, seed: int) -> Iterator[Any]:
