@@ -5,21 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.policy import ACME_POLICY
 from vhd.cli.main import main
 from vhd.debate.prompts import default_templates
 
-POLICY = """\
-name: acme-moderation
-version: "2026-11"
-categories:
-  - id: violence
-    description: Physical harm to people or animals.
-    forbids: ["graphic injury", "threats with a weapon"]
-    allows: ["educational medical imagery such as X-rays"]
-severity:
-  - {name: low, meaning: suggestive or mild}
-  - {name: high, meaning: graphic or explicit}
-"""
+POLICY = ACME_POLICY
 
 
 @pytest.fixture

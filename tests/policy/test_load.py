@@ -5,23 +5,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.policy import ACME_POLICY
 from vhd.debate.prompts import default_templates
 from vhd.policy import MAX_POLICY_BYTES, PolicyError, default_policy, is_default, load_policy, parse_policy
 from vhd.policy.load import policy_json_schema, shipped_json_schema
 from vhd.taxonomy import default_taxonomy
 
-ISSUE_EXAMPLE = """\
-name: acme-moderation
-version: "2026-11"
-categories:
-  - id: violence
-    description: Physical harm to people or animals.
-    forbids: ["graphic injury", "threats with a weapon"]
-    allows: ["educational medical imagery such as X-rays"]
-severity:
-  - {name: low, meaning: suggestive or mild}
-  - {name: high, meaning: graphic or explicit}
-"""
+ISSUE_EXAMPLE = ACME_POLICY
 
 
 def write(tmp_path: Path, text: str, name: str = "policy.yaml") -> Path:
