@@ -178,7 +178,7 @@ def build_real_animatediff(out: Path, device: str) -> tuple[Path, Any]:
         scheduler=scheduler,
         feature_extractor=None,
         image_encoder=None,
-    ).to(dtype=torch.float16)
+    ).to(device=device, dtype=torch.float16)  # the pipeline rebuilt the UNet as a UNetMotionModel on the CPU
     pipe.save_pretrained(out)
     return out, pipe
 
@@ -189,7 +189,7 @@ def build_real_instructblip(device: str) -> Any:
     import transformers as tf
     from tests.tiny_models import build_tiny_instructblip
 
-    from vhd.backends.hf_batch import LoadedModel
+    from vhd.backends.hf_batch import PLAIN_TEMPLATE, LoadedModel
     from vhd.backends.soft_prompt import splice
 
     with tempfile.TemporaryDirectory() as tmp:  # only for its tokenizers
@@ -201,6 +201,7 @@ def build_real_instructblip(device: str) -> Any:
         qformer_tokenizer=tiny.qformer_tokenizer,
         num_query_tokens=32,
     )
+    processor.chat_template = PLAIN_TEMPLATE  # what vhd's loader gives InstructBLIP, which ships no template
     text = tf.LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=4096,
