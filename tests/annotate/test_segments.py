@@ -197,6 +197,35 @@ def test_an_unreadable_video_is_skipped_and_the_run_goes_on(planted: Path, tmp_p
         assert db.find_samples_named("cut.mp4") == []  # the cut file left no sample behind
 
 
+def test_a_video_damaged_past_its_start_is_skipped_not_the_run(
+    planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Damage the segment pass meets midway (past the first frames) is that video's outcome."""
+    import vhd.media.segments as segments
+    from vhd.errors import MediaError
+
+    real = segments.iter_segments
+
+    def damaged_later(path: Any, *args: Any, **kwargs: Any) -> Any:
+        stream = real(path, *args, **kwargs)
+        yield next(stream)
+        if Path(path).name == "bad.mp4":
+            raise MediaError("cannot decode video (InvalidDataError: invalid data at 0:03)")
+        yield from stream
+
+    monkeypatch.setattr(segments, "iter_segments", damaged_later)
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "bad.mp4").write_bytes(planted.read_bytes())
+    write_event_video(media / "good.mp4", PlantedVideo(6.0, events=((1.0, 2.0),), cuts=(1.0, 2.0), fps=10))
+    with ChatServer(reply=red_judge) as srv:
+        summary = run(media, tmp_path / "vhd.db", config(tmp_path / "c.toml", srv.base_url))
+    assert summary.annotated == 1 and summary.harmful == 1 and summary.skipped == 1
+    assert summary.skip_reasons == [
+        (str(media / "bad.mp4"), "cannot decode video (InvalidDataError: invalid data at 0:03)")
+    ]
+
+
 def test_segments_refuse_stage_wise_debates(planted: Path, tmp_path: Path) -> None:
     with ChatServer(reply=red_judge) as srv, pytest.raises(ConfigError, match="--segments works with ordinary"):
         vhd.annotate(
