@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -165,3 +166,43 @@ def test_bench_debate_detector_judges_videos_by_segments(tmp_path: Path, capsys:
     assert off["detectors"][0]["segments"] is None and not (tmp_path / "off" / "segments.md").exists()
     assert off["detectors"][0]["run"]["identity"]["debate"] == data["detectors"][0]["run"]["identity"]["debate"]
     assert "video" in data["detectors"][0]["run"]["identity"] and "video" not in off["detectors"][0]["run"]["identity"]
+
+
+def test_a_segmenting_debate_reads_the_video_file_once_and_names_a_bad_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`predict_item` hands a segmenting debate the path: no five frames read, a cut file is a media error."""
+    import asyncio
+
+    import vhd.bench.work as work
+    from vhd.demo import PlantedVideo, write_event_video
+    from vhd.detectors.registry import create_detector
+
+    config = tmp_path / "debate.toml"
+    config.write_text("[debate]\nrounds = 1\n[video]\nsegments = true\n")
+    rules = [{"when": {"tag": "judge"}, "reply": "No, plain colours."}, {"reply": "1. Plain colours."}]
+    det = create_detector(
+        "debate:scripted:inline", {"config": str(config), "backends": {"scripted": {"script": {"rules": rules}}}}
+    )
+    good = write_event_video(tmp_path / "good.mp4", PlantedVideo(4.0, cuts=(2.0,)))
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(good.read_bytes()[:1500])
+    loads: list[bool] = []
+    real_load = work.load_media
+
+    def counting(item: BenchItem, original: bool, settings: Any) -> list[Any]:
+        loads.append(original)
+        return real_load(item, original, settings)
+
+    monkeypatch.setattr(work, "load_media", counting)
+
+    def predict(path: Path) -> work.Outcome:
+        item = BenchItem(id=path.name, path=str(path), kind=Kind.VIDEO, harmful=False)
+        [found] = asyncio.run(work.predict_item([det], None, item, [0], asyncio.Semaphore(1)))
+        return found
+
+    _, pred, _, _ = predict(good)
+    assert pred.harmful is False and pred.segments is not None and len(pred.segments) == 2
+    assert loads == []  # the segment pass is the only read of the file
+    _, bad, _, _ = predict(cut)
+    assert bad.harmful is None and bad.error is not None and bad.error.startswith("media: cannot open video")

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.bench.original import load_original, wants_original
-from vhd.boundary import item_boundary
+from vhd.boundary import item_boundary, one_line
 from vhd.detectors.base import Detector, Prediction
-from vhd.errors import VhdError
+from vhd.errors import MediaError, VhdError
 from vhd.execution import Work
 from vhd.records import Kind, MediaItem
 
@@ -159,10 +159,13 @@ async def predict_item(
 def _file_judge(
     detector: Detector, path: Path, settings: MediaSettings | None, whole_video: Callable[[], list[Any]]
 ) -> Callable[[], Awaitable[Prediction]]:
-    """`Detector.predict_video_file` on one video file, as `judge`'s ``ask``."""
+    """`Detector.predict_video_file` on one video file, as `judge`'s ``ask`` (a bad file reads ``media: ...``)."""
 
-    def ask() -> Awaitable[Prediction]:
-        return detector.predict_video_file(path, settings, whole_video)
+    async def ask() -> Prediction:
+        try:
+            return await detector.predict_video_file(path, settings, whole_video)
+        except MediaError as exc:  # unreadable or damaged: "media: ...", as when the frames cannot be read
+            return Prediction(None, error=f"media: {one_line(str(exc))}")
 
     return ask
 
