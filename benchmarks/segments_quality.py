@@ -16,8 +16,18 @@ The real ``vhd annotate`` runs against it:
 - **cost**: calls per video-minute with the screen (measured) and with a full debate of every
   segment (segments x the calls of a debate).
 
+``--long-only --long-repeats N`` measures only the 10-minute video, N times on the one file (a
+fresh store each), with the child's wall time, CPU time (user + system, from ``wait4``; steadier
+than wall time on a shared machine) and peak RSS each time: for comparing two versions of vhd
+(run it once with each on ``PYTHONPATH``). It also times, in this process, the two reads a
+segmented video may get: the whole-video protocol's five frames (`vhd.media.load.load_sample`,
+best of 3) and the segment pass (`vhd.media.segments.iter_segments`). ``--long-keyframes first``
+re-encodes the long video with a keyframe only at its start (x264 ``g`` and ``sc_threshold``), the
+worst case for the five-frame reader, which then cannot seek and decodes forward.
+
 Usage:
     python benchmarks/segments_quality.py --videos 16 --out segments.json
+    python benchmarks/segments_quality.py --long-only --long-repeats 3
 
 Targets (issue 31): segment F1 >= 0.9, median boundary error <= 1 s, video-level recall 1.0 with
 no false positive, the 10-minute video under 400 MB peak RSS.
@@ -162,7 +172,55 @@ def annotate_set(
     return verdicts, {"calls": Handler.calls, "wall_s": round(elapsed, 2), "segments": summary.segments}
 
 
-def long_video_run(folder: Path, base_url: str, minutes: float, size: tuple[int, int]) -> dict[str, Any]:
+def _reencode_one_keyframe(source: Path, target: Path) -> None:
+    """``source`` re-encoded as H.264 with a keyframe only at the start (same frames and timestamps)."""
+    import av
+
+    with av.open(str(source)) as src, av.open(str(target), mode="w", format="mp4") as dst:
+        ins = src.streams.video[0]
+        out = dst.add_stream("libx264", rate=ins.average_rate)
+        out.width, out.height, out.pix_fmt, out.time_base = ins.width, ins.height, "yuv420p", ins.time_base
+        out.codec_context.options = {"crf": "20", "preset": "veryfast", "threads": "1", "g": "1000000"}
+        out.codec_context.options |= {"sc_threshold": "0", "keyint_min": "1000000"}
+        for frame in src.decode(ins):
+            frame.pict_type = av.video.frame.PictureType.NONE
+            dst.mux(out.encode(frame))
+        dst.mux(out.encode())
+
+
+def _keyframes(path: Path) -> int:
+    import av
+
+    with av.open(str(path)) as container:
+        return sum(1 for p in container.demux(container.streams.video[0]) if p.is_keyframe)
+
+
+def _reads(path: Path) -> dict[str, float]:
+    """Seconds of the five-frame read (best of 3) and of one segment pass, in this process."""
+    from vhd.media.load import load_sample
+    from vhd.media.segments import iter_segments
+    from vhd.records import Kind, MediaItem
+
+    item = MediaItem(path=path, kind=Kind.VIDEO)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        load_sample(item)
+        best = min(best, time.perf_counter() - start)
+    start = time.perf_counter()
+    for _ in iter_segments(path):
+        pass
+    return {"five_frame_read_s": round(best, 2), "segment_pass_s": round(time.perf_counter() - start, 2)}
+
+
+def long_video_run(
+    folder: Path,
+    base_url: str,
+    minutes: float,
+    size: tuple[int, int],
+    repeats: int = 1,
+    keyframes: str = "default",
+) -> dict[str, Any]:
     from vhd.demo import PlantedVideo, write_event_video
 
     events = ((430.0, 440.0), (520.0, 528.0))
@@ -172,8 +230,27 @@ def long_video_run(folder: Path, base_url: str, minutes: float, size: tuple[int,
     media.mkdir()
     start = time.perf_counter()
     write_event_video(media / "long.mp4", video)
+    if keyframes == "first":
+        _reencode_one_keyframe(media / "long.mp4", folder / "one_keyframe.mp4")
+        (folder / "one_keyframe.mp4").replace(media / "long.mp4")
     written = time.perf_counter() - start
-    db = folder / "long.db"
+    reads = {"keyframes": _keyframes(media / "long.mp4"), **_reads(media / "long.mp4")}
+    runs = [_long_annotate(folder / f"long{k}.db", media, base_url, events) for k in range(repeats)]
+    return {
+        "minutes": minutes,
+        "frames": video.frame_count,
+        "size": list(size),
+        "events": [list(e) for e in events],
+        "encode_s": round(written, 1),
+        **reads,
+        **runs[0],
+        "runs": [{k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mb")} for r in runs],
+    }
+
+
+def _long_annotate(db: Path, media: Path, base_url: str, events: tuple[tuple[float, float], ...]) -> dict[str, Any]:
+    """``vhd annotate --segments`` on the long video in a child process: what it found, its time and RSS."""
+    folder = db.parent
     cmd = [sys.executable, "-m", "vhd", "annotate", str(media), "--model", "openai:m", "--store", str(db),
            "--config", str(config_file(folder, base_url, True)), "--no-progress", "--json"]  # fmt: skip
     Handler.calls = 0
@@ -192,17 +269,13 @@ def long_video_run(folder: Path, base_url: str, minutes: float, size: tuple[int,
 
     found = merge_spans([(s.start_s, s.end_s) for s in ann.verdict.segments if s.harmful])  # touching spans: one
     return {
-        "minutes": minutes,
-        "frames": video.frame_count,
-        "size": list(size),
-        "events": [list(e) for e in events],
         "harmful_spans_found": found,
         "both_found": all(any(a <= e0 + 1 and b >= e1 - 1 for a, b in found) for e0, e1 in events),
         "segments": len(ann.verdict.segments),
         "calls": Handler.calls,
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "wall_s": round(wall, 1),
-        "encode_s": round(written, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
         "exit": os.waitstatus_to_exitcode(status),
         "stderr_tail": err.decode()[-500:] if status else "",
         "summary_calls": summary.get("usage", {}).get("calls"),
@@ -216,6 +289,9 @@ def main() -> None:
     parser.add_argument("--long-minutes", type=float, default=10.0)
     parser.add_argument("--long-size", default="320x240", help="frame size of the long video")
     parser.add_argument("--skip-long", action="store_true")
+    parser.add_argument("--long-only", action="store_true", help="only the 10-minute video (no planted set)")
+    parser.add_argument("--long-repeats", type=int, default=1, help="segmented runs of the long video")
+    parser.add_argument("--long-keyframes", choices=("default", "first"), default="default")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -228,10 +304,17 @@ def main() -> None:
         folder = Path(tmp)
         if not args.skip_long:  # first, while this process is small
             w, h = (int(x) for x in args.long_size.split("x"))
-            result["long"] = long_video_run(folder, base_url, args.long_minutes, (w, h))
+            result["long"] = long_video_run(
+                folder, base_url, args.long_minutes, (w, h), args.long_repeats, args.long_keyframes
+            )
             whole, cost = annotate_set(folder, folder / "long", base_url, segments=False, name="long")
             result["long"]["before"] = {"harmful": whole["long.mp4"].harmful, "calls": cost["calls"]}
             print(json.dumps({"long": result["long"]}), flush=True)
+        if args.long_only:
+            server.shutdown()
+            if args.out:
+                args.out.write_text(json.dumps(result, indent=2) + "\n")
+            return
         media = folder / "set"
         media.mkdir()
         planned = plan_videos(args.videos, args.seed)

@@ -156,6 +156,74 @@ def test_a_video_that_cannot_be_segmented_falls_back(
         (_, ann), *_ = db.iter_annotations(summary.config_hash)
     assert ann.decided_by == "whole-video" and ann.verdict.segments == []
     assert any("whole-video protocol (timestamps go backwards" in e for e in events)
+    with Store(tmp_path / "vhd.db") as db:
+        (sample, _), *_ = db.iter_annotations(summary.config_hash)
+    assert len(sample.frames) == 5  # the five frames read for the fallback are the sample's
+
+
+def test_a_segmented_video_is_decoded_once(planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The segment pass is the one decode: the five whole-video frames are not read beside it."""
+    import av
+
+    opened: list[str] = []
+    real_open = av.open
+
+    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("mode", args[0] if args else "r") == "r":
+            opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(av, "open", counting_open)
+    with ChatServer(reply=red_judge) as srv:
+        summary = run(planted, tmp_path / "vhd.db", config(tmp_path / "c.toml", srv.base_url))
+    assert summary.annotated == 1 and summary.segments == 6
+    assert opened == [str(planted)]  # one pass over the file (it was two: the five frames, then the segments)
+    with Store(tmp_path / "vhd.db") as db:
+        (sample, ann), *_ = db.iter_annotations(summary.config_hash)
+    assert ann.decided_by == "segments" and sample.frames == []  # no whole-video frames were read
+
+
+def test_an_unreadable_video_is_skipped_and_the_run_goes_on(planted: Path, tmp_path: Path) -> None:
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "good.mp4").write_bytes(planted.read_bytes())
+    (media / "cut.mp4").write_bytes(planted.read_bytes()[:2000])  # cut before its index: no decoder opens it
+    with ChatServer(reply=red_judge) as srv:
+        summary = run(media, tmp_path / "vhd.db", config(tmp_path / "c.toml", srv.base_url))
+    assert summary.annotated == 1 and summary.harmful == 1 and summary.skipped == 1
+    assert "cut.mp4" in summary.skip_reasons[0][0]
+    with Store(tmp_path / "vhd.db") as db:
+        assert [s.path for s, _ in db.iter_annotations()] == [str(media / "good.mp4")]
+        assert db.find_samples_named("cut.mp4") == []  # the cut file left no sample behind
+
+
+def test_a_video_damaged_past_its_start_is_skipped_not_the_run(
+    planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Damage the segment pass meets midway (past the first frames) is that video's outcome."""
+    import vhd.media.segments as segments
+    from vhd.errors import MediaError
+
+    real = segments.iter_segments
+
+    def damaged_later(path: Any, *args: Any, **kwargs: Any) -> Any:
+        stream = real(path, *args, **kwargs)
+        yield next(stream)
+        if Path(path).name == "bad.mp4":
+            raise MediaError("cannot decode video (InvalidDataError: invalid data at 0:03)")
+        yield from stream
+
+    monkeypatch.setattr(segments, "iter_segments", damaged_later)
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "bad.mp4").write_bytes(planted.read_bytes())
+    write_event_video(media / "good.mp4", PlantedVideo(6.0, events=((1.0, 2.0),), cuts=(1.0, 2.0), fps=10))
+    with ChatServer(reply=red_judge) as srv:
+        summary = run(media, tmp_path / "vhd.db", config(tmp_path / "c.toml", srv.base_url))
+    assert summary.annotated == 1 and summary.harmful == 1 and summary.skipped == 1
+    assert summary.skip_reasons == [
+        (str(media / "bad.mp4"), "cannot decode video (InvalidDataError: invalid data at 0:03)")
+    ]
 
 
 def test_segments_refuse_stage_wise_debates(planted: Path, tmp_path: Path) -> None:

@@ -144,3 +144,44 @@ def test_the_config_files_policy_reaches_the_judge(tmp_path: Path) -> None:
     pred = predict_once(det, Kind.IMAGE, [RED])
     assert pred.harmful is False
     assert det.identity() != debate(rules).identity()
+
+
+def test_a_segmenting_config_judges_video_files_and_leaves_images_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    pytest.importorskip("av")
+    import vhd.media.segments as segments
+    from vhd.demo import PlantedVideo, write_event_video
+
+    config = tmp_path / "annotate.toml"
+    config.write_text("[debate]\nrounds = 1\n[video]\nsegments = true\n")
+    det, plain = debate(config=str(config)), debate(rounds=1)
+    assert det.judges_video_files and not plain.judges_video_files
+    assert det.identity()["debate"] == plain.identity()["debate"] and "video" not in plain.identity()
+    assert det.identity() != plain.identity()  # segment predictions are cached apart from five-frame ones
+    image = predict_once(det, Kind.IMAGE, [RED]).to_dict()
+    assert {**image, "latency_s": 0} == {**predict_once(plain, Kind.IMAGE, [RED]).to_dict(), "latency_s": 0}
+
+    video = write_event_video(tmp_path / "v.mp4", PlantedVideo(4.0, cuts=(2.0,)))
+    read: list[int] = []
+
+    def whole_video() -> list[Any]:
+        read.append(1)
+        return [BLUE] * 5
+
+    pred = asyncio.run(det.predict_video_file(video, None, whole_video))
+    assert pred.harmful is False and pred.error is None
+    assert pred.segments is not None and [(s.start_s, s.end_s) for s in pred.segments] == [(0.0, 2.0), (2.0, 4.0)]
+    assert read == []  # segmented: the five frames are never read
+    assert [tag for tag, _ in calls(det)][-2:] == ["judge", "judge"]  # one screen a segment
+
+    def backwards(*_: object, **__: object) -> Any:
+        raise segments.SegmentationError("timestamps go backwards at frame 3")
+        yield
+
+    monkeypatch.setattr(segments, "iter_segments", backwards)
+    fallback = asyncio.run(det.predict_video_file(video, None, whole_video))
+    assert fallback.harmful is False and fallback.segments is None and read == [1]
+    assert len(calls(det)[-1][1][-1].images) == 5  # the whole-video protocol: one debate over five frames

@@ -337,7 +337,7 @@ class _Job(Feeder):
     async def process(self, item: MediaItem, sid: str) -> None:
         """Load, debate and save one claimed sample."""
         from vhd.annotate.work import debate_on
-        from vhd.media.load import load_sample
+        from vhd.media.load import describe_sample, load_sample
 
         try:
             if self.pool is not None:  # debated on an executor's worker, saved here
@@ -355,16 +355,22 @@ class _Job(Feeder):
                 self.count_segments(len(out.result.verdict.segments), out.capped, out.fallback, out.sample.path)
                 self.commit(out.sample, out.result, out.started, out.decided_by)
                 return
+            if self.video.segments and item.kind is Kind.VIDEO and Path(item.path).is_file():
+                # the segment pass is the one decode: the five whole-video frames only if it fails
+                sample = await asyncio.to_thread(guarded, describe_sample, item)
+                if isinstance(sample, ItemFailure):
+                    self.skip(item.path, sample.reason)
+                    self.db.release_leases(self.run_id, [sid])
+                    return
+                await self.annotate_segments(item, sample, sid)
+                return
             loaded = await asyncio.to_thread(guarded, load_sample, item, self.settings)
             if isinstance(loaded, ItemFailure):  # unreadable, damaged, or a missing extra (named)
                 self.skip(item.path, loaded.reason)
                 self.db.release_leases(self.run_id, [sid])
                 return
             self.summary.found += 1
-            if self.video.segments and loaded.sample.kind is Kind.VIDEO and Path(item.path).is_file():
-                await self.annotate_segments(loaded, Path(item.path))
-            else:
-                await self.annotate_one(loaded)
+            await self.annotate_one(loaded)
         except StoreWriteError as exc:
             self.summary.remaining += 1  # debated, perhaps, but not saved
             self.fail_store(exc)
@@ -390,20 +396,36 @@ class _Job(Feeder):
         result.usage.add(stage_usage)
         self.commit(sample, result, started, decided_by)
 
-    async def annotate_segments(self, loaded: LoadedSample, path: Path) -> None:
-        """Judge a video segment by segment (`vhd.annotate.segmented`), each segment stored as it is decided."""
-        from vhd.annotate.segmented import judge_in_store
+    async def annotate_segments(self, item: MediaItem, sample: Sample, sid: str) -> None:
+        """Judge a video segment by segment (`vhd.annotate.segmented`), each segment stored as it is decided.
+
+        The video is decoded once, by the segment pass; the whole-video protocol's frames are read
+        only when it cannot be segmented. A file that turns out unreadable or damaged is skipped
+        with its reason (segments decided before the damage stay stored), and the run goes on.
+        """
+        from vhd.annotate.segmented import WholeVideo, judge_in_store
         from vhd.debate.engine import Debate, DebateResult
+        from vhd.errors import MediaError
 
         assert isinstance(self.debate, Debate), "segments are refused with stage-wise debates"
-        started, stored = time.time(), (self.db, self.run_id, self.config_hash)
-        judged = await judge_in_store(*stored, loaded, path, self.video, self.settings, self.debate, self.cascade)
+        whole_video = WholeVideo(item, self.settings)
+        path, started, stored = Path(item.path), time.time(), (self.db, self.run_id, self.config_hash)
+        try:
+            judged = await judge_in_store(
+                *stored, sample, path, self.video, self.settings, self.debate, self.cascade, whole_video
+            )
+        except MediaError as exc:  # unreadable or damaged: this video's outcome, never the run's
+            self.skip(item.path, ItemFailure.of(exc).reason)
+            self.db.release_leases(self.run_id, [sid])
+            return
+        self.summary.found += 1
+        sample = whole_video.sample(sample)  # with the frames a fallback read
         if judged.stage_calls:  # the debate's calls went to the ledger as they came; the stages' go now
             self.on_call(Usage(calls=judged.stage_calls))
             self.summary.stage_calls += judged.stage_calls
         self.count_segments(len(judged.verdict.segments), len(judged.capped), judged.fallback, path)
         result = DebateResult(judged.verdict, judged.turns, judged.usage, judged.error, judged.retryable)
-        self.commit(loaded.sample, result, started, judged.decided_by)
+        self.commit(sample, result, started, judged.decided_by)
 
     def count_segments(self, n: int, capped: int, fallback: str | None, path: object) -> None:
         """Count a segmented video's segments in the summary, and say when it fell back to the whole video."""

@@ -7,6 +7,7 @@ written the moment it is decided, and the segments a killed run had finished tak
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,11 +26,12 @@ from vhd.debate.segmented import (
     segments_identity,
     span_text,
 )
-from vhd.records import Segment
+from vhd.records import MediaItem, Sample, Segment
 
 if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
     from vhd.debate.engine import Debate
+    from vhd.media.encoded import EncodedImage, EncodedVideo
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
 
@@ -41,6 +43,7 @@ __all__ = [
     "WHOLE_VIDEO",
     "VerdictRule",
     "VideoJudgement",
+    "WholeVideo",
     "judge_in_store",
     "judge_video",
     "screen_debate",
@@ -50,37 +53,76 @@ __all__ = [
 ]
 
 
+class WholeVideo:
+    """The whole-video protocol's frames of one video file, read only when asked (a segmented video's fallback).
+
+    Pass it as ``whole_video`` to `judge_video` / `judge_in_store`: a video that segments is then
+    decoded once, by the segment pass, and one that cannot be segmented is read here.
+
+    Args:
+        item: The video file.
+        settings: How its frames are read and encoded (`vhd.media.load.load_sample`).
+    """
+
+    def __init__(self, item: MediaItem, settings: MediaSettings) -> None:
+        self.item = item
+        self.settings = settings
+        self.loaded: LoadedSample | None = None
+
+    def __call__(self) -> tuple[list[EncodedImage], EncodedVideo | None]:
+        """Read the frames (and clip, with native video input).
+
+        Raises:
+            MediaError: The file cannot be read for the whole-video protocol either.
+        """
+        from vhd.media.load import load_sample
+
+        self.loaded = load_sample(self.item, self.settings)
+        return self.loaded.images, self.loaded.clip
+
+    def sample(self, described: Sample) -> Sample:
+        """The sample to store: the one read with its frames when they were read, else ``described``."""
+        return described if self.loaded is None else self.loaded.sample
+
+
 async def judge_in_store(
     db: Store,
     run_id: str,
     config_hash: str,
-    loaded: LoadedSample,
+    sample: Sample,
     path: Path,
     video: VideoConfig,
     media: MediaSettings,
     debate: Debate,
     cascade: Cascade | None = None,
+    whole_video: Callable[[], tuple[Sequence[EncodedImage], EncodedVideo | None]] | None = None,
 ) -> VideoJudgement:
     """`judge_video` for a run that writes to a store: segments stored as each is decided, stored ones reused.
+
+    The sample is stored with its first segment (a file that turns out unreadable leaves no trace).
 
     Args:
         db: The run's store.
         run_id: The run.
         config_hash: The configuration the segments are judged under.
-        loaded: The video's sample and its whole-video frames (the fallback).
+        sample: The video's sample (`vhd.media.load.describe_sample`: nothing decoded yet).
         path: The video file.
         video: The ``[video]`` settings.
         media: How frames are encoded.
         debate: The full debate.
         cascade: The cascade's stages, when they screen.
+        whole_video: Reads the whole-video protocol's frames and clip, only for a video that cannot
+            be segmented (see `judge_video`).
 
     Returns:
         What `judge_video` returns.
     """
-    sample = loaded.sample
-    db.upsert_sample(sample)  # before its segments are written
+    stored: list[bool] = []
 
     def on_segment(index: int, segment: Segment, calls: int) -> None:
+        if not stored:  # before its segments are written
+            db.upsert_sample(sample)
+            stored.append(True)
         db.save_segment(sample.id, config_hash, run_id, index, segment, calls)
 
     return await judge_video(
@@ -90,8 +132,7 @@ async def judge_in_store(
         debate=debate,
         screen=screen_debate(debate),
         cascade=cascade,
-        whole_video=loaded.images,
-        whole_clip=loaded.clip,
+        whole_video=whole_video,
         done=db.stored_segments(sample.id, config_hash),
         on_segment=on_segment,
     )

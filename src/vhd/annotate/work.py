@@ -119,10 +119,20 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         self.debate = Debate(backends, self.config, self.prompts, self.examples, retry_budget=self.retry_budget)
 
     async def run(self, item: DebateItem) -> DebateOutcome:
-        """Load (unless shipped) and debate one sample; a media error comes back as its reason."""
-        from vhd.media.load import load_sample
+        """Load (unless shipped) and debate one sample; a media error comes back as its reason.
+
+        A video file judged by segments is decoded once, by the segment pass (see `segmented`).
+        """
+        from vhd.media.load import describe_sample, load_sample
 
         assert self.debate is not None, "setup() first"
+        media = item.item
+        segmented = self.config.video.segments and media is not None and media.kind is Kind.VIDEO
+        if segmented and item.loaded is None and media is not None and Path(media.path).is_file():
+            sample = await asyncio.to_thread(guarded, describe_sample, media)
+            if isinstance(sample, ItemFailure):
+                return DebateOutcome(None, None, media_error=sample.reason)
+            return await self.segmented(media, sample, time.time())
         loaded = item.loaded
         if loaded is None:
             assert item.item is not None
@@ -131,32 +141,30 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
                 return DebateOutcome(None, None, media_error=read.reason)
             loaded = read
         started = time.time()
-        path = Path(item.item.path) if item.item is not None else None
-        if self.config.video.segments and loaded.sample.kind is Kind.VIDEO and path is not None and path.is_file():
-            return await self.segmented(loaded, path, started)
         result = await self.debate.run(loaded.sample.kind, loaded.images, loaded.clip)
         return DebateOutcome(loaded.sample, result, started)
 
-    async def segmented(self, loaded: LoadedSample, path: Path, started: float) -> DebateOutcome:
-        """A video judged segment by segment on this worker (`vhd.annotate.segmented`), as one item."""
+    async def segmented(self, item: MediaItem, sample: Sample, started: float) -> DebateOutcome:
+        """A video judged segment by segment on this worker (`vhd.annotate.segmented`), as one item.
+
+        Its one decode is the segment pass; the whole-video protocol's frames are read only when
+        the video cannot be segmented.
+        """
+        from vhd.annotate.segmented import WholeVideo
         from vhd.debate.engine import DebateResult
         from vhd.debate.segmented import judge_video
 
         assert self.debate is not None
+        whole_video = WholeVideo(item, self.settings)
         try:
             judged = await judge_video(
-                path,
-                self.config.video,
-                self.settings,
-                debate=self.debate,
-                whole_video=loaded.images,
-                whole_clip=loaded.clip,
+                item.path, self.config.video, self.settings, debate=self.debate, whole_video=whole_video
             )
         except MediaError as exc:
             return DebateOutcome(None, None, media_error=str(exc))
         result = DebateResult(judged.verdict, judged.turns, judged.usage, judged.error, judged.retryable)
         return DebateOutcome(
-            loaded.sample,
+            whole_video.sample(sample),
             result,
             started,
             decided_by=judged.decided_by,

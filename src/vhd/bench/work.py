@@ -2,25 +2,28 @@
 
 `predict_item` loads a sample's media once (original bytes for detectors that want them,
 prepared images for the others) and asks each detector; one detector failing on one sample
-gives an error prediction, never an exception. `DetectWork` wraps it as `vhd.execution.Work`
-for ``vhd bench --executor ray``: each worker checks (loads) its own copy of the detectors once,
-reads the media by path (a filesystem shared with the driver), and sends the predictions back
-to the driver, which alone writes the prediction cache.
+gives an error prediction, never an exception. A detector that judges a video from its file
+(`vhd.detectors.base.Detector.judges_video_files`: the ``debate`` detector with ``[video]
+segments``) is given the path instead, and the prepared frames only if it asks for them.
+`DetectWork` wraps it as `vhd.execution.Work` for ``vhd bench --executor ray``: each worker
+checks (loads) its own copy of the detectors once, reads the media by path (a filesystem shared
+with the driver), and sends the predictions back to the driver, which alone writes the
+prediction cache.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.bench.original import load_original, wants_original
-from vhd.boundary import item_boundary
+from vhd.boundary import item_boundary, one_line
 from vhd.detectors.base import Detector, Prediction
-from vhd.errors import VhdError
+from vhd.errors import MediaError, VhdError
 from vhd.execution import Work
 from vhd.records import Kind, MediaItem
 
@@ -46,12 +49,19 @@ def load_media(item: BenchItem, original: bool, settings: MediaSettings | None) 
     return load_sample(media, settings).images
 
 
-async def judge(detector: Detector, index: int, kind: Kind, images: Sequence[Any], slots: asyncio.Semaphore) -> Outcome:
-    """One detector's prediction; its failure is the prediction's error."""
+async def judge(
+    detector: Detector,
+    index: int,
+    kind: Kind,
+    images: Sequence[Any],
+    slots: asyncio.Semaphore,
+    ask: Callable[[], Awaitable[Prediction]] | None = None,
+) -> Outcome:
+    """One detector's prediction (``ask``: how, instead of `Detector.predict`); a failure is its error."""
     async with slots:
         start = time.perf_counter()
         try:
-            pred = await detector.predict(kind, images)
+            pred = await (ask() if ask is not None else detector.predict(kind, images))
         except (VhdError, Exception) as exc:  # one sample's failure never stops the run
             pred = Prediction(None, error=f"{type(exc).__name__}: {exc}")
         end = time.perf_counter()
@@ -102,9 +112,19 @@ async def predict_item(
     also score frames sampled over the whole video (`place_in_time`).
     """
     plain_file = item.kind is Kind.IMAGE and not Path(item.path).is_dir()
+    video_file = item.kind is Kind.VIDEO and Path(item.path).is_file()
+    by_file = [i for i in todo if video_file and detectors[i].judges_video_files]
     groups: dict[bool, list[int]] = {}
     for index in todo:
-        groups.setdefault(plain_file and wants_original(detectors[index]), []).append(index)
+        if index not in by_file:
+            groups.setdefault(plain_file and wants_original(detectors[index]), []).append(index)
+    prepared: list[list[Any]] = []
+
+    def whole_video() -> list[Any]:  # the prepared frames, read for a file-judging detector only if it asks
+        if not prepared:
+            prepared.append(load_media(item, False, settings))
+        return prepared[0]
+
     out: list[Outcome] = []
     jobs: list[Coroutine[Any, Any, Outcome]] = []
     try:
@@ -120,7 +140,12 @@ async def predict_item(
                 now = time.perf_counter()
                 out.extend((index, Prediction(None, error=f"media: {b.failure.reason}"), now, now) for index in indices)
             else:
+                prepared.extend([] if original else [images])
                 jobs.extend(judge(detectors[index], index, item.kind, images, slots) for index in indices)
+        for index in by_file:
+            det = detectors[index]
+            ask = _file_judge(det, Path(item.path), settings, whole_video)
+            jobs.append(judge(det, index, item.kind, [], slots, ask))
     except BaseException:  # cancelled (Ctrl-C) between loads: drop the calls not yet started
         for job in jobs:
             job.close()
@@ -129,6 +154,20 @@ async def predict_item(
     if timeline and item.kind is Kind.VIDEO:
         await place_in_time(detectors, settings, item, out, slots)
     return out
+
+
+def _file_judge(
+    detector: Detector, path: Path, settings: MediaSettings | None, whole_video: Callable[[], list[Any]]
+) -> Callable[[], Awaitable[Prediction]]:
+    """`Detector.predict_video_file` on one video file, as `judge`'s ``ask`` (a bad file reads ``media: ...``)."""
+
+    async def ask() -> Prediction:
+        try:
+            return await detector.predict_video_file(path, settings, whole_video)
+        except MediaError as exc:  # unreadable or damaged: "media: ...", as when the frames cannot be read
+            return Prediction(None, error=f"media: {one_line(str(exc))}")
+
+    return ask
 
 
 class DetectWork(Work[Entry, list[Outcome]]):

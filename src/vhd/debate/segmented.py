@@ -21,9 +21,11 @@ flat in the video's length) and decides each with as few calls as it can:
 Segments already stored for the video under the same configuration (a run killed midway) are
 taken as they are, not asked again: ``done`` and ``on_segment`` connect the store. A video that
 cannot be segmented (`vhd.media.segments.SegmentationError`) is judged by the whole-video protocol
-(the frames `vhd.media.load.load_sample` chose) and the reason is returned in
-`VideoJudgement.fallback`. Native video input (a backend that takes the clip itself) plugs in
-where `_ask_segment` turns a segment into what the models see.
+(the frames `vhd.media.load.load_sample` chooses) and the reason is returned in
+`VideoJudgement.fallback`. Those frames are read only then (``whole_video`` is a reader, called
+after the failure), so a video that segments is decoded once: by the segment pass. Native video
+input (a backend that takes the clip itself) plugs in where `_ask_segment` turns a segment into
+what the models see.
 """
 
 from __future__ import annotations
@@ -233,8 +235,7 @@ async def judge_video(
     debate: Debate,
     screen: Debate | None = None,
     cascade: Stages | None = None,
-    whole_video: Sequence[EncodedImage] = (),
-    whole_clip: EncodedVideo | None = None,
+    whole_video: Callable[[], tuple[Sequence[EncodedImage], EncodedVideo | None]] | None = None,
     done: Mapping[int, Segment] | None = None,
     on_segment: Callable[[int, Segment, int], None] | None = None,
 ) -> VideoJudgement:
@@ -248,10 +249,9 @@ async def judge_video(
         debate: The full debate (for flagged or uncertain segments).
         screen: The one-call screen; default `screen_debate` of ``debate``.
         cascade: Detector stages that screen each segment instead of the screen call.
-        whole_video: The frames of the whole-video protocol, judged when the video cannot be
-            segmented (empty: such a video ends with status error).
-        whole_clip: With native video input (``media.clip`` set), the whole-video protocol's clip
-            for that fallback.
+        whole_video: Reads the whole-video protocol's frames, and with native video input
+            (``media.clip`` set) its clip (else None), for a video that cannot be segmented;
+            called once, in a thread, only then (None: such a video ends with status error).
         done: Segments already decided under this configuration, by position (a resumed run).
         on_segment: Called with ``(position, segment, calls spent on it)`` as each is decided.
 
@@ -259,7 +259,8 @@ async def judge_video(
         The video's verdict with its segments, the turns and usage, and what was capped or resumed.
 
     Raises:
-        MediaError: The file is unreadable or damaged (before or while decoding).
+        MediaError: The file is unreadable or damaged (before or while decoding), or, after a
+            fallback, ``whole_video`` cannot read it either.
     """
     from vhd.media.segments import SegmentationError, iter_segments
 
@@ -293,11 +294,12 @@ async def judge_video(
         out.verdict = VerdictRule.of(video).decide(decided)
         return out
     out.decided_by = WHOLE_VIDEO
-    if not whole_video:
+    if whole_video is None:
         out.verdict = Verdict(None, "", status=Status.ERROR)
         out.error, out.retryable = f"cannot segment the video ({out.fallback})", False
         return out
-    result = await debate.run(Kind.VIDEO, whole_video, whole_clip)
+    images, clip = await asyncio.to_thread(whole_video)
+    result = await debate.run(Kind.VIDEO, images, clip)
     out.verdict, out.turns, out.error, out.retryable = result.verdict, result.turns, result.error, result.retryable
     out.usage.add(result.usage)
     return out

@@ -12,11 +12,15 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind, Segment
 from vhd.redaction import redact
+
+if TYPE_CHECKING:
+    from vhd.media.load import MediaSettings
 
 T = TypeVar("T")
 
@@ -225,6 +229,34 @@ class Detector(abc.ABC):
     @abc.abstractmethod
     async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Judge one image, or (``video_native``) a video's frames in order."""
+
+    @property
+    def judges_video_files(self) -> bool:
+        """Whether the detector judges a video from its file (`predict_video_file`), not from its sampled frames.
+
+        False by default; the ``debate`` detector reads the file when its configuration judges
+        videos segment by segment (``[video] segments = true``).
+        """
+        return False
+
+    async def predict_video_file(
+        self,
+        path: Path,
+        settings: MediaSettings | None,
+        whole_video: Callable[[], Sequence[EncodedImage]],
+    ) -> Prediction:
+        """Judge a video from its file, for a detector whose `judges_video_files` is True.
+
+        Args:
+            path: The video file.
+            settings: How frames are prepared for the models (None: the defaults).
+            whole_video: Reads the frames `predict` would have been given (the VHD11K protocol's
+                five), for a detector that falls back to them; blocking, so call it in a thread.
+
+        Raises:
+            NotImplementedError: A detector that judges a video's sampled frames only.
+        """
+        raise NotImplementedError(f"{self.name} judges a video's sampled frames, not its file")
 
     @property
     def scores_frames(self) -> bool:

@@ -2,7 +2,10 @@
 
 Two debaters argue over the sample for a few rounds and a judge decides, exactly as
 `vhd annotate` does (`vhd.debate.engine.Debate`); the model of the spec plays every role.
-Videos are debated over their numbered frames (video-native).
+Videos are debated over their numbered frames (video-native), the VHD11K protocol; when the
+``config`` file sets ``[video] segments = true``, a video file is judged segment by segment as
+`vhd annotate --segments` does (`vhd.debate.segmented.judge_video`: one decode, a screen call
+per segment, the debate where it flags) and the prediction carries the segments.
 
 Options (``--set LABEL.key=value`` or ``[detectors.LABEL]``):
     config: An annotate config file (TOML/YAML) to start from: per-role models, prompts,
@@ -15,15 +18,17 @@ The prediction is the judge's verdict: harmful, the score P(yes) where the backe
 first-token log-probabilities, the judge's text as ``raw``, the VHD11K category of the
 judge's "Yes, <category>" reason when the taxonomy recognises it, and the severity level the
 judge gave with a harmful verdict (``Verdict.severity``), which ``vhd bench`` compares with
-the labels' levels.
+the labels' levels. A video judged by segments gives the video's verdict by the ``[video]`` rule,
+its reason (the deciding spans) as ``raw``, the categories of its harmful segments, and every
+segment in ``segments`` (``vhd bench`` scores the harmful ones against human spans).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +37,9 @@ from vhd.detectors.vlm import parse_options
 from vhd.errors import ConfigError
 from vhd.media.encoded import EncodedImage
 from vhd.records import Kind, Role, Segment, Status, Verdict
+
+if TYPE_CHECKING:
+    from vhd.media.load import MediaSettings
 
 
 def verdict_segments(verdict: Verdict) -> list[Segment] | None:
@@ -96,8 +104,21 @@ class DebateDetector(Detector):
         self.taxonomy = default_taxonomy()
 
     def identity(self) -> dict[str, Any]:
-        """The annotation configuration's identity (models, rounds, prompts, examples); never keys."""
+        """The annotation configuration's identity (models, rounds, prompts, examples); never keys.
+
+        Judging videos by segments adds the ``[video]`` settings (cuts, frames, rule, call cap):
+        its predictions are not the five frames' ones. Without segments the identity is as before.
+        """
+        if self.config.video.segments:
+            from vhd.debate.segmented import segments_identity
+
+            return {"name": self.name, "debate": self._identity, "video": segments_identity(self.config.video)}
         return {"name": self.name, "debate": self._identity}
+
+    @property
+    def judges_video_files(self) -> bool:
+        """Whether videos are judged segment by segment from their files (the config's ``[video] segments``)."""
+        return self.config.video.segments
 
     async def check(self) -> None:
         """Check every role's backend once."""
@@ -111,16 +132,54 @@ class DebateDetector(Detector):
 
     async def predict_images(self, kind: Kind, images: Sequence[EncodedImage]) -> Prediction:
         """Debate one image, or a video's numbered frames."""
-        from vhd.taxonomy.answer import parse_answer
-
         start = time.perf_counter()
         result = await self.debate.run(kind, images)
-        verdict = result.verdict
         judge = [t for t in result.turns if t.role is Role.JUDGE]
-        raw = judge[-1].text if judge else None
+        return self._prediction(result.verdict, judge[-1].text if judge else None, result.error, start)
+
+    async def predict_video_file(
+        self,
+        path: Path,
+        settings: MediaSettings | None,
+        whole_video: Callable[[], Sequence[EncodedImage]],
+    ) -> Prediction:
+        """Judge a video file segment by segment (`vhd.debate.segmented.judge_video`), as `vhd annotate --segments`.
+
+        Frames are prepared by ``settings`` (the benchmark's); a video that cannot be segmented is
+        debated over ``whole_video``'s frames (read only then), its prediction without segments.
+
+        Raises:
+            MediaError: The file is unreadable or damaged.
+        """
+        from vhd.debate.segmented import WHOLE_VIDEO, judge_video
+        from vhd.media.load import MediaSettings
+
+        start = time.perf_counter()
+
+        def frames() -> tuple[list[EncodedImage], None]:
+            return list(whole_video()), None
+
+        judged = await judge_video(
+            path, self.config.video, settings or MediaSettings(), debate=self.debate, whole_video=frames
+        )
+        if judged.decided_by == WHOLE_VIDEO:  # one debate over the five frames, as without segments
+            judge = [t for t in judged.turns if t.role is Role.JUDGE]
+            return self._prediction(judged.verdict, judge[-1].text if judge else None, judged.error, start)
+        verdict = judged.verdict
+        if verdict.status is Status.UNPARSED:  # a segment undecided: the reason says which
+            elapsed = time.perf_counter() - start
+            return Prediction(None, score=verdict.score, raw=verdict.reason, error=verdict.reason, latency_s=elapsed)
+        return self._prediction(verdict, verdict.reason, judged.error, start, segmented=True)
+
+    def _prediction(
+        self, verdict: Verdict, raw: str | None, error: str | None, start: float, *, segmented: bool = False
+    ) -> Prediction:
+        """A debate verdict as a prediction (``segmented``: the categories come from its harmful segments)."""
+        from vhd.taxonomy.answer import parse_answer
+
         elapsed = time.perf_counter() - start
         if verdict.status is Status.ERROR:
-            return Prediction(None, raw=raw, error=result.error or "debate failed", latency_s=elapsed)
+            return Prediction(None, raw=raw, error=error or "debate failed", latency_s=elapsed)
         if verdict.harmful is None:
             snippet = " ".join((raw or "").split())[:120]
             error = (
@@ -131,9 +190,11 @@ class DebateDetector(Detector):
                 else f"unparsed: {snippet!r}"
             )
             return Prediction(None, score=verdict.score, raw=raw, error=error, latency_s=elapsed)
+        reasons = [s.reason for s in verdict.segments if s.harmful] if segmented else [verdict.reason]
         categories: list[str] = []
-        if verdict.harmful and verdict.reason and not verdict.refused:
-            categories = list(parse_answer(verdict.reason, self.taxonomy).codes)
+        if verdict.harmful and not verdict.refused:
+            codes = (parse_answer(reason, self.taxonomy).codes for reason in reasons if reason)
+            categories = list(dict.fromkeys(code for found in codes for code in found))
         severity = verdict.severity if verdict.harmful else None
         return Prediction(
             verdict.harmful,

@@ -286,6 +286,29 @@ def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> Loade
             if settings.clip is not None:
                 clip = _load_clip(item, settings.clip)
 
+    return LoadedSample(sample=_record(item, path, digest, frames), images=images, clip=clip)
+
+
+def describe_sample(item: MediaItem) -> Sample:
+    """The sample record of a video file without decoding it: hashed, its manifest id checked, no frames.
+
+    For a video judged segment by segment (``[video] segments``), whose one decode is the segment
+    pass: the whole-video protocol's frames (`load_sample`) are only read when that pass fails,
+    so ``frames`` is left empty (unknown; a store keeps frames it already has).
+
+    Raises:
+        MediaError: The file cannot be read, or its content hash differs from its manifest's id.
+    """
+    path = Path(item.path)
+    try:
+        digest = sha256_file(path)
+    except OSError as exc:
+        raise MediaError(f"cannot read file ({exc.strerror})") from exc
+    return _record(item, path, digest, [])
+
+
+def _record(item: MediaItem, path: Path, digest: str, frames: list[int]) -> Sample:
+    """The sample record of an item whose content hash is ``digest`` (the manifest's id checked)."""
     meta: dict[str, Any] = dict(item.meta)
     if item.id is not None:
         if is_sha256_hex(item.id):
@@ -296,7 +319,7 @@ def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> Loade
                 )
         else:
             meta["id"] = item.id
-    sample = Sample(
+    return Sample(
         id=digest,
         kind=item.kind,
         path=display_path(path),
@@ -308,4 +331,3 @@ def load_sample(item: MediaItem, settings: MediaSettings | None = None) -> Loade
         frames=frames,
         meta=meta,
     )
-    return LoadedSample(sample=sample, images=images, clip=clip)
