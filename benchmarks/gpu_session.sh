@@ -22,7 +22,7 @@
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-read -r lim_sdxl lim_hf lim_tune lim_ad <<<"${GPU_SESSION_LIMITS:-140 140 110 180}"
+read -r lim_sdxl lim_hf lim_tune lim_ad <<<"${GPU_SESSION_LIMITS:-200 140 130 200}"
 
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

@@ -232,3 +232,18 @@ def test_cli_signs_content_credentials_into_images_and_videos(
             sample is not None and sample.generator == f"{name}:local:{tiny_pipes[name].name}"
         )  # its own, not "claimed:"
     capsys.readouterr()
+
+
+def test_mp4_encoding_uses_a_fixed_thread_count_and_repeats_its_bytes() -> None:
+    """x264 writes its settings into the stream: a fixed count of 4 threads, the same bytes twice.
+
+    (x264 itself uses fewer on short frames, by their height alone: 64 px rows get one.)
+    """
+    from vhd.synth.outputs import X264_THREADS, encode_mp4
+
+    pytest.importorskip("av")
+    frames = np.random.default_rng(0).integers(0, 256, (8, 256, 96, 3), dtype=np.uint8)
+    first = encode_mp4(frames, 8, '{"k": 1}')
+    assert first == encode_mp4(frames, 8, '{"k": 1}')
+    assert X264_THREADS == 4
+    assert b"threads=4 " in first  # one per CPU would make the bytes depend on the machine
