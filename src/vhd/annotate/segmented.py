@@ -2,7 +2,8 @@
 
 The segment-by-segment judgement itself (`judge_video`, the screen, the verdict rule) is
 `vhd.debate.segmented`, which detectors can use too; this module adds the store: each segment
-written the moment it is decided, and the segments a killed run had finished taken back.
+written the moment it is decided, and the segments a killed run had finished taken back. The
+store's process (the driver) does this whether the calls run here or on an executor's workers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from vhd.config import VideoConfig
 from vhd.debate.segmented import (
     CAPPED,
     DEBATE,
+    FAILED,
     SCREEN,
     SEGMENTS,
     WHOLE_VIDEO,
@@ -30,12 +32,14 @@ from vhd.records import Segment
 if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
     from vhd.debate.engine import Debate
+    from vhd.debate.segmented import SegmentCalls
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
 
 __all__ = [
     "CAPPED",
     "DEBATE",
+    "FAILED",
     "SCREEN",
     "SEGMENTS",
     "WHOLE_VIDEO",
@@ -60,6 +64,9 @@ async def judge_in_store(
     media: MediaSettings,
     debate: Debate,
     cascade: Cascade | None = None,
+    *,
+    calls: SegmentCalls | None = None,
+    parallel: int = 1,
 ) -> VideoJudgement:
     """`judge_video` for a run that writes to a store: segments stored as each is decided, stored ones reused.
 
@@ -72,7 +79,10 @@ async def judge_in_store(
         video: The ``[video]`` settings.
         media: How frames are encoded.
         debate: The full debate.
-        cascade: The cascade's stages, when they screen.
+        cascade: The cascade's stages, when they screen (run in this process).
+        calls: Where the screen and debate calls run (default: here, with ``debate``); an
+            executor's pool (`vhd.annotate.work.PoolCalls`) judges the segments on its workers.
+        parallel: Segments of the video judged at once.
 
     Returns:
         What `judge_video` returns.
@@ -89,6 +99,8 @@ async def judge_in_store(
         media,
         debate=debate,
         screen=screen_debate(debate),
+        calls=calls,
+        parallel=parallel,
         cascade=cascade,
         whole_video=loaded.images,
         whole_clip=loaded.clip,
