@@ -240,8 +240,8 @@ class _OutOfOrder:
 
 def _judge(planted: Path, cfg: Path, *, parallel: int, raise_at: float | None = None) -> tuple[Any, Any, list[int]]:
     """`judge_video` over the loopback model, its calls answered out of order; also the positions stored."""
-    from vhd.annotate.api import annotate_config
     from vhd.aio import run_sync
+    from vhd.annotate.api import annotate_config
     from vhd.backends.registry import build_backends
     from vhd.debate.engine import Debate
     from vhd.debate.prompts import Prompts
