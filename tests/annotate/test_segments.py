@@ -299,3 +299,15 @@ def test_a_segment_whose_judgement_raises_is_its_outcome(planted: Path, tmp_path
         and ruled.error == "0:05-0:07: unexpected error (RuntimeError: the screen broke)"
     )
     assert [s.harmful for s in ruled.verdict.segments] == [False, True, None, False, True, False]
+
+
+def test_segments_take_ship_media_since_the_driver_decodes(planted: Path, tmp_path: Path) -> None:
+    """Segment steps always carry their frames, so ``--ship-media`` (for the other samples) is accepted."""
+    from vhd.execution import ExecutorOptions
+    from vhd.executors.ray_pool import RayExecutor
+
+    cfg = config(tmp_path / "c.toml", "http://127.0.0.1:9/v1")
+    runner = RayExecutor(ExecutorOptions(ship_media=True))
+    summary = vhd.annotate([planted], config=cfg, store=tmp_path / "d.db", model="openai:m", progress=False,
+                           options=RunOptions(dry_run=True, executor=runner))  # fmt: skip
+    assert summary.dry_run and summary.found == 1
