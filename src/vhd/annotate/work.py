@@ -6,6 +6,11 @@ executor other than ``local`` it sends each claimed sample to a `vhd.execution.P
 driver resolved it (every role's model spelled out, prompt files read, in-context examples
 encoded), so workers need neither the config file nor ``$VHD_MODEL``; API keys stay in the
 environment variables the backends name (`DebateWork.env_vars`).
+
+A video judged by segments (``[video] segments``) is not sent whole: the driver decodes it and
+judges it (`vhd.debate.segmented.judge_video`), and only its segments' screens and debates go to
+the pool, one `SegmentStep` item each (`PoolCalls`), so one video's segments run on several
+workers and each is stored on the driver as it comes back.
 """
 
 from __future__ import annotations
