@@ -238,7 +238,9 @@ class _OutOfOrder:
         return await self.calls.debate(images, clip, span)
 
 
-def _judge(planted: Path, cfg: Path, *, parallel: int, raise_at: float | None = None) -> tuple[Any, Any, list[int]]:
+def _judge(
+    planted: Path, cfg: Path, *, parallel: int, raise_at: float | None = None, store: Any = None
+) -> tuple[Any, Any, list[int]]:
     """`judge_video` over the loopback model, its calls answered out of order; also the positions stored."""
     from vhd.aio import run_sync
     from vhd.annotate.api import annotate_config
@@ -255,7 +257,7 @@ def _judge(planted: Path, cfg: Path, *, parallel: int, raise_at: float | None = 
     judged = run_sync(
         judge_video(
             planted, config.video, MediaSettings(), calls=calls, parallel=parallel,
-            on_segment=lambda i, _s, _n: stored.append(i),
+            on_segment=store or (lambda i, _s, _n: stored.append(i)),
         )
     )  # fmt: skip
     return judged, calls, stored
@@ -311,3 +313,18 @@ def test_segments_take_ship_media_since_the_driver_decodes(planted: Path, tmp_pa
     summary = vhd.annotate([planted], config=cfg, store=tmp_path / "d.db", model="openai:m", progress=False,
                            options=RunOptions(dry_run=True, executor=runner))  # fmt: skip
     assert summary.dry_run and summary.found == 1
+
+
+def test_a_store_that_cannot_be_written_stops_the_video_at_once(planted: Path, tmp_path: Path) -> None:
+    """A run fault in one segment (its store write) is not that segment's outcome: no further segment starts."""
+    from vhd.errors import StoreWriteError
+
+    def full(*_: object) -> None:
+        raise StoreWriteError("database or disk is full", full=True)
+
+    with ChatServer(reply=red_judge) as srv:
+        cfg = config(tmp_path / "c.toml", srv.base_url)
+        with pytest.raises(StoreWriteError):
+            _judge(planted, cfg, parallel=2, store=full)
+        asked = srv.chat_requests
+    assert asked <= 3  # the two segments in flight (and a debate's first call), not all six

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -391,8 +392,8 @@ async def judge_video(
         try:
             while True:
                 await slots.acquire()
-                if stopped:
-                    slots.release()
+                if stopped or any(t.done() and not t.cancelled() and t.exception() for t in tasks):
+                    slots.release()  # a model call failed, or a run fault (a store write) ends the video
                     break
                 segment = await _next(stream)
                 earlier = None if segment is None else done.get(segment.index)
@@ -413,7 +414,8 @@ async def judge_video(
         except SegmentationError as exc:
             out.fallback = str(exc)
         finally:
-            stream.close()
+            with suppress(ValueError):  # still running in its thread (cancelled meanwhile): closed when it ends
+                stream.close()
         await asyncio.gather(*tasks)
     finally:
         for task in tasks:
