@@ -328,3 +328,21 @@ def test_a_store_that_cannot_be_written_stops_the_video_at_once(planted: Path, t
             _judge(planted, cfg, parallel=2, store=full)
         asked = srv.chat_requests
     assert asked <= 3  # the two segments in flight (and a debate's first call), not all six
+
+
+def test_a_video_damaged_past_the_whole_video_frames_is_skipped(
+    planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Damage met while segmenting (after the whole-video frames loaded) is the video's skip reason."""
+    import vhd.media.segments as segments
+    from vhd.errors import MediaError
+
+    def damaged(*_: object, **__: object) -> Any:
+        raise MediaError("events.mp4: the stream is damaged at 7.3 s (Invalid data found)")
+        yield  # a generator, like the real one
+
+    monkeypatch.setattr(segments, "iter_segments", damaged)
+    with ChatServer(reply=red_judge) as srv:
+        summary = run(planted, tmp_path / "vhd.db", config(tmp_path / "c.toml", srv.base_url))
+    assert summary.skipped == 1 and summary.annotated == 0
+    assert any("damaged at 7.3 s" in reason for _, reason in summary.skip_reasons)
