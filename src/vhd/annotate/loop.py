@@ -347,7 +347,7 @@ class _Job(Feeder):
         from vhd.media.load import load_sample
 
         try:
-            segmented = self.video.segments and item.kind is Kind.VIDEO
+            segmented = self.video.segments and item.kind is Kind.VIDEO and Path(item.path).is_file()
             if self.pool is not None and not segmented and self.cascade is None:  # all on a worker
                 out = await debate_on(self.pool, item, sid, self.settings, ship=self.ship_media)
                 if out.sample is None or out.result is None:  # unreadable, or its workers kept dying

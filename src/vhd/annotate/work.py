@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from vhd.boundary import ItemFailure, guarded
 from vhd.config import AnnotateConfig
@@ -51,7 +51,7 @@ class SegmentStep:
         span: The segment's start and end in seconds (None: the whole video, after a fallback).
     """
 
-    step: str
+    step: Literal["screen", "debate"]
     images: list[EncodedImage]
     clip: EncodedVideo | None = None
     span: tuple[float, float] | None = None
@@ -147,12 +147,10 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         from vhd.media.load import load_sample
 
         assert self.debate is not None and self.screen is not None, "setup() first"
-        if item.segment is not None:
-            step = item.segment
-            started = time.time()
-            kind = Kind.VIDEO
+        if item.segment is not None:  # one step of a video the driver segments
+            step, started = item.segment, time.time()
             debate = self.screen if step.step == "screen" else self.debate
-            return DebateOutcome(None, await debate.run(kind, step.images, step.clip), started)
+            return DebateOutcome(None, await debate.run(Kind.VIDEO, step.images, step.clip), started)
         loaded = item.loaded
         if loaded is None:
             assert item.item is not None
