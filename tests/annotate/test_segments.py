@@ -269,3 +269,148 @@ def test_the_cascade_screens_each_segment(planted: Path, tmp_path: Path, monkeyp
     assert [s.harmful for s in segments] == [False, True, False, False, True, False]
     assert RedDetector.calls == 6 * 3 and chat == 3 * 3  # the stage on each frame; three debates of 3 calls
     assert ann.verdict.harmful is True
+
+
+class _OutOfOrder:
+    """The run's own calls (`InProcess`), answered later for earlier segments, counting those in flight.
+
+    A screen may also raise for one span, as a bug or a lost worker would.
+    """
+
+    def __init__(self, calls: Any, raise_at: float | None = None) -> None:
+        self.calls = calls
+        self.raise_at = raise_at
+        self.in_flight = 0
+        self.peak = 0
+        self.screened: list[float] = []
+
+    @property
+    def calls_per_debate(self) -> int:
+        return int(self.calls.calls_per_debate)
+
+    async def screen(self, images: Any, clip: Any, span: tuple[float, float]) -> Any:
+        import asyncio
+
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep((12.0 - span[0]) * 0.02)  # the first segment answers last
+            if span[0] == self.raise_at:
+                raise RuntimeError("the screen broke")
+            self.screened.append(span[0])
+            return await self.calls.screen(images, clip, span)
+        finally:
+            self.in_flight -= 1
+
+    async def debate(self, images: Any, clip: Any, span: tuple[float, float] | None) -> Any:
+        return await self.calls.debate(images, clip, span)
+
+
+def _judge(
+    planted: Path, cfg: Path, *, parallel: int, raise_at: float | None = None, store: Any = None
+) -> tuple[Any, Any, list[int]]:
+    """`judge_video` over the loopback model, its calls answered out of order; also the positions stored."""
+    from vhd.aio import run_sync
+    from vhd.annotate.api import annotate_config
+    from vhd.backends.registry import build_backends
+    from vhd.debate.engine import Debate
+    from vhd.debate.prompts import Prompts
+    from vhd.debate.segmented import InProcess, judge_video
+    from vhd.media.load import MediaSettings
+
+    config = annotate_config(cfg, model="openai:m")
+    debate = Debate(build_backends(config), config, Prompts(), [])
+    calls = _OutOfOrder(InProcess(debate), raise_at)
+    stored: list[int] = []
+    judged = run_sync(
+        judge_video(
+            planted, config.video, MediaSettings(), calls=calls, parallel=parallel,
+            on_segment=store or (lambda i, _s, _n: stored.append(i)),
+        )
+    )  # fmt: skip
+    return judged, calls, stored
+
+
+def test_segments_judged_at_once_give_the_sequential_verdict_and_cap(planted: Path, tmp_path: Path) -> None:
+    """Six segments in flight, answered last-first: same segments, verdict and capped debate as one by one."""
+    with ChatServer(reply=red_judge) as srv:
+        cfg = config(tmp_path / "c.toml", srv.base_url, max_calls_per_video=6)
+        one, one_calls, _ = _judge(planted, cfg, parallel=1)
+        sequential = srv.chat_requests
+        many, many_calls, stored = _judge(planted, cfg, parallel=6)
+        concurrent = srv.chat_requests - sequential
+    assert one_calls.peak == 1 and many_calls.peak == 6
+    assert many_calls.screened[0] > many_calls.screened[-1]  # the screens did come back out of order
+    assert many.verdict == one.verdict and many.verdict.harmful is True
+    assert [s.decided_by for s in many.verdict.segments] == [SCREEN, DEBATE, SCREEN, SCREEN, CAPPED, SCREEN]
+    assert many.capped == one.capped == [4] and many.usage == one.usage
+    assert sequential == concurrent == 6 + 3  # the cap bounds the video's calls however they ran
+    assert sorted(stored) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_segment_whose_judgement_raises_is_its_outcome(planted: Path, tmp_path: Path) -> None:
+    from vhd.annotate.segmented import FAILED
+    from vhd.records import Status
+
+    with ChatServer(reply=red_judge) as srv:
+        judged, _, stored = _judge(planted, config(tmp_path / "c.toml", srv.base_url), parallel=3, raise_at=5.0)
+        ruled, _, _ = _judge(
+            planted, config(tmp_path / "r.toml", srv.base_url, min_harmful_segments=3), parallel=3, raise_at=5.0
+        )
+    segments = judged.verdict.segments
+    assert [s.harmful for s in segments] == [False, True, None, False, True, False]
+    assert segments[2].decided_by == FAILED
+    assert segments[2].reason == "not judged: unexpected error (RuntimeError: the screen broke)"
+    assert judged.verdict.harmful is True and judged.verdict.status is Status.OK  # the other segments decide it
+    assert sorted(stored) == [0, 1, 3, 4, 5]  # the failed one is stored with the verdict, asked again later
+    # When the others cannot decide it, the video ends with status error (the next run asks that segment).
+    assert (
+        ruled.verdict.status is Status.ERROR
+        and ruled.error == "0:05-0:07: unexpected error (RuntimeError: the screen broke)"
+    )
+    assert [s.harmful for s in ruled.verdict.segments] == [False, True, None, False, True, False]
+
+
+def test_segments_take_ship_media_since_the_driver_decodes(planted: Path, tmp_path: Path) -> None:
+    """Segment steps always carry their frames, so ``--ship-media`` (for the other samples) is accepted."""
+    from vhd.execution import ExecutorOptions
+    from vhd.executors.ray_pool import RayExecutor
+
+    cfg = config(tmp_path / "c.toml", "http://127.0.0.1:9/v1")
+    runner = RayExecutor(ExecutorOptions(ship_media=True))
+    summary = vhd.annotate([planted], config=cfg, store=tmp_path / "d.db", model="openai:m", progress=False,
+                           options=RunOptions(dry_run=True, executor=runner))  # fmt: skip
+    assert summary.dry_run and summary.found == 1
+
+
+def test_a_store_that_cannot_be_written_stops_the_video_at_once(planted: Path, tmp_path: Path) -> None:
+    """A run fault in one segment (its store write) is not that segment's outcome: no further segment starts."""
+    from vhd.errors import StoreWriteError
+
+    def full(*_: object) -> None:
+        raise StoreWriteError("database or disk is full", full=True)
+
+    with ChatServer(reply=red_judge) as srv:
+        cfg = config(tmp_path / "c.toml", srv.base_url)
+        with pytest.raises(StoreWriteError):
+            _judge(planted, cfg, parallel=2, store=full)
+        asked = srv.chat_requests
+    assert asked <= 3  # the two segments in flight (and a debate's first call), not all six
+
+
+def test_a_video_damaged_past_the_whole_video_frames_is_skipped(
+    planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Damage met while segmenting (after the whole-video frames loaded) is the video's skip reason."""
+    import vhd.media.segments as segments
+    from vhd.errors import MediaError
+
+    def damaged(*_: object, **__: object) -> Any:
+        raise MediaError("events.mp4: the stream is damaged at 7.3 s (Invalid data found)")
+        yield  # a generator, like the real one
+
+    monkeypatch.setattr(segments, "iter_segments", damaged)
+    with ChatServer(reply=red_judge) as srv:
+        summary = run(planted, tmp_path / "vhd.db", config(tmp_path / "c.toml", srv.base_url))
+    assert summary.skipped == 1 and summary.annotated == 0
+    assert any("damaged at 7.3 s" in reason for _, reason in summary.skip_reasons)

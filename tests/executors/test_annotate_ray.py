@@ -301,28 +301,3 @@ def test_each_worker_loads_its_own_hf_model(ray_session: Any, tmp_path: Path, ti
     )
     assert local.annotated == remote.annotated == 4 and remote.usage.calls == local.usage.calls == 12
     assert rows(tmp_path / "l.db") == rows(tmp_path / "r.db")
-
-
-def test_segments_on_ray_match_local(ray_session: Any, tmp_path: Path) -> None:
-    """`--segments` under Ray: each video's segments are judged on a worker as one item, same rows as local."""
-    need_module("av", "pip install 'vhd[video]'")
-    from tests.annotate.test_segments import CUTS, EVENTS, config, red_judge
-    from vhd.demo import PlantedVideo, write_event_video
-
-    media = tmp_path / "videos"
-    media.mkdir()
-    write_event_video(media / "a.mp4", PlantedVideo(12.0, events=EVENTS, cuts=CUTS, fps=10))
-    write_event_video(media / "b.mp4", PlantedVideo(6.0, cuts=(3.0,), fps=10))
-    with ChatServer(reply=red_judge) as srv:
-        cfg = config(tmp_path / "c.toml", srv.base_url)
-        local = annotate([media], model="openai:m", config=cfg, store=tmp_path / "local.db", progress=False)
-        on_ray = annotate(
-            [media],
-            model="openai:m",
-            config=cfg,
-            store=tmp_path / "ray.db",
-            progress=False,
-            options=RunOptions(executor="ray", executor_options=TWO),
-        )
-    assert local.harmful == on_ray.harmful == 1 and local.segments == on_ray.segments == 8
-    assert rows(tmp_path / "local.db") == rows(tmp_path / "ray.db")

@@ -45,6 +45,10 @@ API:
       OpenAI reports a reasoning model's hidden tokens.
     - ``capacity``: most chat requests answered at once; later ones wait their turn (with
       ``latency``, this makes the server a bottleneck of ``capacity / latency`` requests/s).
+    - ``peer_pids``: record the process id of the client that sent each chat request
+      (`RecordedRequest.peer_pid`, found with psutil from the connection's local port), to tell
+      which worker process made which call; ``current()`` is the request being answered in the
+      calling thread (a ``reply`` callable may read it).
 
     Attributes and methods: ``base_url`` (``http://127.0.0.1:PORT/v1``), ``root_url``,
     ``requests`` (chat requests as `RecordedRequest`, in arrival order), ``log`` (every request
@@ -280,6 +284,7 @@ class RecordedRequest:
         body: Raw body bytes.
         json: The parsed body (``{}`` when not JSON).
         received_at: ``time.monotonic()`` on arrival.
+        peer_pid: The sending process's id (with ``peer_pids``; None when unknown).
     """
 
     path: str
@@ -287,6 +292,7 @@ class RecordedRequest:
     body: bytes
     json: dict[str, Any]
     received_at: float
+    peer_pid: int | None = None
 
     @property
     def images(self) -> list[dict[str, Any]]:
@@ -343,8 +349,11 @@ class ChatServer:
         capacity: int | None = None,
         finish_reason: str | Callable[[dict[str, Any]], str] = "stop",
         reasoning_tokens: int | Callable[[dict[str, Any]], int] | None = None,
+        peer_pids: bool = False,
     ) -> None:
         self.reply = reply
+        self.peer_pids = peer_pids
+        self._here = threading.local()
         self.finish_reason = finish_reason
         self.reasoning_tokens = reasoning_tokens
         self.latency = latency
@@ -454,6 +463,11 @@ class ChatServer:
 
     # -- answers ---------------------------------------------------------------------------
 
+    def current(self) -> RecordedRequest | None:
+        """The chat request being answered in this thread (None outside a request, or with ``record=False``)."""
+        found: RecordedRequest | None = getattr(self._here, "request", None)
+        return found
+
     def _next_failure(self) -> Failure | None:
         with self._lock:
             return self._failures.popleft() if self._failures else None
@@ -547,6 +561,16 @@ def _idle(handler: BaseHTTPRequestHandler, seconds: float) -> None:
             return
 
 
+def _peer_pid(client_port: int, server_port: int) -> int | None:
+    """The id of the local process whose TCP connection from ``client_port`` reaches ``server_port``."""
+    import psutil
+
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.laddr and conn.laddr.port == client_port and conn.raddr and conn.raddr.port == server_port:
+            return conn.pid
+    return None
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 512
@@ -613,15 +637,18 @@ class _Handler(BaseHTTPRequestHandler):
             for part in m["content"]
             if isinstance(part, dict) and part.get("type") == "image_url"
         )
+        pid = _peer_pid(self.client_address[1], state.port) if state.peer_pids else None
         with state._lock:
             state.bytes_received += len(raw)
             state.chat_requests += 1
             state.images_received += images
             state.in_flight += 1
             state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+            state._here.request = None
             if state.record:
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                state.requests.append(RecordedRequest(self.path, headers, raw, body, time.monotonic()))
+                state._here.request = RecordedRequest(self.path, headers, raw, body, time.monotonic(), pid)
+                state.requests.append(state._here.request)
         try:
             if state._slots is not None:
                 with state._slots:

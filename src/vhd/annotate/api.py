@@ -147,9 +147,8 @@ async def _annotate(
     runner = find_executor(options.executor, options.executor_options)
     if options.stage_wise and not runner.in_process:
         raise ConfigError("--stage-wise runs the debate in this process; leave out --executor, or drop --stage-wise")
-    if (options.batch_api or options.cascade is not None) and not runner.in_process:
-        flag = "--batch-api" if options.batch_api else "--cascade"
-        raise ConfigError(f"{flag} runs in this process; leave out --executor, or drop {flag}")
+    if options.batch_api and not runner.in_process:
+        raise ConfigError("--batch-api runs in this process; leave out --executor, or drop --batch-api")
     start = time.perf_counter()
     summary = await run(
         input_list(inputs),

@@ -37,7 +37,7 @@ from vhd.backends.base import check_video_input
 from vhd.backends.endpoints import merge_stats
 from vhd.boundary import ItemFailure, guarded
 from vhd.config import AnnotateConfig
-from vhd.errors import StoreWriteError
+from vhd.errors import MediaError, StoreWriteError, WorkerLostError
 from vhd.fileio import display_path
 from vhd.media.discover import PlainFile, Skipped
 from vhd.progress import ProgressFn, bar
@@ -258,6 +258,7 @@ class _Job(Feeder):
         self.ship_media = plan.executor is not None and plan.executor.options.ship_media
         self.debate: Debate | Cohorts = plan.debate(debating, self.on_call)
         self.video = plan.config.video
+        self.concurrency = plan.config.concurrency
         self.saved = 0
         self.fatal_streak = 0
         self.truncated_streak = 0
@@ -335,25 +336,26 @@ class _Job(Feeder):
             self.in_flight -= 1
 
     async def process(self, item: MediaItem, sid: str) -> None:
-        """Load, debate and save one claimed sample."""
+        """Load, debate and save one claimed sample.
+
+        With an executor's pool, a sample is sent to a worker whole (loaded there, or shipped),
+        unless this process must see it first: a video judged by segments (decoded here, each
+        segment's screen and debate sent as its own item) or a sample the cascade's stages screen
+        here before any debate.
+        """
         from vhd.annotate.work import debate_on
         from vhd.media.load import describe_sample, load_sample
 
         try:
-            if self.pool is not None:  # debated on an executor's worker, saved here
+            segmented = self.video.segments and item.kind is Kind.VIDEO and Path(item.path).is_file()
+            if self.pool is not None and not segmented and self.cascade is None:  # all on a worker
                 out = await debate_on(self.pool, item, sid, self.settings, ship=self.ship_media)
                 if out.sample is None or out.result is None:  # unreadable, or its workers kept dying
-                    self.summary.remaining += out.lost is not None
-                    if out.lost:
-                        self.on_event(out.lost)
-                    else:
-                        self.skip(item.path, out.media_error or "unreadable")
-                    self.db.release_leases(self.run_id, [sid])
+                    self.lost_or_skipped(item.path, sid, out.lost, out.media_error)
                     return
                 self.summary.found += 1
                 self.on_call(out.result.usage)
-                self.count_segments(len(out.result.verdict.segments), out.capped, out.fallback, out.sample.path)
-                self.commit(out.sample, out.result, out.started, out.decided_by)
+                self.commit(out.sample, out.result, out.started)
                 return
             if self.video.segments and item.kind is Kind.VIDEO and Path(item.path).is_file():
                 # the segment pass is the one decode: the five whole-video frames only if it fails
@@ -370,12 +372,21 @@ class _Job(Feeder):
                 self.db.release_leases(self.run_id, [sid])
                 return
             self.summary.found += 1
-            await self.annotate_one(loaded)
+            await self.annotate_one(loaded, sid)
         except StoreWriteError as exc:
             self.summary.remaining += 1  # debated, perhaps, but not saved
             self.fail_store(exc)
 
-    async def annotate_one(self, loaded: LoadedSample) -> None:
+    def lost_or_skipped(self, path: str | Path, sid: str, lost: str | None, media_error: str | None) -> None:
+        """A sample an executor's workers did not debate: left for the next run (lost) or skipped (unreadable)."""
+        self.summary.remaining += lost is not None
+        if lost:
+            self.on_event(lost)
+        else:
+            self.skip(path, media_error or "unreadable")
+        self.db.release_leases(self.run_id, [sid])
+
+    async def annotate_one(self, loaded: LoadedSample, sid: str) -> None:
         sample = loaded.sample
         started = time.time()
         decided_by = None
@@ -392,28 +403,48 @@ class _Job(Feeder):
                 self.save_decided(ann, sample)
                 return
             decided_by = DEBATE
-        result = await self.debate.run(sample.kind, loaded.images, loaded.clip)
+        if self.pool is not None:  # screened here by the cascade, debated on a worker
+            from vhd.annotate.work import DebateItem
+
+            try:
+                out = await self.pool.run(DebateItem(sid, loaded=loaded))
+            except WorkerLostError as exc:
+                self.lost_or_skipped(loaded.sample.path, sid, str(exc), None)
+                return
+            assert out.result is not None
+            result = out.result
+            self.on_call(result.usage)
+        else:
+            result = await self.debate.run(sample.kind, loaded.images, loaded.clip)
         result.usage.add(stage_usage)
         self.commit(sample, result, started, decided_by)
 
     async def annotate_segments(self, item: MediaItem, sample: Sample, sid: str) -> None:
         """Judge a video segment by segment (`vhd.annotate.segmented`), each segment stored as it is decided.
 
-        The video is decoded once, by the segment pass; the whole-video protocol's frames are read
-        only when it cannot be segmented. A file that turns out unreadable or damaged is skipped
-        with its reason (segments decided before the damage stay stored), and the run goes on.
+        The video is decoded once, here, by the segment pass; the whole-video protocol's frames are
+        read only when it cannot be segmented. With an executor's pool each segment's screen and
+        debate go to the workers as their own items (`vhd.annotate.work.PoolCalls`),
+        ``concurrency`` segments of the video at once; what comes back is stored here as it comes.
+        A file that turns out unreadable or damaged is skipped with its reason (segments decided
+        before the damage stay stored), and the run goes on.
         """
         from vhd.annotate.segmented import WholeVideo, judge_in_store
+        from vhd.annotate.work import PoolCalls
         from vhd.debate.engine import Debate, DebateResult
-        from vhd.errors import MediaError
 
         assert isinstance(self.debate, Debate), "segments are refused with stage-wise debates"
+        calls, parallel = None, 1
+        if self.pool is not None:
+            calls = PoolCalls(self.pool, sid, self.debate.calls_per_debate, self.on_call)
+            parallel = self.concurrency
         whole_video = WholeVideo(item, self.settings)
         path, started, stored = Path(item.path), time.time(), (self.db, self.run_id, self.config_hash)
         try:
             judged = await judge_in_store(
-                *stored, sample, path, self.video, self.settings, self.debate, self.cascade, whole_video
-            )
+                *stored, sample, path, self.video, self.settings, self.debate, self.cascade, whole_video,
+                calls=calls, parallel=parallel,
+            )  # fmt: skip
         except MediaError as exc:  # unreadable or damaged: this video's outcome, never the run's
             self.skip(item.path, ItemFailure.of(exc).reason)
             self.db.release_leases(self.run_id, [sid])

@@ -161,8 +161,6 @@ def make_plan(
 
         if options.stage_wise or options.batch_api:
             raise ConfigError("--segments works with ordinary debates: leave out --stage-wise and --batch-api")
-        if executor is not None and not executor.in_process and executor.options.ship_media:
-            raise ConfigError("--segments decodes each video where it is judged: leave out --ship-media")
         identity = {**identity, "video": segments_identity(config.video)}
     return Plan(
         inputs=list(inputs),

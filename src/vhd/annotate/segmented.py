@@ -2,7 +2,8 @@
 
 The segment-by-segment judgement itself (`judge_video`, the screen, the verdict rule) is
 `vhd.debate.segmented`, which detectors can use too; this module adds the store: each segment
-written the moment it is decided, and the segments a killed run had finished taken back.
+written the moment it is decided, and the segments a killed run had finished taken back. The
+store's process (the driver) does this whether the calls run here or on an executor's workers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from vhd.config import VideoConfig
 from vhd.debate.segmented import (
     CAPPED,
     DEBATE,
+    FAILED,
     SCREEN,
     SEGMENTS,
     WHOLE_VIDEO,
@@ -31,6 +33,7 @@ from vhd.records import MediaItem, Sample, Segment
 if TYPE_CHECKING:
     from vhd.annotate.cascade import Cascade
     from vhd.debate.engine import Debate
+    from vhd.debate.segmented import SegmentCalls
     from vhd.media.encoded import EncodedImage, EncodedVideo
     from vhd.media.load import LoadedSample, MediaSettings
     from vhd.store.sqlite import Store
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CAPPED",
     "DEBATE",
+    "FAILED",
     "SCREEN",
     "SEGMENTS",
     "WHOLE_VIDEO",
@@ -96,6 +100,9 @@ async def judge_in_store(
     debate: Debate,
     cascade: Cascade | None = None,
     whole_video: Callable[[], tuple[Sequence[EncodedImage], EncodedVideo | None]] | None = None,
+    *,
+    calls: SegmentCalls | None = None,
+    parallel: int = 1,
 ) -> VideoJudgement:
     """`judge_video` for a run that writes to a store: segments stored as each is decided, stored ones reused.
 
@@ -110,9 +117,12 @@ async def judge_in_store(
         video: The ``[video]`` settings.
         media: How frames are encoded.
         debate: The full debate.
-        cascade: The cascade's stages, when they screen.
+        cascade: The cascade's stages, when they screen (run in this process).
         whole_video: Reads the whole-video protocol's frames and clip, only for a video that cannot
             be segmented (see `judge_video`).
+        calls: Where the screen and debate calls run (default: here, with ``debate``); an
+            executor's pool (`vhd.annotate.work.PoolCalls`) judges the segments on its workers.
+        parallel: Segments of the video judged at once.
 
     Returns:
         What `judge_video` returns.
@@ -131,6 +141,8 @@ async def judge_in_store(
         media,
         debate=debate,
         screen=screen_debate(debate),
+        calls=calls,
+        parallel=parallel,
         cascade=cascade,
         whole_video=whole_video,
         done=db.stored_segments(sample.id, config_hash),

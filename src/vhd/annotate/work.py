@@ -6,6 +6,11 @@ executor other than ``local`` it sends each claimed sample to a `vhd.execution.P
 driver resolved it (every role's model spelled out, prompt files read, in-context examples
 encoded), so workers need neither the config file nor ``$VHD_MODEL``; API keys stay in the
 environment variables the backends name (`DebateWork.env_vars`).
+
+A video judged by segments (``[video] segments``) is not sent whole: the driver decodes it and
+judges it (`vhd.debate.segmented.judge_video`), and only its segments' screens and debates go to
+the pool, one `SegmentStep` item each (`PoolCalls`), so one video's segments run on several
+workers and each is stored on the driver as it comes back.
 """
 
 from __future__ import annotations
@@ -13,38 +18,60 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from vhd.boundary import ItemFailure, guarded
 from vhd.config import AnnotateConfig
-from vhd.errors import MediaError, WorkerLostError
+from vhd.errors import WorkerLostError
 from vhd.execution import Executor, Pool, Work, named_env
-from vhd.records import Kind, MediaItem, Role, Sample
+from vhd.records import Kind, MediaItem, Role, Sample, Usage
 
 if TYPE_CHECKING:
     from vhd.debate.engine import Debate, DebateResult
     from vhd.debate.icl import ICLExample
     from vhd.debate.prompts import Prompts
+    from vhd.media.encoded import EncodedImage, EncodedVideo
     from vhd.media.load import LoadedSample, MediaSettings
 
 
 @dataclass
+class SegmentStep:
+    """One model step of a segmented video's judgement, sent to a worker as its own item.
+
+    The driver decodes the video, cuts its segments and encodes their frames (and clips), so the
+    worker needs no file: it runs the screen or the full debate on what the step carries.
+
+    Attributes:
+        step: ``screen`` (the one-call screen) or ``debate`` (the full debate).
+        images: The segment's encoded frames (or the whole-video protocol's, ``span`` None).
+        clip: The segment as one clip, with native video input.
+        span: The segment's start and end in seconds (None: the whole video, after a fallback).
+    """
+
+    step: Literal["screen", "debate"]
+    images: list[EncodedImage]
+    clip: EncodedVideo | None = None
+    span: tuple[float, float] | None = None
+
+
+@dataclass
 class DebateItem:
-    """One claimed sample for a worker: by path, or (``ship_media``) already loaded and encoded.
+    """One claimed sample for a worker: by path, already loaded and encoded, or one segment step.
 
     Attributes:
         sample_id: The id the driver claimed.
         item: The media to load on the worker (shared filesystem).
         loaded: The sample and its encoded images, loaded on the driver.
+        segment: A screen or debate of one segment of a video the driver segments (``[video] segments``).
     """
 
     sample_id: str
     item: MediaItem | None = None
     loaded: LoadedSample | None = None
+    segment: SegmentStep | None = None
 
 
 @dataclass
@@ -52,14 +79,11 @@ class DebateOutcome:
     """What a worker sends back for one item.
 
     Attributes:
-        sample: The sample record (None when the media could not be loaded).
+        sample: The sample record (None when the media could not be loaded, and for a segment step).
         result: The debate (None when the media could not be loaded).
         started: When the debate started (epoch seconds).
         media_error: Why the media could not be loaded, if it could not.
         lost: Why the sample was not debated: the workers running it kept dying (run again).
-        decided_by: For a video judged by segments (``[video] segments``): what decided it.
-        capped: Segments the call cap left at their screen verdict.
-        fallback: Why the video could not be segmented, when it could not.
     """
 
     sample: Sample | None
@@ -67,9 +91,6 @@ class DebateOutcome:
     started: float = 0.0
     media_error: str | None = None
     lost: str | None = None
-    decided_by: str | None = None
-    capped: int = 0
-    fallback: str | None = None
 
 
 class DebateWork(Work[DebateItem, DebateOutcome]):
@@ -101,6 +122,7 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         self.env = list(env)
         self.retry_budget = retry_budget
         self.debate: Debate | None = None
+        self.screen: Debate | None = None
 
     def env_vars(self) -> list[str]:
         """The variables the backends read (API keys by name, endpoint defaults)."""
@@ -111,28 +133,24 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         from vhd.backends.base import check_video_input
         from vhd.backends.registry import build_backends
         from vhd.debate.engine import Debate
+        from vhd.debate.segmented import screen_debate
 
         backends = build_backends(self.config)
         for backend in {id(b): b for b in backends.values()}.values():
             await backend.check()
             check_video_input(backend)
         self.debate = Debate(backends, self.config, self.prompts, self.examples, retry_budget=self.retry_budget)
+        self.screen = screen_debate(self.debate)
 
     async def run(self, item: DebateItem) -> DebateOutcome:
-        """Load (unless shipped) and debate one sample; a media error comes back as its reason.
+        """Load (unless shipped) and debate one sample, or run one segment step; a media error is its reason."""
+        from vhd.media.load import load_sample
 
-        A video file judged by segments is decoded once, by the segment pass (see `segmented`).
-        """
-        from vhd.media.load import describe_sample, load_sample
-
-        assert self.debate is not None, "setup() first"
-        media = item.item
-        segmented = self.config.video.segments and media is not None and media.kind is Kind.VIDEO
-        if segmented and item.loaded is None and media is not None and Path(media.path).is_file():
-            sample = await asyncio.to_thread(guarded, describe_sample, media)
-            if isinstance(sample, ItemFailure):
-                return DebateOutcome(None, None, media_error=sample.reason)
-            return await self.segmented(media, sample, time.time())
+        assert self.debate is not None and self.screen is not None, "setup() first"
+        if item.segment is not None:  # one step of a video the driver segments
+            step, started = item.segment, time.time()
+            debate = self.screen if step.step == "screen" else self.debate
+            return DebateOutcome(None, await debate.run(Kind.VIDEO, step.images, step.clip), started)
         loaded = item.loaded
         if loaded is None:
             assert item.item is not None
@@ -143,34 +161,6 @@ class DebateWork(Work[DebateItem, DebateOutcome]):
         started = time.time()
         result = await self.debate.run(loaded.sample.kind, loaded.images, loaded.clip)
         return DebateOutcome(loaded.sample, result, started)
-
-    async def segmented(self, item: MediaItem, sample: Sample, started: float) -> DebateOutcome:
-        """A video judged segment by segment on this worker (`vhd.annotate.segmented`), as one item.
-
-        Its one decode is the segment pass; the whole-video protocol's frames are read only when
-        the video cannot be segmented.
-        """
-        from vhd.annotate.segmented import WholeVideo
-        from vhd.debate.engine import DebateResult
-        from vhd.debate.segmented import judge_video
-
-        assert self.debate is not None
-        whole_video = WholeVideo(item, self.settings)
-        try:
-            judged = await judge_video(
-                item.path, self.config.video, self.settings, debate=self.debate, whole_video=whole_video
-            )
-        except MediaError as exc:
-            return DebateOutcome(None, None, media_error=str(exc))
-        result = DebateResult(judged.verdict, judged.turns, judged.usage, judged.error, judged.retryable)
-        return DebateOutcome(
-            whole_video.sample(sample),
-            result,
-            started,
-            decided_by=judged.decided_by,
-            capped=len(judged.capped),
-            fallback=judged.fallback,
-        )
 
     async def aclose(self) -> None:
         """Close the backends."""
@@ -225,3 +215,60 @@ async def debate_on(
         return await pool.run(DebateItem(sample_id, loaded=loaded))
     except WorkerLostError as exc:
         return DebateOutcome(None, None, lost=str(exc))
+
+
+class PoolCalls:
+    """`vhd.debate.segmented.SegmentCalls` on an executor's pool: each screen and debate one work item.
+
+    The driver judges the video (`vhd.debate.segmented.judge_video`: the stream, the cascade,
+    the call cap, the verdict) and only the model calls travel, so the segments of one video are
+    screened on several workers at once. Each step's usage is reported to ``on_usage`` as it comes
+    back (the run's ledger and budget), as a local debate reports each call.
+
+    Args:
+        pool: The pool of `DebateWork`.
+        sample_id: The video's sample id (carried by each item, for the record).
+        calls_per_debate: Calls in a full debate (`vhd.debate.engine.Debate.calls_per_debate`).
+        on_usage: Called with each step's usage on the driver.
+    """
+
+    def __init__(
+        self,
+        pool: Pool[DebateItem, DebateOutcome],
+        sample_id: str,
+        calls_per_debate: int,
+        on_usage: Callable[[Usage], None] | None = None,
+    ) -> None:
+        self.pool = pool
+        self.sample_id = sample_id
+        self._calls_per_debate = calls_per_debate
+        self.on_usage = on_usage
+
+    @property
+    def calls_per_debate(self) -> int:
+        """Calls in a full debate."""
+        return self._calls_per_debate
+
+    async def screen(
+        self, images: Sequence[EncodedImage], clip: EncodedVideo | None, span: tuple[float, float]
+    ) -> DebateResult:
+        """The screen call, on some worker."""
+        return await self._step(SegmentStep("screen", list(images), clip, span))
+
+    async def debate(
+        self, images: Sequence[EncodedImage], clip: EncodedVideo | None, span: tuple[float, float] | None
+    ) -> DebateResult:
+        """The full debate, on some worker."""
+        return await self._step(SegmentStep("debate", list(images), clip, span))
+
+    async def _step(self, step: SegmentStep) -> DebateResult:
+        """Run one step on the pool.
+
+        Raises:
+            WorkerLostError: The workers running it kept dying (the segment's outcome, not the run's).
+        """
+        out = await self.pool.run(DebateItem(self.sample_id, segment=step))
+        assert out.result is not None, "a segment step always comes back with a result"
+        if self.on_usage is not None:
+            self.on_usage(out.result.usage)
+        return out.result

@@ -19,7 +19,10 @@ flat in the video's length) and decides each with as few calls as it can:
    the deciding spans in its reason, and carries every segment in `vhd.records.Verdict.segments`.
 
 Segments already stored for the video under the same configuration (a run killed midway) are
-taken as they are, not asked again: ``done`` and ``on_segment`` connect the store. A video that
+taken as they are, not asked again: ``done`` and ``on_segment`` connect the store. Where the
+calls run is `SegmentCalls`: in this process (`InProcess`), or on an executor's workers, each
+screen and each debate one work item (`vhd.annotate.work.PoolCalls`), with ``parallel``
+segments of the video in flight at once; the call cap is still applied in segment order. A video that
 cannot be segmented (`vhd.media.segments.SegmentationError`) is judged by the whole-video protocol
 (the frames `vhd.media.load.load_sample` chooses) and the reason is returned in
 `VideoJudgement.fallback`. Those frames are read only then (``whole_video`` is a reader, called
@@ -32,11 +35,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from vhd.boundary import ItemFailure, item_boundary
 from vhd.config import VideoConfig
+from vhd.errors import WorkerLostError
 from vhd.records import Kind, Segment, Status, Usage, Verdict
 
 if TYPE_CHECKING:
@@ -64,6 +70,8 @@ SEGMENTS = "segments"
 """``decided_by`` of a video whose verdict came from its segments."""
 WHOLE_VIDEO = "whole-video"
 """``decided_by`` of a video that could not be segmented and was judged by the whole-video protocol."""
+FAILED = "error"
+"""``decided_by`` of a segment whose judgement raised (no decision; a later run asks it again)."""
 
 
 def segment_settings(video: VideoConfig) -> SegmentSettings:
@@ -203,10 +211,66 @@ def _clip(path: str | Path, segment: VideoSegment, media: MediaSettings) -> Enco
     return video_content(path, segment.start_s, segment.end_s, "native", media.clip).clip
 
 
-def _from_result(segment: VideoSegment, result: DebateResult, by: str) -> Segment:
+def _from_result(span: tuple[float, float], result: DebateResult, by: str) -> Segment:
     v = result.verdict
     harmful = v.harmful if v.status in (Status.OK, Status.REFUSED) else None
-    return Segment(segment.start_s, segment.end_s, harmful, v.score, v.reason, list(v.categories), v.severity, by)
+    return Segment(span[0], span[1], harmful, v.score, v.reason, list(v.categories), v.severity, by)
+
+
+class SegmentCalls(Protocol):
+    """Where a segment's model calls run: in this process (`InProcess`) or on an executor's workers.
+
+    `judge_video` decides what is asked and when (the screen, the debate of a flagged segment, the
+    call cap, the verdict); a `SegmentCalls` only runs the asking, so one judgement serves a local
+    run and a run on Ray (`vhd.annotate.work.PoolCalls`, which sends each call as a work item).
+    """
+
+    @property
+    def calls_per_debate(self) -> int:
+        """Calls in a full debate that does not fail (what the call cap reserves for one)."""
+        ...
+
+    async def screen(
+        self, images: Sequence[EncodedImage], clip: EncodedVideo | None, span: tuple[float, float]
+    ) -> DebateResult:
+        """The one-call screen of a segment's frames (and clip, with native video input)."""
+        ...
+
+    async def debate(
+        self, images: Sequence[EncodedImage], clip: EncodedVideo | None, span: tuple[float, float] | None
+    ) -> DebateResult:
+        """The full debate of a segment (``span``) or, with ``span`` None, of the whole-video frames."""
+        ...
+
+
+class InProcess:
+    """`SegmentCalls` made in this process, with the run's own debate and its screen copy.
+
+    Args:
+        debate: The full debate.
+        screen: The one-call screen; default `screen_debate` of ``debate``.
+    """
+
+    def __init__(self, debate: Debate, screen: Debate | None = None) -> None:
+        self.full = debate
+        self.one = screen or screen_debate(debate)
+
+    @property
+    def calls_per_debate(self) -> int:
+        """The full debate's calls."""
+        return self.full.calls_per_debate
+
+    async def screen(
+        self, images: Sequence[EncodedImage], clip: EncodedVideo | None, span: tuple[float, float]
+    ) -> DebateResult:
+        """The screen call."""
+        return await self.one.run(Kind.VIDEO, images, clip)
+
+    async def debate(
+        self, images: Sequence[EncodedImage], clip: EncodedVideo | None, span: tuple[float, float] | None
+    ) -> DebateResult:
+        """The full debate."""
+        return await self.full.run(Kind.VIDEO, images, clip)
 
 
 class _Budget:
@@ -223,6 +287,20 @@ class _Budget:
             self.left -= calls
 
 
+@dataclass
+class _Judged:
+    """One segment's judgement in this run, kept until the video's verdict is put together in order."""
+
+    segment: Segment
+    usage: Usage = field(default_factory=Usage)
+    turns: list[Any] = field(default_factory=list)
+    stage_calls: int = 0
+    capped: bool = False
+    error: str | None = None
+    retryable: bool = True
+    raised: bool = False
+
+
 async def _next(segments: Generator[VideoSegment, None, None]) -> VideoSegment | None:
     return await asyncio.to_thread(next, segments, None)
 
@@ -232,8 +310,10 @@ async def judge_video(
     video: VideoConfig,
     media: MediaSettings,
     *,
-    debate: Debate,
+    debate: Debate | None = None,
     screen: Debate | None = None,
+    calls: SegmentCalls | None = None,
+    parallel: int = 1,
     cascade: Stages | None = None,
     whole_video: Callable[[], tuple[Sequence[EncodedImage], EncodedVideo | None]] | None = None,
     done: Mapping[int, Segment] | None = None,
@@ -241,14 +321,24 @@ async def judge_video(
 ) -> VideoJudgement:
     """Judge one video segment by segment (see the module notes).
 
+    The video is decoded here, once, in a stream; up to ``parallel`` of its segments are judged at
+    once (``calls`` may run them on several workers). Whatever their order of arrival, the call
+    cap is applied in segment order: a segment's debate is granted only once every earlier
+    segment's has been granted or refused, from what the cap leaves after the screens up to this
+    segment and the debates granted before it (each counted at its full size, `calls_per_debate`,
+    when granted, and corrected by what it really spent when it returns). With ``parallel=1`` that
+    is exactly the order of a sequential run.
+
     Args:
         path: The video file.
         video: The ``[video]`` settings (cuts, frames, rule, call cap).
         media: How frames are encoded for the models; with ``media.clip`` set (native video
             input), each segment is also cut as one clip of its span for the roles that take videos.
-        debate: The full debate (for flagged or uncertain segments).
+        debate: The full debate (for flagged or uncertain segments); needed unless ``calls`` is given.
         screen: The one-call screen; default `screen_debate` of ``debate``.
-        cascade: Detector stages that screen each segment instead of the screen call.
+        calls: Where the screen and debate calls run; default `InProcess` of ``debate`` and ``screen``.
+        parallel: Segments judged at once (1: one after the other, in this process's order).
+        cascade: Detector stages that screen each segment instead of the screen call (run here).
         whole_video: Reads the whole-video protocol's frames, and with native video input
             (``media.clip`` set) its clip (else None), for a video that cannot be segmented;
             called once, in a thread, only then (None: such a video ends with status error).
@@ -257,107 +347,219 @@ async def judge_video(
 
     Returns:
         The video's verdict with its segments, the turns and usage, and what was capped or resumed.
+        A segment whose judgement raised (a bug, a worker that kept dying) is that segment's
+        outcome (`FAILED`, no decision) and the others go on; the video's verdict then stands if
+        the other segments decide it, else it ends with status error (the next run asks again).
 
     Raises:
         MediaError: The file is unreadable or damaged (before or while decoding), or, after a
             fallback, ``whole_video`` cannot read it either.
+        ValueError: Neither ``debate`` nor ``calls`` was given.
     """
     from vhd.media.segments import SegmentationError, iter_segments
 
-    screen = screen or screen_debate(debate)
+    if calls is None:
+        if debate is None:
+            raise ValueError("judge_video needs the debate (debate=...) or where its calls run (calls=...)")
+        calls = InProcess(debate, screen)
     done = done or {}
     budget = _Budget(video.max_calls_per_video)
     out = VideoJudgement(Verdict(None, ""))
-    decided: list[Segment] = []
-    max_pixels = media.limits.effective_max_frame_pixels
-    stream = iter_segments(path, segment_settings(video), max_pixels=max_pixels)
-    try:
-        while (segment := await _next(stream)) is not None:
-            earlier = done.get(segment.index)
-            if earlier is not None and earlier.harmful is not None and earlier.start_s == segment.start_s:
-                decided.append(earlier)
-                out.resumed += 1
-                continue
-            before = out.usage.calls
-            judged = await _ask_segment(path, segment, media, debate, screen, cascade, budget, out)
-            if judged.harmful is None and out.error is not None:  # the model failed: stop, keep what is stored
-                out.verdict = Verdict(None, "", status=Status.ERROR, segments=[*decided, judged])
-                return out
-            decided.append(judged)
+    order: list[int] = []
+    resumed: dict[int, Segment] = {}
+    results: dict[int, _Judged] = {}
+    slots = asyncio.Semaphore(max(1, parallel))
+    tasks: list[asyncio.Task[None]] = []
+    stopped: list[int] = []  # a model call failed: no further segment is started
+
+    async def one(segment: VideoSegment, before: asyncio.Event | None, mine: asyncio.Event) -> None:
+        try:
+            judged = await _guarded_segment(path, segment, media, calls, cascade, budget, before, mine)
+            results[segment.index] = judged
+            if judged.raised:
+                return  # stored with the video's verdict, asked again by a later run
+            if judged.segment.harmful is None and judged.error is not None:
+                stopped.append(segment.index)  # the model failed: stop, keep what is stored
+                return
             if on_segment is not None:
-                on_segment(segment.index, judged, out.usage.calls - before)
-    except SegmentationError as exc:
-        out.fallback = str(exc)
+                on_segment(segment.index, judged.segment, judged.usage.calls)
+        finally:
+            mine.set()
+            slots.release()
+
+    stream = iter_segments(path, segment_settings(video), max_pixels=media.limits.effective_max_frame_pixels)
+    last: asyncio.Event | None = None
+    try:
+        try:
+            while True:
+                await slots.acquire()
+                if stopped or any(t.done() and not t.cancelled() and t.exception() for t in tasks):
+                    slots.release()  # a model call failed, or a run fault (a store write) ends the video
+                    break
+                segment = await _next(stream)
+                earlier = None if segment is None else done.get(segment.index)
+                if segment is None or (
+                    earlier is not None and earlier.harmful is not None and earlier.start_s == segment.start_s
+                ):
+                    slots.release()
+                    if segment is None:
+                        break
+                    assert earlier is not None
+                    order.append(segment.index)
+                    resumed[segment.index] = earlier
+                    out.resumed += 1
+                    continue
+                order.append(segment.index)
+                before, last = last, asyncio.Event()
+                tasks.append(asyncio.create_task(one(segment, before, last)))
+        except SegmentationError as exc:
+            out.fallback = str(exc)
+        finally:
+            with suppress(ValueError):  # still running in its thread (cancelled meanwhile): closed when it ends
+                stream.close()
+        await asyncio.gather(*tasks)
     finally:
-        stream.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     if out.fallback is None:
-        out.verdict = VerdictRule.of(video).decide(decided)
-        return out
+        return _assemble(out, video, order, resumed, results, bool(stopped))
     out.decided_by = WHOLE_VIDEO
+    for judged in results.values():  # calls spent before the stream gave out
+        out.usage.add(judged.usage)
+        out.stage_calls += judged.stage_calls
     if whole_video is None:
         out.verdict = Verdict(None, "", status=Status.ERROR)
         out.error, out.retryable = f"cannot segment the video ({out.fallback})", False
         return out
     images, clip = await asyncio.to_thread(whole_video)
-    result = await debate.run(Kind.VIDEO, images, clip)
+    result = await calls.debate(images, clip, None)
     out.verdict, out.turns, out.error, out.retryable = result.verdict, result.turns, result.error, result.retryable
     out.usage.add(result.usage)
     return out
+
+
+def _assemble(
+    out: VideoJudgement,
+    video: VideoConfig,
+    order: Sequence[int],
+    resumed: Mapping[int, Segment],
+    results: Mapping[int, _Judged],
+    stopped: bool,
+) -> VideoJudgement:
+    """The video's verdict from its segments, put together in segment order."""
+    decided: list[Segment] = []
+    failure: _Judged | None = None
+    raised: _Judged | None = None
+    for index in order:
+        if index in resumed:
+            decided.append(resumed[index])
+            continue
+        judged = results[index]
+        out.usage.add(judged.usage)
+        out.stage_calls += judged.stage_calls
+        out.turns.extend(judged.turns)
+        out.capped.extend([index] if judged.capped else [])
+        decided.append(judged.segment)
+        if judged.raised:
+            raised = raised or judged
+        elif failure is None and judged.segment.harmful is None and judged.error is not None:
+            failure = judged
+    if stopped and failure is not None:
+        out.error, out.retryable = failure.error, failure.retryable
+        out.verdict = Verdict(None, "", status=Status.ERROR, segments=decided)
+        return out
+    out.verdict = VerdictRule.of(video).decide(decided)
+    if raised is not None and out.verdict.status is Status.UNPARSED:
+        out.error = f"{span_text(raised.segment)}: {raised.error}"
+        out.verdict = Verdict(None, "", score=out.verdict.score, status=Status.ERROR, segments=decided)
+    return out
+
+
+async def _guarded_segment(
+    path: str | Path,
+    segment: VideoSegment,
+    media: MediaSettings,
+    calls: SegmentCalls,
+    cascade: Stages | None,
+    budget: _Budget,
+    before: asyncio.Event | None,
+    mine: asyncio.Event,
+) -> _Judged:
+    """`_ask_segment` inside the item boundary: a segment whose judgement raised is its own outcome.
+
+    A worker that kept dying on the segment (`WorkerLostError`, a run fault for a whole sample)
+    is such an outcome too: the segment is asked again by a later run, the video goes on.
+    """
+    failure: ItemFailure | None = None
+    try:
+        with item_boundary(segment.index) as boundary:
+            return await _ask_segment(path, segment, media, calls, cascade, budget, before, mine)
+        failure = boundary.failure
+    except WorkerLostError as exc:
+        failure = ItemFailure.of(exc)
+    assert failure is not None
+    reason = f"not judged: {failure.reason}"
+    failed = Segment(segment.start_s, segment.end_s, None, None, reason, [], None, FAILED)
+    return _Judged(failed, error=failure.reason, raised=True)
 
 
 async def _ask_segment(
     path: str | Path,
     segment: VideoSegment,
     media: MediaSettings,
-    debate: Debate,
-    screen: Debate,
+    calls: SegmentCalls,
     cascade: Stages | None,
     budget: _Budget,
-    out: VideoJudgement,
-) -> Segment:
+    before: asyncio.Event | None,
+    mine: asyncio.Event,
+) -> _Judged:
     """Screen one segment, and debate it when the screen flags it or cannot decide (within the cap).
 
     The cascade's detectors always see the segment's frames; the screen and the debate also get the
     span as one clip when native video input is on (``media.clip``), for the roles that take videos.
+    The cap's decision waits for ``before`` (the previous segment's) and sets ``mine``.
     """
     images = await asyncio.to_thread(_encode, segment, media)
     segment.images = []  # the encoded frames are what is kept from here on
     clip = None if media.clip is None else await asyncio.to_thread(_clip, path, segment, media)
+    span = (segment.start_s, segment.end_s)
+    usage = Usage()
+    stage_calls = 0
+    first: DebateResult | None = None
+    settled: Segment | None = None
     if cascade is not None:
         outcome = await cascade.run(Kind.VIDEO, images)
-        out.usage.add(Usage(calls=outcome.calls))
-        out.stage_calls += outcome.calls
-        budget.spend(outcome.calls)
+        stage_calls = outcome.calls
+        usage.add(Usage(calls=outcome.calls))
         stage = outcome.decision
         if stage is not None:
-            return Segment(
-                segment.start_s,
-                segment.end_s,
-                stage.harmful,
-                stage.score,
-                stage.reason(),
-                stage.categories,
-                None,
-                stage.label,
-            )
+            settled = Segment(
+                segment.start_s, segment.end_s, stage.harmful, stage.score, stage.reason(), stage.categories,
+                None, stage.label,
+            )  # fmt: skip
         screened = Segment(segment.start_s, segment.end_s, None, None, "; ".join(outcome.notes), [], None, CAPPED)
     else:
-        first = await screen.run(Kind.VIDEO, images, clip)
-        out.usage.add(first.usage)
-        budget.spend(first.usage.calls)
-        screened = _from_result(segment, first, SCREEN)
+        first = await calls.screen(images, clip, span)
+        usage.add(first.usage)
+        screened = _from_result(span, first, SCREEN)
         if screened.harmful is False:
-            return screened
-        screened.decided_by = CAPPED
-        if not budget.allows(debate.calls_per_debate) and first.error is not None:
-            out.error, out.retryable = first.error, first.retryable
-    if not budget.allows(debate.calls_per_debate):
-        out.capped.append(segment.index)
-        return screened
-    result = await debate.run(Kind.VIDEO, images, clip)
-    out.usage.add(result.usage)
-    budget.spend(result.usage.calls)
-    out.turns.extend(result.turns)
-    if result.error is not None:
-        out.error, out.retryable = result.error, result.retryable
-    return _from_result(segment, result, DEBATE)
+            settled = screened
+        screened.decided_by = CAPPED if settled is None else SCREEN
+    if before is not None:
+        await before.wait()  # the cap is applied in segment order
+    budget.spend(usage.calls)
+    allowed = settled is None and budget.allows(calls.calls_per_debate)
+    if allowed:
+        budget.spend(calls.calls_per_debate)  # reserved at its full size; corrected below
+    mine.set()
+    if settled is not None:
+        return _Judged(settled, usage, stage_calls=stage_calls)
+    if not allowed:
+        error, retryable = (first.error, first.retryable) if first is not None else (None, True)
+        return _Judged(screened, usage, stage_calls=stage_calls, capped=True, error=error, retryable=retryable)
+    result = await calls.debate(images, clip, span)
+    usage.add(result.usage)
+    budget.spend(result.usage.calls - calls.calls_per_debate)
+    judged = _from_result(span, result, DEBATE)
+    return _Judged(judged, usage, list(result.turns), stage_calls, error=result.error, retryable=result.retryable)
