@@ -135,6 +135,35 @@ def test_a_killed_run_resumes_at_the_segment_it_stopped(planted: Path, tmp_path:
     assert calls == 1 + 1 + (1 + 3) + 1  # segments 2, 3, 4 (flagged, debated) and 5; not 0 and 1
 
 
+def test_a_resumed_video_is_capped_as_if_its_first_run_had_gone_on(planted: Path, tmp_path: Path) -> None:
+    """The calls stored with the segments taken back count against ``--max-calls-per-video``."""
+    db, cfg = tmp_path / "vhd.db", config(tmp_path / "c.toml", "", max_calls_per_video=6)
+    answered = 0
+
+    def failing_later(body: dict[str, Any]) -> str:
+        nonlocal answered
+        answered += 1
+        if answered == 5:  # segment 0's screen, segment 1's screen and debate; then the key is refused
+            srv.fail_next([Failure.http(401, "bad key")] * 50)
+        return red_judge(body)
+
+    with ChatServer(reply=failing_later) as srv:
+        cfg = config(tmp_path / "c.toml", srv.base_url, max_calls_per_video=6)
+        first = run(planted, db, cfg)
+        assert first.errors == 1
+        with Store(db) as store:
+            sid = next(iter(store.iter_annotations()))[0].id
+            assert store.stored_segment_calls(sid, first.config_hash) == {0: 1, 1: 4, 2: 0}
+        srv.reset()
+        second = run(planted, db, cfg)
+        calls = srv.chat_requests
+    with Store(db) as store:
+        (_, ann), *_ = store.iter_annotations(second.config_hash)
+    # what one uninterrupted run decides (test_the_call_cap_leaves_flagged_segments_at_their_screen_verdict)
+    assert [s.decided_by for s in ann.verdict.segments] == [SCREEN, DEBATE, SCREEN, SCREEN, CAPPED, SCREEN]
+    assert calls == 4  # the screens of segments 2-5; a fresh cap would have debated segment 4 (3 more)
+
+
 def test_a_video_that_cannot_be_segmented_falls_back(
     planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

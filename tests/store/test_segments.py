@@ -23,6 +23,8 @@ def test_segments_saved_one_by_one_are_what_a_resumed_run_finds(store: Store, ru
     store.save_segment(video.id, "cfgA", run_id, 1, second, calls=6)
     assert store.stored_segments(video.id, "cfgA") == {0: first, 1: second}
     assert store.segment_calls(video.id, "cfgA") == 7
+    assert store.stored_segment_calls(video.id, "cfgA") == {0: 1, 1: 6}
+    assert store.stored_segment_calls(video.id, "cfgB") == {}
 
 
 def test_reads_fill_the_verdict_segments(store: Store, run_id: str, build: Builder) -> None:

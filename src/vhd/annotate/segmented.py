@@ -146,5 +146,6 @@ async def judge_in_store(
         cascade=cascade,
         whole_video=whole_video,
         done=db.stored_segments(sample.id, config_hash),
+        done_calls=db.stored_segment_calls(sample.id, config_hash),
         on_segment=on_segment,
     )

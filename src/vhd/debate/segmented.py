@@ -317,6 +317,7 @@ async def judge_video(
     cascade: Stages | None = None,
     whole_video: Callable[[], tuple[Sequence[EncodedImage], EncodedVideo | None]] | None = None,
     done: Mapping[int, Segment] | None = None,
+    done_calls: Mapping[int, int] | None = None,
     on_segment: Callable[[int, Segment, int], None] | None = None,
 ) -> VideoJudgement:
     """Judge one video segment by segment (see the module notes).
@@ -343,6 +344,9 @@ async def judge_video(
             (``media.clip`` set) its clip (else None), for a video that cannot be segmented;
             called once, in a thread, only then (None: such a video ends with status error).
         done: Segments already decided under this configuration, by position (a resumed run).
+        done_calls: The calls the run that decided ``done``'s segments spent on each, by position:
+            counted against the call cap in segment order as they are taken back, so a resumed
+            video is capped as if its first run had gone on.
         on_segment: Called with ``(position, segment, calls spent on it)`` as each is decided.
 
     Returns:
@@ -371,6 +375,12 @@ async def judge_video(
     slots = asyncio.Semaphore(max(1, parallel))
     tasks: list[asyncio.Task[None]] = []
     stopped: list[int] = []  # a model call failed: no further segment is started
+
+    async def taken_back(spent: int, before: asyncio.Event | None, mine: asyncio.Event) -> None:
+        if before is not None:
+            await before.wait()  # in segment order, as its first run spent them
+        budget.spend(spent)
+        mine.set()
 
     async def one(segment: VideoSegment, before: asyncio.Event | None, mine: asyncio.Event) -> None:
         try:
@@ -408,6 +418,10 @@ async def judge_video(
                     order.append(segment.index)
                     resumed[segment.index] = earlier
                     out.resumed += 1
+                    spent = (done_calls or {}).get(segment.index, 0)
+                    if spent and budget.left is not None:
+                        before, last = last, asyncio.Event()
+                        tasks.append(asyncio.create_task(taken_back(spent, before, last)))
                     continue
                 order.append(segment.index)
                 before, last = last, asyncio.Event()

@@ -146,6 +146,13 @@ class VideoSegments(abc.ABC):
         )
         return {int(r[0]): _segment(r) for r in rows}
 
+    def stored_segment_calls(self, sample_id: str, config_hash: str) -> dict[int, int]:
+        """The model calls recorded on each of a video's stored segments, by position."""
+        rows = self._tuples(
+            "SELECT idx, calls FROM segments WHERE sample_id = ? AND config_hash = ?", (sample_id, config_hash)
+        )
+        return {int(r[0]): int(r[1] or 0) for r in rows}
+
     def segment_calls(self, sample_id: str, config_hash: str) -> int:
         """Model calls recorded on a video's stored segments."""
         rows = self._tuples(
