@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -63,7 +63,7 @@ def main() -> None:
     n, conc = args.requests, args.concurrency
     with tempfile.TemporaryDirectory() as tmp:
         make_photos(Path(tmp), 2, seed=1)
-        image = load_sample(MediaItem(path=str(Path(tmp) / "photo_0001.jpg"), kind=Kind.IMAGE)).images[0]
+        image = load_sample(MediaItem(path=Path(tmp) / "photo_0001.jpg", kind=Kind.IMAGE)).images[0]
     messages = [
         Message(role="system", content="You argue that the image is harmless. " * 10),
         Message(role="user", content=("Is this image harmful? Answer in three points. " * 10, image)),
@@ -126,7 +126,7 @@ def main() -> None:
         pools = [httpcore2.AsyncConnectionPool(max_connections=1000, max_keepalive_connections=100) for _ in range(8)]
 
         async def call(i: int) -> None:
-            reply = await pools[i % 8].request("POST", url, content=body(), headers=headers)
+            reply = await pools[i % 8].request("POST", url, content=body(), headers=list(headers.items()))
             json.loads(reply.content)
 
         try:
@@ -161,7 +161,7 @@ def main() -> None:
         await asyncio.gather(*(connection(n // conc + (i < n % conc)) for i in range(conc)))
         return time.process_time() - start
 
-    clients: dict[str, Callable[[], Awaitable[float]]] = {
+    clients: dict[str, Callable[[], Coroutine[Any, Any, float]]] = {
         "vhd (OpenAIBackend.generate)": vhd_backend,
         "httpx2 AsyncClient.post, no hooks": httpx2_clients,
         "httpcore2 AsyncConnectionPool.request": httpcore2_pools,

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -89,12 +90,12 @@ def main() -> None:
                     longest = max(declared)
                     img.draft(None, (math.ceil(declared[0] * side / longest), math.ceil(declared[1] * side / longest)))
                 timed("Pillow decode (1/8 scale when sent as is)", img.load)
-                timed("damage check (FFmpeg, 1/8 scale)", lambda data=data: jpeg_damage(data))
-                timed("sha256 of the file", lambda data=data: hashlib.sha256(data).hexdigest())
+                timed("damage check (FFmpeg, 1/8 scale)", partial(jpeg_damage, data))
+                timed("sha256 of the file", partial(hashlib.sha256, data))
                 sent = data
                 if not as_is:
                     rgb = to_rgb(ImageOps.exif_transpose(img))
-                    small = timed("resize to 1024 px (larger photos)", lambda rgb=rgb: fit_image(rgb, side))
+                    small = timed("resize to 1024 px (larger photos)", partial(fit_image, rgb, side))
                     assert isinstance(small, Image.Image)
 
                     def encode(small: Image.Image = small) -> bytes:
@@ -105,9 +106,8 @@ def main() -> None:
                     encoded = timed("JPEG encode (larger photos)", encode)
                     assert isinstance(encoded, bytes)
                     sent = encoded
-                timed("base64 of what is sent", lambda sent=sent: base64.b64encode(sent))
-                item = MediaItem(path=str(path), kind=Kind.IMAGE)
-                timed("= load_sample whole", lambda item=item: load_sample(item))
+                timed("base64 of what is sent", partial(base64.b64encode, sent))
+                timed("= load_sample whole", partial(load_sample, MediaItem(path=path, kind=Kind.IMAGE)))
     n = args.samples * args.repeats
     print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load {os.getloadavg()}")
     print(f"{args.samples} photos, {larger // args.repeats} larger than {side} px; ms of CPU per sample (mean)")
