@@ -246,6 +246,65 @@ def test_fast_path_sends_original_jpeg_bytes(write_bytes: WriteBytes) -> None:
     assert (encoded.width, encoded.height, encoded.mime) == (800, 600, "image/jpeg")
 
 
+def test_jpeg_sent_as_is_is_checked_at_one_eighth_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its pixels are never used: the check decodes every byte of the file but not at full size.
+    from PIL import JpegImagePlugin
+
+    decoded: list[tuple[int, int]] = []
+    real_load = JpegImagePlugin.JpegImageFile.load
+
+    def load(self: JpegImagePlugin.JpegImageFile) -> object:
+        decoded.append(self.size)
+        return real_load(self)
+
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "load", load)
+    for progressive in (False, True):
+        data = jpeg_bytes(photo((800, 600)), progressive=progressive)
+        decoded.clear()
+        encoded = encode_image_bytes(data)
+        assert encoded.data == data
+        assert (encoded.width, encoded.height) == (800, 600)
+        assert decoded == [(100, 75)]
+
+
+def test_jpeg_decoded_down_to_exactly_max_side_is_still_re_encoded() -> None:
+    # 2048 px is drafted to 1024 px at half scale: the declared size, not the decoded one, decides.
+    data = jpeg_bytes(photo((2048, 1536)))
+    encoded = encode_image_bytes(data, max_side=1024)
+    assert (encoded.width, encoded.height) == (1024, 768)
+    assert encoded.data != data
+
+
+def test_scaled_check_refuses_what_a_full_decode_refuses() -> None:
+    # Cut or corrupted copies of a JPEG that would be sent as is: the 1/8-scale check (with the
+    # damage check) refuses exactly those that a full decode (open_image_bytes) refuses.
+    import random
+
+    from vhd.media.image import open_image_bytes
+
+    rng = random.Random(5)
+    bases = [jpeg_bytes(photo((640, 480))), jpeg_bytes(photo((500, 400)), progressive=True)]
+    refused = 0
+    for i in range(80):
+        data = bytearray(bases[i % 2])
+        if i % 4 < 2:
+            data = data[: rng.randint(2, len(data) - 1)]
+        else:
+            for _ in range(3):
+                at = rng.randrange(200, len(data))
+                data[at] ^= 1 << rng.randrange(8)
+        outcomes = []
+        for decode in (open_image_bytes, encode_image_bytes):
+            try:
+                decode(bytes(data))
+                outcomes.append("read")
+            except MediaError as exc:
+                outcomes.append(str(exc).split(" (")[0])
+        assert outcomes[0] == outcomes[1], (i, outcomes)
+        refused += outcomes[0] != "read"
+    assert 40 <= refused < 80  # every cut and some of the corrupted copies
+
+
 def test_no_fast_path_when_change_is_needed(write_bytes: WriteBytes) -> None:
     data = jpeg_bytes(photo((800, 600)), quality=75)
     path = write_bytes("p.jpg", data)

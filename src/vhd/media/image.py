@@ -160,8 +160,17 @@ def _draft_size(size: tuple[int, int], max_side: int) -> tuple[int, int]:
     )
 
 
+def _sent_as_is(img: Image.Image, declared: tuple[int, int], max_side: int) -> bool:
+    """Whether a JPEG goes to a model as its own bytes: RGB, upright and ``declared`` within ``max_side``.
+
+    Everything it reads is in the header (``declared`` is the size the file declares, before any
+    draft scaling), so it gives the same answer before and after decoding.
+    """
+    return img.format == "JPEG" and img.mode == "RGB" and max(declared) <= max_side and _orientation(img) == 1
+
+
 def _open_loaded(
-    data: bytes, limits: ImageLimits, draft_side: int | None = None
+    data: bytes, limits: ImageLimits, draft_side: int | None = None, as_is_side: int | None = None
 ) -> tuple[Image.Image, tuple[int, int]]:
     """Open image bytes, check the declared size and decode the first frame completely.
 
@@ -170,6 +179,10 @@ def _open_loaded(
         limits: Pixel limits (byte limits are checked by the caller).
         draft_side: For JPEGs larger than this, let the decoder scale down by a power of two
             while keeping the longest side at least this long (much faster for large photos).
+        as_is_side: When given, a JPEG that `_sent_as_is` will send unchanged (its pixels are
+            never used) is decoded at 1/8 scale: the decoder still reads every marker and every
+            byte of entropy-coded data, so a truncated or broken file fails as in a full decode,
+            at about half the cost (no full-size inverse DCT, upsampling or colour conversion).
 
     Returns:
         The decoded image in its original mode, not yet turned upright, and the size the file
@@ -185,7 +198,9 @@ def _open_loaded(
     try:
         if several:
             img.seek(0)
-        if draft_side is not None and img.format == "JPEG" and max(img.size) > draft_side and not several:
+        if as_is_side is not None and _sent_as_is(img, declared, as_is_side):
+            img.draft(None, (1, 1))  # the smallest scale the decoder offers (1/8): a check, not pixels
+        elif draft_side is not None and img.format == "JPEG" and max(img.size) > draft_side and not several:
             img.draft(None, _draft_size(img.size, draft_side))
         img.load()
     except MediaError:
@@ -393,7 +408,8 @@ def encode_image_bytes(
 
     Large JPEGs are decoded at a reduced scale (``draft``) before the final resize. A JPEG
     that is already RGB, upright (no EXIF rotation) and within ``max_side`` is sent as its
-    original bytes, unchanged, after a full decode has proved it intact.
+    original bytes, unchanged, after a decode at 1/8 scale (every byte of the file read, as in a
+    full decode) and the damage check have proved it intact.
 
     Args:
         data: The file's bytes.
@@ -416,15 +432,11 @@ def encode_image_bytes(
             f"image is {len(data) / 2**20:.1f} MiB, over the {limits.max_bytes / 2**20:.1f} MiB "
             "limit (raise max_bytes to accept it)"
         )
-    img, declared = _open_loaded(data, limits, draft_side=max_side)
-    if (
-        key == "jpeg"
-        and img.format == "JPEG"
-        and img.mode == "RGB"
-        and max(declared) <= max_side
-        and _orientation(img) == 1
-    ):
-        return EncodedImage(data, FORMATS["jpeg"], img.width, img.height)
+    as_is = max_side if key == "jpeg" else None
+    img, declared = _open_loaded(data, limits, draft_side=max_side, as_is_side=as_is)
+    if as_is is not None and _sent_as_is(img, declared, max_side):  # decoded at 1/8 scale: only checked
+        width, height = declared
+        return EncodedImage(data, FORMATS["jpeg"], width, height)
     return encode_image(to_rgb(_upright(img)), max_side=max_side, fmt=key, quality=quality)
 
 
