@@ -26,7 +26,7 @@ from typing import Any, Final
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.encoded import EncodedImage, EncodedVideo, decode_clip
 from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS
-from vhd.media.videoframes import bounded, decode_strictly, error_reason, gate_video, strict, upright
+from vhd.media.videoframes import checked_stream, decode_strictly, error_reason, gate_video, upright
 
 __all__ = ["MODES", "ClipLimits", "VideoContent", "cut_clip", "decode_clip", "span_frames", "video_content"]
 
@@ -103,13 +103,7 @@ def _span(
     """
     try:
         with av.open(str(path), format=demuxer) as container:
-            if not container.streams.video:
-                raise MediaError("no video stream (audio-only or data file)")
-            stream = container.streams.video[0]
-            if stream.codec_context is None:
-                raise MediaError("damaged: the video stream has no decoder; re-download or re-encode it")
-            bounded(stream, max_pixels)
-            strict(stream)
+            stream = checked_stream(container, max_pixels)
             frames = decode_strictly(container, stream, max_pixels)
             origin: float | None = None
             for frame in frames:
@@ -139,9 +133,7 @@ def _span(
                     return
         # no seek, or one that overshot: decode from the start in a fresh container
         with av.open(str(path), format=demuxer) as container:
-            stream = container.streams.video[0]
-            bounded(stream, max_pixels)
-            strict(stream)
+            stream = checked_stream(container, max_pixels)
             yield from _window(decode_strictly(container, stream, max_pixels), origin, start_s, end_s, stats)
     except MediaError:
         raise

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS
-from vhd.media.videoframes import bounded, decode_strictly, frame_indices, gate_video, strict, upright
+from vhd.media.videoframes import checked_stream, decode_strictly, frame_indices, gate_video, upright
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -200,13 +200,7 @@ def iter_segments(
     except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
         raise MediaError(f"cannot open video ({type(exc).__name__}: {exc})") from exc
     with container:
-        if not container.streams.video:
-            raise MediaError("no video stream (audio-only or data file)")
-        stream = container.streams.video[0]
-        if stream.codec_context is None:
-            raise MediaError("damaged: the video stream has no decoder; re-download or re-encode it")
-        bounded(stream, max_pixels)
-        strict(stream)
+        stream = checked_stream(container, max_pixels)
         try:
             rate = stream.average_rate or stream.guessed_rate
             yield from segments_from_frames(

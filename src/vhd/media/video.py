@@ -39,15 +39,14 @@ from vhd.media.videoframes import (
     DEFAULT_FRAMES,
     REWIND,
     VideoFrames,
-    bounded,
     check_counts,
+    checked_stream,
     decode_strictly,
     duration_s,
     error_reason,
     frame_indices,
     gate_video,
     observed_total,
-    strict,
     tolerance,
     upright,
 )
@@ -133,16 +132,7 @@ def _decode_pass(
 def _decode_container(
     container: Any, n: int, first: int, known_total: int | None, start_pts: Any, max_pixels: int | None
 ) -> _Pass:
-    if not container.streams.video:
-        raise MediaError("no video stream (audio-only or data file)")
-    stream = container.streams.video[0]
-    if stream.codec_context is None:
-        raise MediaError(
-            "damaged: the video stream has no decoder (its codec description is unknown or damaged); "
-            "re-download or re-encode it"
-        )
-    bounded(stream, max_pixels)
-    strict(stream)
+    stream = checked_stream(container, max_pixels)
     rate = stream.average_rate or stream.guessed_rate
     fps = float(rate) if rate else None
     reported = int(stream.frames or 0)

@@ -200,6 +200,27 @@ def bounded(stream: Any, max_pixels: int | None) -> None:
     context.thread_count = min(DECODE_THREADS, os.cpu_count() or 1)
 
 
+def checked_stream(container: Any, max_pixels: int | None) -> Any:
+    """An opened file's first video stream, checked and set up for a strict, bounded decode.
+
+    Call before the first frame is decoded (`bounded`, then `strict`).
+
+    Raises:
+        MediaError: No video stream, no decoder for it, or a frame size over ``max_pixels``.
+    """
+    if not container.streams.video:
+        raise MediaError("no video stream (audio-only or data file)")
+    stream = container.streams.video[0]
+    if stream.codec_context is None:
+        raise MediaError(
+            "damaged: the video stream has no decoder (its codec description is unknown or damaged); "
+            "re-download or re-encode it"
+        )
+    bounded(stream, max_pixels)
+    strict(stream)
+    return stream
+
+
 _BIT_REVERSED = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
 
 FFV1_PROBE_PACKETS = 3
