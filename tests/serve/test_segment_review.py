@@ -203,3 +203,31 @@ def test_in_a_browser_a_reviewer_plays_confirms_and_marks_a_span(store_copy: Pat
         (1.0, 1.5, True, "human"),
     ]
     assert spans[0].reason == "marked span (alice)" and spans[1].reason == "confirmed segment (alice)"
+
+
+def test_a_span_change_the_store_cannot_write_is_refused_in_one_line(
+    store_copy: Path, client_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding, confirming and removing spans all answer a failed write with one line, never a server error."""
+    from vhd.errors import StoreWriteError
+
+    video, _ = segment_video(store_copy)
+    client = _client(store_copy, client_for)
+    assert _post(client, video, "/span", start_s="0.2", end_s="0.8").status_code == 200
+    with Store(store_copy) as store:
+        (span,) = store.review_spans("review", video)
+
+    refusal = "cannot write the store (disk full): free some space and try again"
+
+    def full(*_: object, **__: object) -> Any:
+        raise StoreWriteError(refusal)
+
+    monkeypatch.setattr(Store, "add_review_span", full)
+    monkeypatch.setattr(Store, "remove_review_span", full)
+    for path, fields in (
+        ("/span", {"start_s": "1", "end_s": "2"}),
+        ("/segment", {"idx": "1", "harmful": "yes"}),
+        ("/span/remove", {"span_id": str(span.id)}),
+    ):
+        reply = _post(client, video, path, **fields)
+        assert reply.status_code == 400 and reply.text == refusal, path

@@ -7,6 +7,7 @@ other's labels. After a label the browser goes on to the next sample of the same
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -267,71 +268,81 @@ def _seconds(form: dict[str, list[str]], key: str) -> float:
         raise FormError(f"{key} must be a time in seconds (e.g. 12.5), not {raw!r}") from None
 
 
+async def _span_change(request: Request, change: Callable[[Request, str, dict[str, list[str]]], None]) -> Response:
+    """Read the form, make one span change to the sample in the path, and reply (`_span_reply`).
+
+    A refusal (a bad form, a store that cannot write) is one line of plain text for the page's
+    status line, never a server error.
+    """
+    sample_id = request.path_params["sample_id"]
+    try:
+        form = await read_form(request)
+        change(request, sample_id, form)
+    except FormError as exc:
+        return _line(str(exc), exc.status)
+    except VhdError as exc:
+        return _line(str(exc))
+    return _span_reply(request, sample_id, form)
+
+
+def _live(request: Request, sample_id: str) -> None:
+    if live_sample(request, sample_id) is None:
+        raise FormError("no such sample in this store (removed?): go back to the gallery", 404)
+
+
+def _review_segment(request: Request, sample_id: str, form: dict[str, list[str]]) -> None:
+    st = state(request)
+    _live(request, sample_id)
+    decision = one(form, "harmful")
+    if decision not in ("yes", "no"):
+        raise FormError("choose harmful (yes) or not harmful (no) for the segment")
+    shown = st.store.get_annotation(sample_id, parse_filter(request)[0].config_hash)
+    segments = sorted(shown.verdict.segments, key=lambda s: float(s.start_s)) if shown else []
+    raw = one(form, "idx")
+    if not segments:
+        raise FormError("this sample's verdict has no segments: mark a span with [ and ] instead")
+    if not raw.isdigit() or int(raw) >= len(segments):
+        raise FormError(f"segment {raw!r} is not one of the {len(segments)} segments shown: reload the page")
+    seg = segments[int(raw)]
+    st.store.add_review_span(
+        st.settings.set_name,
+        sample_id,
+        reviewer(request),
+        float(seg.start_s),
+        float(seg.end_s),
+        harmful=decision == "yes",
+        segment_idx=int(raw),
+        config_hash=shown.config_hash if shown else None,
+    )
+
+
+def _add_span(request: Request, sample_id: str, form: dict[str, list[str]]) -> None:
+    st = state(request)
+    _live(request, sample_id)
+    start, end = _seconds(form, "start_s"), _seconds(form, "end_s")
+    st.store.add_review_span(st.settings.set_name, sample_id, reviewer(request), start, end)
+
+
+def _remove_span(request: Request, sample_id: str, form: dict[str, list[str]]) -> None:
+    st = state(request)
+    raw = one(form, "span_id")
+    if not raw.isdigit() or not st.store.remove_review_span(st.settings.set_name, sample_id, int(raw)):
+        raise FormError(f"no span {raw!r} on this sample (removed already?): reload the page", 404)
+
+
 async def segment_review(request: Request) -> Response:
     """``POST /sample/<id>/segment``: confirm or correct one segment (``idx``) of the verdict shown: ``harmful=yes|no``.
 
     The segment is the ``idx``-th in time order of the annotation the page shows (its ``config``).
     """
-    st = state(request)
-    sample_id = request.path_params["sample_id"]
-    try:
-        form = await read_form(request)
-        if live_sample(request, sample_id) is None:
-            raise FormError("no such sample in this store (removed?): go back to the gallery", 404)
-        decision = one(form, "harmful")
-        if decision not in ("yes", "no"):
-            raise FormError("choose harmful (yes) or not harmful (no) for the segment")
-        shown = st.store.get_annotation(sample_id, parse_filter(request)[0].config_hash)
-        segments = sorted(shown.verdict.segments, key=lambda s: float(s.start_s)) if shown else []
-        raw = one(form, "idx")
-        if not segments:
-            raise FormError("this sample's verdict has no segments: mark a span with [ and ] instead")
-        if not raw.isdigit() or int(raw) >= len(segments):
-            raise FormError(f"segment {raw!r} is not one of the {len(segments)} segments shown: reload the page")
-        seg = segments[int(raw)]
-        st.store.add_review_span(
-            st.settings.set_name,
-            sample_id,
-            reviewer(request),
-            float(seg.start_s),
-            float(seg.end_s),
-            harmful=decision == "yes",
-            segment_idx=int(raw),
-            config_hash=shown.config_hash if shown else None,
-        )
-    except FormError as exc:
-        return _line(str(exc), exc.status)
-    except VhdError as exc:
-        return _line(str(exc))
-    return _span_reply(request, sample_id, form)
+    return await _span_change(request, _review_segment)
 
 
 async def add_span(request: Request) -> Response:
     """``POST /sample/<id>/span``: mark a harmful span of a video (``start_s``, ``end_s`` in seconds)."""
-    st = state(request)
-    sample_id = request.path_params["sample_id"]
-    try:
-        form = await read_form(request)
-        if live_sample(request, sample_id) is None:
-            raise FormError("no such sample in this store (removed?): go back to the gallery", 404)
-        start, end = _seconds(form, "start_s"), _seconds(form, "end_s")
-        st.store.add_review_span(st.settings.set_name, sample_id, reviewer(request), start, end)
-    except FormError as exc:
-        return _line(str(exc), exc.status)
-    except VhdError as exc:
-        return _line(str(exc))
-    return _span_reply(request, sample_id, form)
+    return await _span_change(request, _add_span)
 
 
 async def remove_span(request: Request) -> Response:
     """``POST /sample/<id>/span/remove``: remove a span (``span_id``) of a video, marked or a segment's decision."""
-    st = state(request)
-    sample_id = request.path_params["sample_id"]
-    try:
-        form = await read_form(request)
-        raw = one(form, "span_id")
-        if not raw.isdigit() or not st.store.remove_review_span(st.settings.set_name, sample_id, int(raw)):
-            raise FormError(f"no span {raw!r} on this sample (removed already?): reload the page", 404)
-    except FormError as exc:
-        return _line(str(exc), exc.status)
-    return _span_reply(request, sample_id, form)
+    return await _span_change(request, _remove_span)
