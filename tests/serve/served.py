@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,28 @@ def draw_pictures(folder: Path, n: int, small_every: int = 10) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     return manifest
+
+
+@contextmanager
+def chromium_page() -> Iterator[Any]:
+    """A chromium page (1280x900, Debian's chromium) that fails the test on any script error or CSP refusal.
+
+    Skips (or, under ``VHD_REQUIRE_ALL``, fails) when chromium or playwright is missing.
+    """
+    from tests.optional import need_executable
+
+    need_executable("chromium", "apt-get install chromium")
+    need_module("playwright", "pip install playwright (never `playwright install`: use Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)  # a CSP refusal too
+        try:
+            yield page
+        finally:
+            browser.close()
+    assert not errors, errors

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.optional import need_executable, need_module
-from tests.serve.served import Served, draw_pictures, serving
+from tests.optional import need_module
+from tests.serve.served import Served, chromium_page, draw_pictures, serving
 from vhd.cli.main import main
 from vhd.store.gallery import GalleryFilter
 from vhd.store.migrations import backup_store
@@ -61,21 +61,8 @@ def served(drawn_store: Path, tmp_path: Path) -> Iterator[Served]:
 @pytest.fixture
 def page(served: Served) -> Iterator[Any]:
     """A chromium page (1280x900) that fails the test on any script error or CSP violation."""
-    need_executable("chromium", "apt-get install chromium")
-    need_module("playwright", "pip install playwright (never `playwright install`: use Debian's chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        tab = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        tab.on("pageerror", lambda e: errors.append(str(e)))
-        try:
-            yield tab
-        finally:
-            browser.close()
-        assert not errors, errors
+    with chromium_page() as tab:
+        yield tab
 
 
 def _sid(url: str) -> str:

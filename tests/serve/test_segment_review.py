@@ -155,47 +155,31 @@ def test_a_revealed_video_is_served_in_ranges_for_seeking(store_copy: Path, clie
 
 @pytest.mark.slow
 def test_in_a_browser_a_reviewer_plays_confirms_and_marks_a_span(store_copy: Path, tmp_path: Path) -> None:
-    from tests.optional import need_executable
-    from tests.serve.served import serving
-
-    need_executable("chromium", "apt-get install chromium")
-    need_module("playwright", "pip install playwright (never `playwright install`: use Debian's chromium)")
-    from playwright.sync_api import sync_playwright
+    from tests.serve.served import chromium_page, serving
 
     video, _ = segment_video(store_copy)
-    with serving(store_copy, tmp_path) as served, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)  # a CSP refusal too
-        try:
-            page.goto(f"{served.url}/sample/{video}")
-            assert page.locator("#clip").count() == 0 and page.locator(".seg-play").count() == 0
-            page.click("#reveal")
-            page.wait_for_selector("#clip")
-            page.wait_for_function("() => document.getElementById('clip').readyState >= 1")
-            page.locator(".seg-play").nth(1).click()  # the harmful segment, 1.0-1.5 s
-            page.wait_for_function(
-                "() => document.getElementById('clip').paused && !document.getElementById('clip').loop"
-            )
-            at = page.evaluate("() => document.getElementById('clip').currentTime")
-            assert 1.0 <= at <= 1.5, at
-            page.locator("#segment-list li").nth(1).locator(".seg-confirm").click()  # confirm: harmful
-            page.wait_for_function("() => document.querySelectorAll('#human-spans li').length === 1")
-            page.evaluate("() => { const c = document.getElementById('clip'); c.pause(); c.currentTime = 0.25; }")
-            page.wait_for_function("() => Math.abs(document.getElementById('clip').currentTime - 0.25) < 0.01")
-            page.keyboard.press("[")
-            page.evaluate("() => { document.getElementById('clip').currentTime = 0.75; }")
-            page.wait_for_function("() => Math.abs(document.getElementById('clip').currentTime - 0.75) < 0.01")
-            page.keyboard.press("]")
-            page.wait_for_function("() => document.querySelectorAll('#human-spans li').length === 2")
-            assert "you: harmful" in page.locator("#segment-list li").nth(1).inner_text()
-            assert page.locator("#span-status").inner_text() == "saved"
-            page.screenshot(path=str(tmp_path / "segment-review.png"), full_page=True)
-        finally:
-            browser.close()
-        assert not errors, errors
+    with serving(store_copy, tmp_path) as served, chromium_page() as page:
+        page.goto(f"{served.url}/sample/{video}")
+        assert page.locator("#clip").count() == 0 and page.locator(".seg-play").count() == 0
+        page.click("#reveal")
+        page.wait_for_selector("#clip")
+        page.wait_for_function("() => document.getElementById('clip').readyState >= 1")
+        page.locator(".seg-play").nth(1).click()  # the harmful segment, 1.0-1.5 s
+        page.wait_for_function("() => document.getElementById('clip').paused && !document.getElementById('clip').loop")
+        at = page.evaluate("() => document.getElementById('clip').currentTime")
+        assert 1.0 <= at <= 1.5, at
+        page.locator("#segment-list li").nth(1).locator(".seg-confirm").click()  # confirm: harmful
+        page.wait_for_function("() => document.querySelectorAll('#human-spans li').length === 1")
+        page.evaluate("() => { const c = document.getElementById('clip'); c.pause(); c.currentTime = 0.25; }")
+        page.wait_for_function("() => Math.abs(document.getElementById('clip').currentTime - 0.25) < 0.01")
+        page.keyboard.press("[")
+        page.evaluate("() => { document.getElementById('clip').currentTime = 0.75; }")
+        page.wait_for_function("() => Math.abs(document.getElementById('clip').currentTime - 0.75) < 0.01")
+        page.keyboard.press("]")
+        page.wait_for_function("() => document.querySelectorAll('#human-spans li').length === 2")
+        assert "you: harmful" in page.locator("#segment-list li").nth(1).inner_text()
+        assert page.locator("#span-status").inner_text() == "saved"
+        page.screenshot(path=str(tmp_path / "segment-review.png"), full_page=True)
     with Store(store_copy) as store:
         spans = store.human_spans("review", video)
     assert [(s.start_s, s.end_s, s.harmful, s.decided_by) for s in spans] == [
