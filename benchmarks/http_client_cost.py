@@ -5,10 +5,12 @@ about 190 KiB of base64), to `tests/servers/chat_server.py` answering after 100 
 separate process so that only the client's CPU is counted (``time.process_time`` of this
 process). ``--requests`` calls go out with ``--concurrency`` in flight, through:
 
-- *vhd*: `vhd.backends.openai.OpenAIBackend.generate` (httpx2 clients, pool shards, reply
-  bounds, retries armed, the body built by `encode_payload`, the reply parsed into an `Output`);
+- *vhd*: `vhd.backends.openai.OpenAIBackend.generate` (its HTTP client, reply bounds, retries
+  armed, the body built by `encode_payload`, the reply parsed into an `Output`; an aiohttp
+  session per endpoint since issue 35's fourth pass, httpx2 clients in pool shards before);
 - *httpx2*: eight plain ``httpx2.AsyncClient`` (no event hooks), ``post`` with the same body;
 - *httpcore2*: eight ``httpcore2.AsyncConnectionPool``, ``request`` with the same body;
+- *aiohttp*: eight plain ``aiohttp.ClientSession``, ``post`` with the same body;
 - *asyncio*: the floor: one keep-alive connection per slot on asyncio streams, the request
   written as is, the reply read by its ``Content-Length`` and parsed with ``json.loads``.
 
@@ -135,6 +137,23 @@ def main() -> None:
             for pool in pools:
                 await pool.aclose()
 
+    async def aiohttp_sessions() -> float:
+        import aiohttp
+
+        sessions = [
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1000, limit_per_host=0)) for _ in range(8)
+        ]
+
+        async def call(i: int) -> None:
+            async with sessions[i % 8].post(url, data=body(), headers=headers) as reply:
+                json.loads(await reply.read())
+
+        try:
+            return await in_flight(call)
+        finally:
+            for session in sessions:
+                await session.close()
+
     async def asyncio_streams() -> float:
         parts = urlsplit(base)
         assert parts.hostname is not None and parts.port is not None
@@ -165,6 +184,7 @@ def main() -> None:
         "vhd (OpenAIBackend.generate)": vhd_backend,
         "httpx2 AsyncClient.post, no hooks": httpx2_clients,
         "httpcore2 AsyncConnectionPool.request": httpcore2_pools,
+        "aiohttp ClientSession.post": aiohttp_sessions,
         "asyncio streams (the floor)": asyncio_streams,
     }
     results: dict[str, list[float]] = {name: [] for name in clients}

@@ -18,6 +18,9 @@ here, so that no server can hold a run or fill its memory:
   `vhd.fileio.JSON_MAX_DEPTH` (before parsing: no `RecursionError`) or holding more lists and
   objects than the cap allows (a few bytes each on the wire, a hundred in memory).
 
+A client that is not httpx (the ``openai`` backend's aiohttp sessions) reads each body with
+`read_capped`, under an ``asyncio.timeout`` for the deadline.
+
 Everything refused raises a `ReplyRefused` (a `ValueError`, so an item boundary records it as the
 item's outcome); each reader turns it into its own error with what to do. Nothing here imports
 httpx: the caller passes its module.
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -44,6 +47,7 @@ __all__ = [
     "ReplyTooSlow",
     "client_limits",
     "parse_json",
+    "read_capped",
     "reply_limits",
 ]
 
@@ -117,6 +121,31 @@ def _count(total: int, chunk: bytes, max_bytes: int, deadline: float | None, tim
     if deadline is not None and time.monotonic() > deadline:
         raise ReplyTooSlow(f"the reply was still arriving after {timeout:g} s")
     return total
+
+
+async def read_capped(headers: Any, chunks: AsyncIterable[bytes], max_bytes: int) -> bytes:
+    """A reply's whole body, refused as soon as it cannot be read within the byte cap.
+
+    The headers are checked first: a compressed body, or a ``Content-Length`` over the cap, is
+    refused before a byte of it is read; otherwise reading stops at the cap. The deadline is the
+    caller's (wrap the call in ``asyncio.timeout``).
+
+    Args:
+        headers: The reply's headers (a case-insensitive mapping).
+        chunks: The body as it arrives.
+        max_bytes: Largest body read.
+
+    Raises:
+        ReplyRefused: Compressed.
+        ReplyTooLarge: Announced or found over ``max_bytes``.
+    """
+    _check_headers(headers, max_bytes)
+    parts: list[bytes] = []
+    total = 0
+    async for chunk in chunks:
+        total = _count(total, chunk, max_bytes, None, None)
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 _STREAMS: dict[str, type] = {}

@@ -71,6 +71,7 @@ seconds (``Failure.trickle()``), an endless chunked body (``Failure.endless()``)
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections import deque
@@ -350,8 +351,10 @@ class ChatServer:
         finish_reason: str | Callable[[dict[str, Any]], str] = "stop",
         reasoning_tokens: int | Callable[[dict[str, Any]], int] | None = None,
         peer_pids: bool = False,
+        tls: tuple[str, str] | None = None,
     ) -> None:
         self.reply = reply
+        self.tls = tls  # (certificate file, key file): serve https
         self.peer_pids = peer_pids
         self._here = threading.local()
         self.finish_reason = finish_reason
@@ -385,6 +388,10 @@ class ChatServer:
         """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
         handler = type("_BoundHandler", (_Handler,), {"server_state": self})
         httpd = _Server(("127.0.0.1", 0), handler)
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
@@ -415,8 +422,8 @@ class ChatServer:
 
     @property
     def root_url(self) -> str:
-        """``http://127.0.0.1:PORT`` (Azure-style clients append ``/openai/...`` themselves)."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://127.0.0.1:PORT`` (https with ``tls``; Azure-style clients append ``/openai/...``)."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:

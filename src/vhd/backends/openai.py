@@ -1,9 +1,10 @@
 """Backend for any OpenAI-compatible Chat Completions endpoint, or several serving one model.
 
 Works with OpenAI, Azure OpenAI, vLLM, SGLang, Ollama, LM Studio and ``transformers serve``.
-Chat calls go straight through ``httpx`` clients that speak the same protocol as the official
-``openai`` SDK (same URL, bearer key, ``OpenAI-Organization`` / ``OpenAI-Project`` headers from
-``$OPENAI_ORG_ID`` / ``$OPENAI_PROJECT_ID``, same error bodies read the same way); Azure OpenAI
+Chat calls go straight through an aiohttp session per endpoint (`vhd.backends.http`) and speak
+the same protocol as the official ``openai`` SDK (same URL, bearer key, ``OpenAI-Organization`` /
+``OpenAI-Project`` headers from ``$OPENAI_ORG_ID`` / ``$OPENAI_PROJECT_ID``, same error bodies
+read the same way); Azure OpenAI
 (deployment routing, ``api-key``, ``api-version``) and the batch API use the SDK's async client.
 Configure it in the config file::
 
@@ -24,11 +25,11 @@ balancer sends new requests elsewhere). Per-endpoint figures are in `OpenAIBacke
 The SDK's own retries are off: this module retries 429, 408, 409, 5xx, timeouts and
 connection errors itself (exponential backoff with full jitter, honouring ``Retry-After``), so
 waiting never holds one of the endpoint's ``max_in_flight`` slots. Each request is built once
-(body serialised by `encode_payload`, URL, headers and timeouts prepared per endpoint) and sent
-with ``httpx``'s ``send``; the JSON is read by `parse_response`. Going around the SDK for chat
-calls halves the client's CPU per call and keeps the SDK out of a run's start-up (importing it
-costs about a second of CPU; BENCHMARKS.md). Content-policy rejections come back as
-``Output(refused=True)``, not as errors.
+(body serialised by `encode_payload`, URL and headers prepared per endpoint) and sent as it is;
+the JSON is read by `parse_response`. Going around the SDK and httpx for chat calls takes the
+client's CPU per call from about 3.5 ms (SDK) and 1.8 ms (httpx2) to about 0.8, and keeps the SDK
+out of a run's start-up (importing it costs about a second of CPU; BENCHMARKS.md).
+Content-policy rejections come back as ``Output(refused=True)``, not as errors.
 
 This module is long (about 600 lines) on purpose: it is the HTTP-facing I/O of the backend (clients
 per endpoint, one attempt, mapping HTTP errors, retries, checks), one unit that reads best whole;
@@ -46,12 +47,13 @@ import ssl
 import time
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from vhd.backends.base import Backend, GenerateConfig, Message, Output
 from vhd.backends.endpoints import Endpoint, EndpointPool, endpoint_state, estimate_tokens
+from vhd.backends.http import ConnectionFailed, EndpointSession, Reply
 from vhd.backends.openai_payload import (
     DEFAULT_BASE_URL,
     PLACEHOLDER_API_KEY,
@@ -89,10 +91,10 @@ def _display_url(url: str) -> str:
 
 
 CONNECTIONS_PER_CLIENT = 8
-"""Requests are spread round-robin over ceil(max_in_flight / 8) HTTP clients per endpoint. httpx's
+"""Azure's SDK requests are spread round-robin over ceil(max_in_flight / 8) SDK clients. httpx's
 connection pool scans its connections on every request and every response; at 64 requests in
 flight one pool of 64 connections spent about a sixth of the client's CPU in that scan
-(BENCHMARKS.md)."""
+(BENCHMARKS.md). Other endpoints have one aiohttp session, whose pool does not scan."""
 
 
 async def _close_with_loop(clients: list[Any]) -> AsyncGenerator[None, None]:
@@ -104,7 +106,7 @@ async def _close_with_loop(clients: list[Any]) -> AsyncGenerator[None, None]:
         yield
     finally:
         for client in clients:
-            if hasattr(client, "aclose"):  # an httpx client
+            if hasattr(client, "aclose"):  # an aiohttp session
                 await client.aclose()
             else:  # an SDK client
                 await client.close()
@@ -140,10 +142,10 @@ class _StatusFailure:
         return cls(exc.status_code, exc.body, exc.message, exc.response.headers)
 
     @classmethod
-    def from_response(cls, response: httpx2.Response, max_bytes: int) -> _StatusFailure:
-        status = response.status_code
+    def from_reply(cls, reply: Reply, max_bytes: int) -> _StatusFailure:
+        status = reply.status
         message = f"Error code: {status}"
-        text = response.text.strip()
+        text = reply.body.decode("utf-8", "replace").strip()
         body: Any = text
         try:
             body = parse_json(text, max_bytes=max_bytes)
@@ -155,16 +157,15 @@ class _StatusFailure:
             if isinstance(detail, str) and detail:
                 message += f" - {detail}"
             body = body.get("error", body) if isinstance(body, dict) else body
-        return cls(status, body, message, response.headers)
+        return cls(status, body, message, reply.headers)
 
 
 @dataclass
 class _Target:
     """One endpoint's options, resolved URL and HTTP clients (in `Endpoint.client`).
 
-    Outside Azure, ``clients`` are ``httpx2.AsyncClient`` shards and ``chat``, ``models``,
-    ``headers`` and ``extensions`` are what every request to the endpoint reuses; on Azure,
-    ``clients`` are the SDK's clients.
+    Outside Azure, ``clients`` holds the endpoint's one `EndpointSession` and ``chat`` and
+    ``models`` are its URLs, parsed once; on Azure, ``clients`` are the SDK's clients.
     """
 
     opts: OpenAIOptions
@@ -173,18 +174,9 @@ class _Target:
     turn: itertools.count[int]
     chat: Any = None
     models: Any = None
-    headers: httpx2.Headers | None = field(default=None, repr=False)  # holds the key
-    extensions: dict[str, Any] | None = None
 
     def client(self) -> Any:
         return self.clients[next(self.turn) % len(self.clients)]
-
-
-def _end_of_stream() -> type[Exception]:
-    """The ``anyio.EndOfStream`` class (a TLS failure httpx does not map; the SDK counts it as a connection error)."""
-    import anyio
-
-    return anyio.EndOfStream
 
 
 def _endpoint_url(base_url: str, path: str) -> str:
@@ -195,13 +187,8 @@ def _endpoint_url(base_url: str, path: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{root}{path}{query}"
 
 
-def _request_headers(key: str) -> httpx2.Headers:
-    """The headers of every chat request: what the SDK sends that a server may read, prepared once.
-
-    An ``httpx2.Headers`` is copied, not parsed again, by each request built from it.
-    """
-    import httpx2
-
+def _request_headers(key: str) -> dict[str, str]:
+    """The headers of every chat request: what the SDK sends that a server may read, prepared once."""
     from vhd.version import version
 
     headers = {
@@ -216,7 +203,7 @@ def _request_headers(key: str) -> httpx2.Headers:
         value = os.environ.get(env)
         if value:  # the SDK reads both variables too
             headers[name] = value
-    return httpx2.Headers(headers)
+    return headers
 
 
 class OpenAIBackend(Backend):
@@ -351,6 +338,12 @@ class OpenAIBackend(Backend):
         return openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0, http_client=http)
 
     @staticmethod
+    def _tls_context() -> ssl.SSLContext:
+        import httpx2
+
+        return httpx2.create_ssl_context()
+
+    @staticmethod
     def _http_timeout(opts: OpenAIOptions) -> httpx2.Timeout:
         import httpx2
 
@@ -367,23 +360,31 @@ class OpenAIBackend(Backend):
         loop = asyncio.get_running_loop()
         if self._client_loop is not None and self._client_loop() is loop and self.targets[0].clients:
             return
-        import httpx2
-
         keys = [self._api_key(target) for target in self.targets]
         self._secrets = tuple(k for k in dict.fromkeys(keys) if k != PLACEHOLDER_API_KEY)
         remember_secret(*self._secrets)
-        ssl_context = httpx2.create_ssl_context()
+        # httpx's context (its CA bundle, $SSL_CERT_FILE...), built only where TLS is spoken.
+        tls = any(t.opts.azure or t.base_url.lower().startswith("https:") for t in self.targets)
+        ssl_context = self._tls_context() if tls else None
         every: list[Any] = []
         for target, key in zip(self.targets, keys, strict=True):
-            shards = max(1, math.ceil(target.opts.max_in_flight / CONNECTIONS_PER_CLIENT))
             if target.opts.azure:
+                shards = max(1, math.ceil(target.opts.max_in_flight / CONNECTIONS_PER_CLIENT))
                 target.clients = [self._sdk_client(target, key, ssl_context) for _ in range(shards)]
             else:
-                target.clients = [self._http_client(target, ssl_context) for _ in range(shards)]
-                target.chat = httpx2.URL(_endpoint_url(target.base_url, "chat/completions"))
-                target.models = httpx2.URL(_endpoint_url(target.base_url, "models"))
-                target.headers = _request_headers(key)
-                target.extensions = {"timeout": self._http_timeout(target.opts).as_dict()}
+                import yarl
+
+                opts = target.opts
+                session = EndpointSession(
+                    target.base_url,
+                    headers=_request_headers(key),
+                    timeout=opts.timeout,
+                    max_bytes=opts.max_reply_bytes,
+                    ssl_context=ssl_context,
+                )
+                target.clients = [session]
+                target.chat = yarl.URL(_endpoint_url(target.base_url, "chat/completions"))
+                target.models = yarl.URL(_endpoint_url(target.base_url, "models"))
             every += target.clients
         self._keys = keys
         self._ssl_context = ssl_context
@@ -463,30 +464,26 @@ class OpenAIBackend(Backend):
     async def _attempt(self, target: _Target, payload: bytes | dict[str, Any]) -> Output | _Retry:
         if target.opts.azure:
             return await self._attempt_sdk(target, payload)
-        import httpx2
-
         # Errors are handled outside the except blocks so that no BackendError we raise
-        # carries the HTTP exception (which holds the request and its headers) as context.
+        # carries the HTTP exception as context.
         refused: ReplyRefused | None = None
-        response: httpx2.Response | None = None
+        reply: Reply | None = None
         opts = target.opts
         if not isinstance(payload, bytes):  # only Azure's SDK client takes a dict body
             raise TypeError("the chat request body must be JSON bytes")
+        session: EndpointSession = target.clients[0]
         try:
-            request = httpx2.Request(
-                "POST", target.chat, headers=target.headers, content=payload, extensions=dict(target.extensions or {})
-            )
             async with asyncio.timeout(opts.timeout):  # connect, first byte and whole body, however slow
-                response = await target.client().send(request)
-        except (httpx2.TimeoutException, TimeoutError):  # ReplyTooSlow is a TimeoutError too
+                reply = await session.request("POST", target.chat, body=payload)
+        except TimeoutError:  # ReplyTooSlow is a TimeoutError too
             return _Retry(f"timed out after {opts.timeout:g} s")
-        except (httpx2.RequestError, ssl.SSLError, _end_of_stream()) as exc:  # what the SDK calls a connection error
-            return _Retry(f"connection failed ({type(exc).__name__})")
+        except ConnectionFailed as exc:
+            return _Retry(f"connection failed ({exc.reason})")
         except ReplyRefused as exc:  # too large, or compressed: asking again would not help
             refused = exc
-        if response is not None and response.status_code >= 400:
-            return self._on_status(target, _StatusFailure.from_response(response, opts.max_reply_bytes))
-        return self._read(target, None if response is None else response.content, refused)
+        if reply is not None and reply.status >= 400:
+            return self._on_status(target, _StatusFailure.from_reply(reply, opts.max_reply_bytes))
+        return self._read(target, None if reply is None else reply.body, refused)
 
     def _read(self, target: _Target, content: bytes | None, refused: ReplyRefused | None) -> Output | _Retry:
         """The reply's `Output`, or a retry for a malformed one; a refused reply is the call's error."""
@@ -632,15 +629,18 @@ class OpenAIBackend(Backend):
             await asyncio.sleep(delay)
 
     async def _check_one(self, target: _Target) -> int:
-        import httpx2
-
         timeout = min(_CHECK_TIMEOUT_S, target.opts.timeout)
         if not target.opts.azure:
+            session: EndpointSession = target.clients[0]
             try:
-                response = await target.clients[0].get(target.models, headers=target.headers, timeout=timeout)
-            except (httpx2.RequestError, ssl.SSLError, _end_of_stream()):
+                async with asyncio.timeout(timeout):
+                    reply = await session.request("GET", target.models, timeout=timeout)
+            except (ConnectionFailed, TimeoutError):
                 return 0
-            return response.status_code if response.status_code >= 400 else 200
+            except ReplyRefused:  # an answer all the same: the endpoint is there
+                return 200
+            return reply.status if reply.status >= 400 else 200
+        import httpx2
         import openai
 
         try:
@@ -667,6 +667,8 @@ class OpenAIBackend(Backend):
             client: AsyncOpenAI = target.clients[0]
             return client
         if self._sdk is None:
+            if self._ssl_context is None:
+                self._ssl_context = self._tls_context()
             self._sdk = self._sdk_client(target, self._keys[0], self._ssl_context)
             self._every.append(self._sdk)
         return self._sdk
