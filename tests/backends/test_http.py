@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ipaddress
+import re
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,46 @@ def test_a_compressed_reply_is_refused_unread_and_not_asked_again(chat_server: C
         generate(chat_server.base_url, max_retries=3)
     assert chat_server.chat_requests == 1
     assert chat_server.requests[0].headers["accept-encoding"] == "identity"
+
+
+OK_BODY = b'{"choices":[{"message":{"content":"No"}}]}'
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * (64 << 10) + b"\r\nContent-Length: 2\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(500)) + b"Content-Length: 2\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}",
+        b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\n{}",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(64),  # TLS where HTTP was expected
+    ],
+    ids=["64k-header-line", "500-headers", "length-and-chunked", "negative-length", "two-lengths", "bad-status", "tls"],
+)
+def test_a_malformed_answer_is_a_failed_connection_and_the_next_call_works(
+    chat_server: ChatServer, answer: bytes
+) -> None:
+    chat_server.fail_next(Failure.raw(answer))
+    backend = OpenAIBackend("test-model", {"base_url": chat_server.base_url, "max_retries": 0})
+
+    async def twice() -> tuple[BaseException | Output, Output]:
+        try:
+            try:
+                first: BaseException | Output = await backend.generate(MSGS, GenerateConfig())
+            except BackendError as exc:
+                first = exc
+            return first, await backend.generate(MSGS, GenerateConfig())  # the same session goes on
+        finally:
+            await backend.aclose()
+
+    first, second = asyncio.run(twice())
+    assert isinstance(first, BackendError) and first.retryable and "\n" not in str(first)
+    assert re.search(r"connection failed \(\w+\).*gave up after 1 attempt", str(first))
+    assert second.text
+
+
+def test_a_body_read_until_the_connection_closes_is_read_whole(chat_server: ChatServer) -> None:
+    chat_server.fail_next(Failure.raw(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + OK_BODY))
+    assert generate(chat_server.base_url).text == "No"

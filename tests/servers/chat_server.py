@@ -251,6 +251,16 @@ class Failure:
         return cls(status=200, write=write)
 
     @classmethod
+    def raw(cls, data: bytes) -> Failure:
+        """Send ``data`` as the whole answer, status line included, then close the connection."""
+
+        def write(handler: BaseHTTPRequestHandler) -> None:
+            handler.close_connection = True
+            _send_bytes(handler, data)
+
+        return cls(status=200, write=write)
+
+    @classmethod
     def deep(cls, depth: int = 200_000) -> Failure:
         """200 whose body is a list nested ``depth`` deep (parsing it recursively overflows)."""
         return cls(status=200, body=b"[" * depth + b"]" * depth)
