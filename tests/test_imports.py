@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 HEAVY = {
-    "torch", "transformers", "diffusers", "numpy", "PIL", "av", "httpx", "openai", "pyarrow", "sklearn",
-    "matplotlib", "sentence_transformers", "onnxruntime", "nudenet", "ray", "cv2", "rich", "yaml",
+    "torch", "transformers", "diffusers", "numpy", "PIL", "av", "httpx", "httpx2", "aiohttp", "openai", "pyarrow",
+    "sklearn", "matplotlib", "sentence_transformers", "onnxruntime", "nudenet", "ray", "cv2", "rich", "yaml",
 }  # fmt: skip
 
 

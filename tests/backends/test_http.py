@@ -279,3 +279,15 @@ def test_a_malformed_answer_is_a_failed_connection_and_the_next_call_works(
 def test_a_body_read_until_the_connection_closes_is_read_whole(chat_server: ChatServer) -> None:
     chat_server.fail_next(Failure.raw(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + OK_BODY))
     assert generate(chat_server.base_url).text == "No"
+
+
+def test_a_login_in_the_base_url_is_sent_as_basic_auth_as_httpx_sent_it(
+    chat_server: ChatServer, openai_env: pytest.MonkeyPatch
+) -> None:
+    import base64
+
+    openai_env.setenv("OPENAI_API_KEY", KEY)
+    assert generate(f"http://gate%40way:pa%3Ass@127.0.0.1:{chat_server.port}/v1").text
+    request = chat_server.requests[0]
+    assert request.headers["authorization"] == "Basic " + base64.b64encode(b"gate@way:pa:ss").decode()
+    assert request.path == "/v1/chat/completions"

@@ -41,7 +41,7 @@ from vhd.redaction import redact_url, remember_secrets_in
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["ConnectionFailed", "EndpointSession", "Reply", "env_proxy"]
+__all__ = ["ConnectionFailed", "EndpointSession", "Reply", "env_proxy", "split_userinfo"]
 
 MAX_REDIRECTS = 10
 """A request fails at the 10th redirect answer in a row (aiohttp's default; httpx allowed 20)."""
@@ -99,6 +99,28 @@ def env_proxy(url: str) -> str | None:
             "https:// proxies only; set HTTPS_PROXY/HTTP_PROXY to one, or add the host to NO_PROXY"
         )
     return proxy
+
+
+def split_userinfo(url: str) -> tuple[str, str | None]:
+    """``url`` without ``user:password@``, and the ``Authorization`` value httpx made of them.
+
+    A base URL that carries a login (a gateway in front of a model server) is answered with
+    HTTP Basic authentication in place of the bearer key, as the httpx client did.
+
+    Returns:
+        The URL without its login, and ``Basic ...`` (None when there is no login).
+    """
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    import base64
+    from urllib.parse import unquote
+
+    login = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    remember_secrets_in(url)
+    host = parts.netloc.rsplit("@", 1)[1]
+    token = base64.b64encode(login.encode()).decode()
+    return parts._replace(netloc=host).geturl(), f"Basic {token}"
 
 
 def _bypassed(host: str, no_proxy: str) -> bool:

@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 
 from vhd.backends.base import Backend, GenerateConfig, Message, Output
 from vhd.backends.endpoints import Endpoint, EndpointPool, endpoint_state, estimate_tokens
-from vhd.backends.http import ConnectionFailed, EndpointSession, Reply
+from vhd.backends.http import ConnectionFailed, EndpointSession, Reply, split_userinfo
 from vhd.backends.openai_payload import (
     DEFAULT_BASE_URL,
     PLACEHOLDER_API_KEY,
@@ -375,16 +375,16 @@ class OpenAIBackend(Backend):
                 import yarl
 
                 opts = target.opts
+                url, login = split_userinfo(target.base_url)  # a login in the URL: Basic, as httpx sent it
+                headers = _request_headers(key)
+                if login is not None:
+                    headers["Authorization"] = login
                 session = EndpointSession(
-                    target.base_url,
-                    headers=_request_headers(key),
-                    timeout=opts.timeout,
-                    max_bytes=opts.max_reply_bytes,
-                    ssl_context=ssl_context,
+                    url, headers=headers, timeout=opts.timeout, max_bytes=opts.max_reply_bytes, ssl_context=ssl_context
                 )
                 target.clients = [session]
-                target.chat = yarl.URL(_endpoint_url(target.base_url, "chat/completions"))
-                target.models = yarl.URL(_endpoint_url(target.base_url, "models"))
+                target.chat = yarl.URL(_endpoint_url(url, "chat/completions"))
+                target.models = yarl.URL(_endpoint_url(url, "models"))
             every += target.clients
         self._keys = keys
         self._ssl_context = ssl_context
