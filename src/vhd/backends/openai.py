@@ -4,8 +4,8 @@ Works with OpenAI, Azure OpenAI, vLLM, SGLang, Ollama, LM Studio and ``transform
 Chat calls go straight through an aiohttp session per endpoint (`vhd.backends.http`) and speak
 the same protocol as the official ``openai`` SDK (same URL, bearer key, ``OpenAI-Organization`` /
 ``OpenAI-Project`` headers from ``$OPENAI_ORG_ID`` / ``$OPENAI_PROJECT_ID``, same error bodies
-read the same way); Azure OpenAI
-(deployment routing, ``api-key``, ``api-version``) and the batch API use the SDK's async client.
+read the same way); Azure OpenAI (deployment routing, ``api-key``, ``api-version``) and the batch
+API use the SDK's async client.
 Configure it in the config file::
 
     [backends.openai]
