@@ -149,8 +149,8 @@ LINUX_ONLY = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="pe
 @LINUX_ONLY
 def test_only_the_host_threads_run_at_a_lower_os_priority(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import vhd.synth.overlap as overlap
+    from vhd.synth.batch import finish_one as real
 
-    real = overlap.finish_one
     seen: dict[str, int] = {}
 
     def finish_one(*args: Any, **kwargs: Any) -> Any:
@@ -158,9 +158,9 @@ def test_only_the_host_threads_run_at_a_lower_os_priority(tmp_path: Path, monkey
         return real(*args, **kwargs)
 
     class NicePipe(FloatPipe):
-        def __call__(self, prompt: list[str], **kwargs: Any) -> Any:
+        def __call__(self, prompt: list[str], width: int = SIZE, height: int = SIZE, **kwargs: Any) -> Any:
             seen[threading.current_thread().name] = _nice_of(threading.get_native_id())
-            return super().__call__(prompt, **kwargs)
+            return super().__call__(prompt, width, height, **kwargs)
 
     monkeypatch.setattr(overlap, "finish_one", finish_one)
     monkeypatch.setattr(overlap, "HOST_THREADS", 2)
@@ -212,20 +212,21 @@ def test_no_thread_is_left_behind_at_the_host_threads_priority() -> None:
 
 def test_lower_priority_changes_nothing_where_it_does_not_apply(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
+    import sys
 
     import vhd.synth.overlap as overlap
 
     calls: list[tuple[int, ...]] = []
     monkeypatch.setattr(os, "setpriority", lambda *a: calls.append(a))
     overlap.lower_priority(0)  # nice 0: not asked
-    monkeypatch.setattr(overlap.sys, "platform", "darwin")  # a thread id is no process id there
+    monkeypatch.setattr(sys, "platform", "darwin")  # a thread id is no process id there
     overlap.lower_priority(10)
     assert calls == []
 
     def refused(*args: int) -> None:
         raise PermissionError("setpriority not allowed here")
 
-    monkeypatch.setattr(overlap.sys, "platform", "linux")
+    monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setattr(os, "setpriority", refused)
     monkeypatch.setattr(os, "getpriority", lambda *a: 0)
     overlap.lower_priority(10)  # a sandbox that refuses: the thread goes on at its priority

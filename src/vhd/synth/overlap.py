@@ -9,7 +9,8 @@ threads, so a batch's host work takes a fraction of its serial time, and the las
 nothing follows) too; the calling thread commits the outputs in prompt order as they are ready
 (it is the only one that touches the store). Two batches at most are in flight, and a pipeline
 failure surfaces after the batch before it is committed. The files and store rows are the same
-as a serial run's.
+as a serial run's. On Linux the host threads run at a lower OS priority (`HOST_NICE`), so the
+pipeline thread gets a CPU as soon as it wakes.
 """
 
 from __future__ import annotations
