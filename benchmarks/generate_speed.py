@@ -315,6 +315,8 @@ def standin(args: argparse.Namespace) -> dict[str, object]:
 
     if args.host_threads:
         vhd.synth.overlap.HOST_THREADS = args.host_threads
+    if args.host_nice is not None:
+        vhd.synth.overlap.HOST_NICE = args.host_nice  # type: ignore[attr-defined,unused-ignore]
     width, height = (int(v) for v in args.size.split("x"))
     frames = args.frames if args.clips else None
     pool = standin_pool((width, height), args.frames, args.clips)
@@ -380,6 +382,7 @@ def standin(args: argparse.Namespace) -> dict[str, object]:
         "per_output_s": args.per_output_s, "watermark": not args.no_watermark,
         "content_credentials": "off" if args.no_c2pa else "auto", "png_level": args.png_level,
         "host_threads": getattr(sys.modules.get("vhd.synth.overlap"), "HOST_THREADS", None),
+        "host_nice": getattr(sys.modules.get("vhd.synth.overlap"), "HOST_NICE", None),
         "load_avg_1min": [r["load_before"] for r in runs],
         "vhd_sleeps_over_wall_median": statistics.median(ratios),
         "bare_sleeps_over_wall_median": statistics.median(bare),
@@ -455,6 +458,9 @@ def main() -> None:
     parser.add_argument("--profile", help="with --standin: write a cProfile of the first vhd run here")
     parser.add_argument(
         "--host-threads", type=int, default=0, help="with --standin: vhd's host threads (0: its default)"
+    )
+    parser.add_argument(
+        "--host-nice", type=int, default=None, help="with --standin: the host threads' nice increment (vhd's default)"
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)

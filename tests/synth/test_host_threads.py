@@ -135,3 +135,98 @@ def test_the_watermark_is_the_libraries_own_pixels() -> None:
     for frame in frames:
         want = library.encode(np.ascontiguousarray(frame[:, :, ::-1]), "dwtDct")[:, :, ::-1]
         assert np.array_equal(Watermarker().apply(frame[None])[0], want)
+
+
+def _nice_of(tid: int) -> int:
+    import os
+
+    return os.getpriority(os.PRIO_PROCESS, tid)
+
+
+LINUX_ONLY = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="per-thread nice is Linux's")
+
+
+@LINUX_ONLY
+def test_only_the_host_threads_run_at_a_lower_os_priority(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vhd.synth.overlap as overlap
+    from vhd.synth.batch import finish_one as real
+
+    seen: dict[str, int] = {}
+
+    def finish_one(*args: Any, **kwargs: Any) -> Any:
+        seen[threading.current_thread().name] = _nice_of(threading.get_native_id())
+        return real(*args, **kwargs)
+
+    class NicePipe(FloatPipe):
+        def __call__(self, prompt: list[str], width: int = SIZE, height: int = SIZE, **kwargs: Any) -> Any:
+            seen[threading.current_thread().name] = _nice_of(threading.get_native_id())
+            return super().__call__(prompt, width, height, **kwargs)
+
+    monkeypatch.setattr(overlap, "finish_one", finish_one)
+    monkeypatch.setattr(overlap, "HOST_THREADS", 2)
+    monkeypatch.setattr(overlap, "HOST_NICE", 10, raising=False)
+    base = _nice_of(threading.get_native_id())
+    gen = standin(batch_size=2)  # the watermark and Content Credentials as `vhd generate` has them
+    gen.pipe = NicePipe()
+    result = generate(prompts(tmp_path, 6), gen, tmp_path / "out")
+    assert len(result.written) == 6 and _nice_of(threading.get_native_id()) == base
+    hosts = {name: nice for name, nice in seen.items() if name.startswith("vhd-host")}
+    pipeline = {name: nice for name, nice in seen.items() if name.startswith("vhd-pipeline")}
+    assert hosts and pipeline and len(seen) == len(hosts) + len(pipeline)
+    assert set(hosts.values()) == {min(19, base + 10)} and set(pipeline.values()) == {base}
+
+
+LEFT_BEHIND = """
+import json, os, sys, tempfile
+from pathlib import Path
+import tests.synth.test_host_threads as t
+from vhd.synth.generate import generate
+
+t.SIZE = 512  # OpenCV's colour conversion runs in parallel from here on: its pool starts in this run
+with tempfile.TemporaryDirectory() as tmp:
+    written = generate(t.prompts(Path(tmp), 4), t.standin(batch_size=2), Path(tmp) / "out").written
+nice = {task.name: os.getpriority(os.PRIO_PROCESS, int(task.name)) for task in Path("/proc/self/task").iterdir()}
+print(json.dumps({"written": len(written), "base": os.getpriority(os.PRIO_PROCESS, 0), "threads": nice}))
+"""
+
+
+@pytest.mark.slow
+@LINUX_ONLY
+def test_no_thread_is_left_behind_at_the_host_threads_priority() -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    need_module("imwatermark", "pip install 'vhd[watermark]'")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(
+        [sys.executable, "-c", LEFT_BEHIND], env=env, capture_output=True, text=True, timeout=240, check=False
+    )  # a fresh interpreter: no library has started its threads yet
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["written"] == 4
+    # every thread still alive after the run (the host threads are gone) keeps the process's nice
+    assert set(report["threads"].values()) == {report["base"]}, report
+
+
+def test_lower_priority_changes_nothing_where_it_does_not_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import sys
+
+    import vhd.synth.overlap as overlap
+
+    calls: list[tuple[int, ...]] = []
+    monkeypatch.setattr(os, "setpriority", lambda *a: calls.append(a))
+    overlap.lower_priority(0)  # nice 0: not asked
+    monkeypatch.setattr(sys, "platform", "darwin")  # a thread id is no process id there
+    overlap.lower_priority(10)
+    assert calls == []
+
+    def refused(*args: int) -> None:
+        raise PermissionError("setpriority not allowed here")
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(os, "setpriority", refused)
+    monkeypatch.setattr(os, "getpriority", lambda *a: 0)
+    overlap.lower_priority(10)  # a sandbox that refuses: the thread goes on at its priority

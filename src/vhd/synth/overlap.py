@@ -9,12 +9,16 @@ threads, so a batch's host work takes a fraction of its serial time, and the las
 nothing follows) too; the calling thread commits the outputs in prompt order as they are ready
 (it is the only one that touches the store). Two batches at most are in flight, and a pipeline
 failure surfaces after the batch before it is committed. The files and store rows are the same
-as a serial run's.
+as a serial run's. On Linux the host threads run at a lower OS priority (`HOST_NICE`), so the
+pipeline thread gets a CPU as soon as it wakes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,12 +32,51 @@ from vhd.synth.work import Batch
 HOST_THREADS = max(1, min(4, os.cpu_count() or 1))
 """Threads that finish outputs: one per CPU, up to 4 (encoding, watermarking and hashing release the GIL)."""
 
+HOST_NICE = 10
+"""How far the host threads lower their own OS priority (Linux per-thread nice; 0: not at all).
+
+With as many busy host threads as CPUs, the pipeline thread waking from a kernel waited for a CPU
+(a few ms a wake-up, which an accelerator spends idle); a woken nice-0 thread now preempts a nice-10
+host thread at once. Host threads still get every CPU the pipeline thread leaves (it mostly waits),
+and only they are lowered: the pool's initializer runs in each of them, never in another thread."""
+
 
 class Timings(Protocol):
     """Where `overlapped` adds up its seconds."""
 
     generate_s: float
     host_s: float
+
+
+def lower_priority(increment: int) -> None:
+    """Lower the OS priority of the calling thread only, by ``increment`` nice levels (the host pool's initializer).
+
+    Linux only: there ``setpriority`` with a thread id changes that one thread. Elsewhere (where a
+    thread id is no process id) and where the system refuses, it does nothing: the thread keeps
+    the process's priority. Raising a priority back needs privileges, so it is only ever called
+    in threads that end with the run.
+    """
+    if increment <= 0 or sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    with contextlib.suppress(OSError):  # a sandbox without setpriority: the thread keeps the process's priority
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + increment))
+
+
+def start_library_pools(watermark: bool) -> None:
+    """Start, from the calling thread, the worker threads a library of the host work starts on first use.
+
+    A new thread inherits its creator's nice: OpenCV (the watermark's colour conversions) starts
+    its process-wide pool on its first parallel call, and started by a host thread that pool would
+    run at the host threads' lower priority for the rest of the process. One small parallel
+    conversion here (well under a millisecond) starts it at the process's priority instead.
+    """
+    if not watermark:
+        return
+    import cv2
+    import numpy as np
+
+    cv2.cvtColor(np.zeros((512, 512, 3), dtype=np.uint8), cv2.COLOR_BGR2YUV)  # 4 stripes: a parallel call
 
 
 def overlapped(
@@ -95,7 +138,9 @@ def overlapped(
     pending: tuple[Batch, list[Any], Future[tuple[list[Any], float]] | None] | None = None
     pipeline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vhd-pipeline")
     threads = HOST_THREADS if host_threads is None else host_threads
-    hosts = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vhd-host")
+    hosts = ThreadPoolExecutor(
+        max_workers=max(1, threads), thread_name_prefix="vhd-host", initializer=lower_priority, initargs=(HOST_NICE,)
+    )
     try:
         for batch in planned:
             running = None
@@ -104,6 +149,7 @@ def overlapped(
                 if not ident:
                     ident = identity(gen)  # loads the pipeline, here, before the first call
                     marker = watermarker(gen)
+                    start_library_pools(marker is not None and HOST_NICE > 0)  # before any host thread starts
                 jobs = plan_jobs(gen, batch.rows, base_seed=seed, first_frames=batch.first_frames)
                 running = pipeline.submit(call, jobs)
             if pending is not None:
