@@ -140,6 +140,13 @@ def _bypassed(host: str, no_proxy: str) -> bool:
     return False
 
 
+def _client_timeout(seconds: float) -> aiohttp.ClientTimeout:
+    """A whole request within ``seconds``, connecting within at most 10 of them."""
+    import aiohttp
+
+    return aiohttp.ClientTimeout(total=seconds, sock_connect=min(seconds, 10.0))
+
+
 class EndpointSession:
     """The connections to one endpoint, reused across its requests (keep-alive).
 
@@ -174,7 +181,7 @@ class EndpointSession:
         self.session: aiohttp.ClientSession = aiohttp.ClientSession(
             connector=connector,
             headers=dict(headers),
-            timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, 10.0)),
+            timeout=_client_timeout(timeout),
             cookie_jar=aiohttp.DummyCookieJar(),
             auto_decompress=False,
             trust_env=False,
@@ -195,11 +202,7 @@ class EndpointSession:
             TimeoutError: Out of time.
             vhd.netread.ReplyRefused: A reply over the limits.
         """
-        extra: dict[str, Any] = {}
-        if timeout is not None:
-            import aiohttp
-
-            extra["timeout"] = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, 10.0))
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": _client_timeout(timeout)}
         try:
             async with self.session.request(
                 method, url, data=body, proxy=self.proxy, max_redirects=MAX_REDIRECTS, **extra
