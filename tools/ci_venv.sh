@@ -32,9 +32,9 @@ repoint() {  # the interpreter line of every script in $1/bin names $1's python
 if [[ "${1:-}" == --save ]]; then
   [[ -x .venv/bin/python ]] || exit 0
   # invisible-watermark is installed without its opencv-python on purpose (.ci/run says why)
-  problems=$(.venv/bin/python -m pip check 2>&1 | grep -v -e '^invisible-watermark .* requires opencv-python' \
+  problems=$(.venv/bin/python -m pip check 2>&1 | grep -v -e '^invisible-watermark .* requires opencv-python' -e '^rapidocr-onnxruntime .* requires opencv-python' \
     -e '^No broken requirements' || true)
-  [[ -z "$problems" ]] && .venv/bin/python -c "import vhd, pytest, torch, imwatermark" || exit 0
+  [[ -z "$problems" ]] && .venv/bin/python -c "import vhd, pytest, torch, imwatermark, rapidocr_onnxruntime" || exit 0
   mkdir -p "$parent"
   rm -rf "$cache.new"
   cp -al .venv "$cache.new" 2>/dev/null || { rm -rf "$cache.new"; exit 0; }
