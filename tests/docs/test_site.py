@@ -27,7 +27,7 @@ MAIN_JOB = (
 )
 TEST_JOB = (
     'python3.11 -m venv .venv && .venv/bin/pip install -q -e ".[test]" -c constraints/test.txt && '
-    '.venv/bin/pip install -q --no-deps "invisible-watermark>=0.2" "PyWavelets>=1.4" && '
+    '.venv/bin/pip install -q --no-deps "invisible-watermark>=0.2" "PyWavelets>=1.4" "rapidocr-onnxruntime>=1.4" && '
     ".venv/bin/lint-imports && .venv/bin/python -m pytest -n auto --dist loadfile"
 )
 
