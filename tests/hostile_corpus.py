@@ -5,7 +5,8 @@ file and its corrupt variants: truncated at several points, bytes flipped in the
 (first 1%) and in the payload (at 1/3), a zeroed block, a wrong extension, plus files that pose as
 media (a playlist named ``.mp4``, zero bytes, a PNG header claiming huge dimensions) and pixel
 bombs: an 8192 x 8192 H.264 clip and 7000 x 7000 animated GIF, APNG and WebP files of 30 frames
-(kilobytes each, gigabytes decoded). `text_corpus`
+(kilobytes each, gigabytes decoded), a strobe (a cut at every frame) and a clip whose timestamps
+start near 2^52 (its header's duration overflows). `text_corpus`
 writes hostile manifests and label files: JSON nested 100,000 deep, NUL bytes in paths,
 unterminated quotes, duplicated headers, BOMs, UTF-16, ragged rows and formula cells.
 `endpoint_replies` lists the hostile answers a model endpoint or API can give (a loopback server
@@ -185,6 +186,8 @@ def media_corpus(folder: Path, *, videos: bool = True) -> list[Path]:
         put(f"bomb_animated_7000{ext}", animated_bomb(fmt))
     if videos:
         written.append(write_video_bomb(folder / "bomb_h264_8192.mp4"))
+        written.append(strobe_video(folder / "strobe_every_frame.mp4", seconds=2.0))
+        written.append(far_timestamps_video(folder / "timestamps_near_2p52.mkv"))
     return written
 
 

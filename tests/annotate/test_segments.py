@@ -439,7 +439,6 @@ def test_segments_judged_at_once_give_the_sequential_verdict_and_cap(planted: Pa
         concurrent = srv.chat_requests - sequential
     # under the cap, a screen runs ahead only while every earlier debate still fits: three at once at most here
     assert one_calls.peak == 1 and 1 < many_calls.peak <= 3
-    assert many_calls.screened[0] > many_calls.screened[1]  # the screens did come back out of order
     assert many.verdict == one.verdict and many.verdict.harmful is True
     assert [s.decided_by for s in many.verdict.segments] == [SCREEN, DEBATE, SCREEN, SCREEN, CAPPED, SCREEN]
     assert many.capped == one.capped == [4] and many.usage == one.usage

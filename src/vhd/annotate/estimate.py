@@ -239,7 +239,7 @@ async def estimate(
     store: Path,
     config_hash: str,
     *,
-    retried: bool = False,
+    retry_budget: int = 1,
     cascade: Cascade | None = None,
 ) -> dict[str, Any]:
     """Count samples still to annotate and bound the calls, tokens and cost they need.
@@ -258,7 +258,9 @@ async def estimate(
         examples: Its in-context examples.
         store: The store (what it holds already is not counted).
         config_hash: The configuration's hash.
-        retried: The run asks cut-off replies again (``--retry-unparsed``): each call may be made twice.
+        retry_budget: The run's `vhd.debate.engine.Debate` ``retry_budget``: above 1 (``--retry-unparsed``)
+            a call cut off by the token limit is asked again with this times its cap, so each call
+            counts twice, its prompt tokens twice and its completion tokens ``1 + retry_budget`` times.
         cascade: The cascade's stages, which make calls of their own before a debate.
     """
     from vhd.media.load import media_settings, sample_id
@@ -308,14 +310,18 @@ async def estimate(
         if db is not None:
             db.close()
     samples, to_annotate = sum(found.values()), sum(todo_by_kind.values())
-    twice = 2 if retried else 1
+    twice = 2 if retry_budget > 1 else 1
     debate = (2 * config.debate.rounds + 1) * twice
+
+    def retried(one: dict[str, list[int]]) -> dict[str, list[int]]:
+        return {role: [p * twice, c * (1 + retry_budget if twice > 1 else 1)] for role, (p, c) in one.items()}
+
     tokens = {role: [0, 0] for role in ("affirmative", "negative", "judge")}  # [prompt, completion]
     whole = dict(todo_by_kind)
     if segmented:
         whole[Kind.VIDEO] = 0
     for kind, n in whole.items():
-        one = _debate_tokens(config, prompts, examples, kind, 1 if kind is Kind.IMAGE else config.media.frames)
+        one = retried(_debate_tokens(config, prompts, examples, kind, 1 if kind is Kind.IMAGE else config.media.frames))
         for role, (prompt, completion) in one.items():
             tokens[role][0] += n * prompt
             tokens[role][1] += n * completion
@@ -328,10 +334,9 @@ async def estimate(
     if segmented:
         frames = config.video.frames_per_segment
         screen = (1, twice if cascade is None else cascade.most_calls(Kind.VIDEO, frames))
-        per_segment = _debate_tokens(config, prompts, examples, Kind.VIDEO, frames)
-        segments = segment_estimate(
-            config, videos, screen=screen, debate=debate, tokens=(_screen_tokens(config, prompts), per_segment)
-        )
+        per_segment = retried(_debate_tokens(config, prompts, examples, Kind.VIDEO, frames))
+        screen_tokens = retried(_screen_tokens(config, prompts))
+        segments = segment_estimate(config, videos, screen=screen, debate=debate, tokens=(screen_tokens, per_segment))
         assert segments is not None
         calls_least += segments["calls"][0]
         most = segments["calls"][1]

@@ -220,7 +220,7 @@ async def _estimate(plan: Plan, summary: RunSummary) -> RunSummary:
     try:
         summary.estimate = await estimate(
             streamed_items(), plan.config, plan.prompts, plan.examples, plan.store, plan.config_hash,
-            retried=plan.retry_budget > 1, cascade=plan.options.cascade,
+            retry_budget=plan.retry_budget, cascade=plan.options.cascade,
         )  # fmt: skip
     finally:
         paths_seen.close()

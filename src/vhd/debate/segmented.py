@@ -529,6 +529,9 @@ async def judge_video(
                     slots.release()
                     _rest(out, segment, segment.start_s, CALL_CAP.format(cap=budget.cap))
                     break
+                if stopped:  # a model call failed while this screen waited for room
+                    slots.release()
+                    break
                 told.expect(segment.video_s)
                 order.append(segment.index)
                 before, last = last, asyncio.Event()
