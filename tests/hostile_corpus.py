@@ -5,7 +5,8 @@ file and its corrupt variants: truncated at several points, bytes flipped in the
 (first 1%) and in the payload (at 1/3), a zeroed block, a wrong extension, plus files that pose as
 media (a playlist named ``.mp4``, zero bytes, a PNG header claiming huge dimensions) and pixel
 bombs: an 8192 x 8192 H.264 clip and 7000 x 7000 animated GIF, APNG and WebP files of 30 frames
-(kilobytes each, gigabytes decoded). `text_corpus`
+(kilobytes each, gigabytes decoded), a strobe (a cut at every frame) and a clip whose timestamps
+start near 2^52 (its header's duration overflows). `text_corpus`
 writes hostile manifests and label files: JSON nested 100,000 deep, NUL bytes in paths,
 unterminated quotes, duplicated headers, BOMs, UTF-16, ragged rows and formula cells.
 `endpoint_replies` lists the hostile answers a model endpoint or API can give (a loopback server
@@ -185,6 +186,8 @@ def media_corpus(folder: Path, *, videos: bool = True) -> list[Path]:
         put(f"bomb_animated_7000{ext}", animated_bomb(fmt))
     if videos:
         written.append(write_video_bomb(folder / "bomb_h264_8192.mp4"))
+        written.append(strobe_video(folder / "strobe_every_frame.mp4", seconds=2.0))
+        written.append(far_timestamps_video(folder / "timestamps_near_2p52.mkv"))
     return written
 
 
@@ -406,3 +409,107 @@ if __name__ == "__main__":  # python tests/hostile_corpus.py OUT: write the corp
     texts = text_corpus(root / "text", root / "media")
     size = sum(p.stat().st_size for p in files) + sum(p.stat().st_size for p in texts.values())
     print(f"{len(files)} media files, {len(texts)} text files, {size / 1e6:.1f} MB in {time.perf_counter() - t:.1f} s")
+
+
+# --- videos that cost calls or memory: strobes, stills, lying timestamps, growing frames -----
+
+
+def strobe_video(path: Path, seconds: float = 4.0, fps: int = 10, side: int = 32) -> Path:
+    """A video whose colour flips every frame: a hard cut at every frame (with ``min_segment_s = 0``, one per frame)."""
+    import av
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=fps, options={"preset": "ultrafast", "threads": "1"})
+        stream.width = stream.height = side
+        stream.pix_fmt = "yuv420p"
+        for i in range(round(seconds * fps)):
+            pixels = np.zeros((side, side, 3), np.uint8)
+            pixels[:] = (230, 20, 20) if i % 2 == 0 else (20, 20, 230)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+def still_video(path: Path, seconds: float = 600.0, fps: float = 0.5, side: int = 32) -> Path:
+    """One still picture for ``seconds`` (a long shot with no cut): bytes, however long it lasts."""
+    import fractions
+
+    import av
+
+    base = fractions.Fraction(1, 1000)
+    with av.open(str(path), "w", format="matroska") as out:
+        stream = out.add_stream("mjpeg", rate=fractions.Fraction(fps).limit_denominator(1000))
+        stream.width = stream.height = side
+        stream.pix_fmt = "yuvj420p"
+        stream.time_base = base
+        for i in range(round(seconds * fps)):
+            frame = av.VideoFrame.from_ndarray(np.full((side, side, 3), 120, np.uint8), format="rgb24")
+            frame.pts, frame.time_base = round(i / fps * 1000), base
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+def far_timestamps_video(path: Path, start: int = 2**52, frames: int = 10) -> Path:
+    """A Matroska clip whose timestamps start near 2^52 ticks: its header's duration comes out negative."""
+    import fractions
+
+    import av
+
+    base = fractions.Fraction(1, 25)
+    with av.open(str(path), "w", format="matroska") as out:
+        stream = out.add_stream("mjpeg", rate=25)
+        stream.width = stream.height = 32
+        stream.pix_fmt = "yuvj420p"
+        stream.time_base = base
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(np.full((32, 32, 3), i * 20, np.uint8), format="rgb24")
+            frame.pts, frame.time_base = start + i, base
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+def growing_video(path: Path, sides: tuple[int, ...] = (64, 64, 2000, 64)) -> Path:
+    """An AVI (Motion JPEG) whose header says 64x64 and whose frames are JPEGs of ``sides``: a frame grows midway.
+
+    Each frame is its own JPEG, so a flat 12000 x 12000 one is a few megabytes that decode to 216 MB.
+    """
+    import fractions
+
+    import av
+
+    with av.open(str(path), "w", format="avi") as out:
+        stream = out.add_stream("mjpeg", rate=10)
+        stream.width = stream.height = 64
+        stream.pix_fmt = "yuvj420p"
+        for i, side in enumerate(sides):
+            buf = io.BytesIO()
+            Image.new("RGB", (side, side), (200, 30, 30)).save(buf, "JPEG", quality=50)
+            packet = av.Packet(buf.getvalue())
+            packet.stream, packet.pts, packet.dts = stream, i, i
+            packet.time_base = fractions.Fraction(1, 10)
+            out.mux(packet)
+    return path
+
+
+def deep_png(width: int = 16000, height: int = 16000) -> bytes:
+    """A real 16-bit RGB PNG of ``width`` x ``height`` (all black): a megabyte or so that decodes to gigabytes.
+
+    Named ``clip.mp4`` it poses as a video; FFmpeg would decode it (it reads PNG too).
+    """
+
+    def chunk(kind: bytes, payload: bytes) -> bytes:
+        return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+
+    row = b"\0" * (1 + width * 6)
+    packer = zlib.compressobj(9)
+    body = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
+    ihdr = struct.pack(">IIBBBBB", width, height, 16, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", body) + chunk(b"IEND", b"")

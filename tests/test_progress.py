@@ -98,3 +98,19 @@ def test_every_long_call_names_its_callback_progress_and_0_1s_on_progress_warns(
     with pytest.warns(DeprecationWarning, match=r"ingest\(on_progress=\.\.\.\): the keyword is progress= now"):
         ingest([tmp_path], tmp_path / "s.db", on_progress=lambda d, t, **_: calls.append((d, t)))  # type: ignore[call-arg]
     ingest([tmp_path], tmp_path / "s.db", progress=lambda d, t, **_: calls.append((d, t)))
+
+
+def test_a_tally_sums_jobs_in_flight_into_one_stage() -> None:
+    from vhd.progress import Tally
+
+    seen: list[tuple[int, int | None, str]] = []
+
+    def report(done: int, total: int | None, *, stage: str = "", info: str = "") -> None:
+        seen.append((done, total, stage))
+
+    tally = Tally(report, "video segments")
+    a, b = tally.part("a"), tally.part("b")
+    a(10, 60)
+    b(5, None)  # no total known: it counts what it did
+    a(30, 60, stage="ignored")
+    assert seen == [(10, 60, "video segments"), (15, 65, "video segments"), (35, 65, "video segments")]

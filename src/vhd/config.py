@@ -108,7 +108,13 @@ class VideoConfig(_Strict):
     min_harmful_s: float = Field(default=0.0, ge=0)
     """...and when its harmful segments last at least this many seconds together."""
     max_calls_per_video: int | None = Field(default=None, ge=1)
-    """Model calls one video may spend; segments left over keep their screen verdict."""
+    """Model calls one video may spend, screens and the cascade's stage calls included: a flagged
+    segment whose debate would pass it keeps its screen verdict, and once not even a screen fits,
+    the rest of the video is not judged (the verdict says so)."""
+    max_segments_per_video: int | None = Field(default=500, ge=1)
+    """Most segments one video is cut into (None: no bound but its length's, one segment per second
+    on average). Past half of it the segments' lengths double, and again past each half of what
+    is left, so a long video is covered to its end with coarser segments (`vhd.media.segments`)."""
 
 
 class Price(_Strict):

@@ -58,6 +58,37 @@ def staged(progress: bool | ProgressFn, stage: str) -> bool | ProgressFn:
     return report
 
 
+class Tally:
+    """Several jobs' progress summed into one stage of a `ProgressFn` (the segments of the videos in flight).
+
+    Each job reports through its own `part` as a `ProgressFn` would; the stage shows the sum of
+    every part's ``done`` over the sum of their totals (a part without one counts its ``done``),
+    so jobs running at once move one bar, and its ETA is that of all of them.
+
+    Args:
+        progress: Where the sums go.
+        stage: The stage they are filed under.
+    """
+
+    def __init__(self, progress: ProgressFn, stage: str) -> None:
+        self.progress = progress
+        self.stage = stage
+        self._parts: dict[str, tuple[int, int | None]] = {}
+        self._lock = threading.Lock()
+
+    def part(self, key: str) -> ProgressFn:
+        """The `ProgressFn` of one job (``key`` names it; its ``stage`` is ignored, its ``info`` shown)."""
+
+        def report(done: int, total: int | None, *, stage: str = "", info: str = "") -> None:
+            with self._lock:
+                self._parts[key] = (done, total)
+                done_sum = sum(d for d, _ in self._parts.values())
+                total_sum = sum(d if t is None else max(t, d) for d, t in self._parts.values())
+            self.progress(done_sum, total_sum, stage=self.stage, info=info)
+
+        return report
+
+
 def in_notebook() -> bool:
     """Whether this code runs in a Jupyter kernel (a notebook, JupyterLab, Colab, VS Code's notebooks).
 

@@ -23,7 +23,7 @@ def test_segments_flags(video: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
     with ChatServer(reply=red_judge) as srv:
         cfg = config(tmp_path / "c.toml", srv.base_url, segments=False)  # the flag turns them on
         argv = ["annotate", str(video), "--model", "openai:m", "--store", str(tmp_path / "vhd.db")]
-        code = main([*argv, "--config", str(cfg), "--no-progress", "--segments", "--max-calls-per-video", "6"])
+        code = main([*argv, "--config", str(cfg), "--no-progress", "--segments", "--max-calls-per-video", "9"])
         calls = srv.chat_requests
     out = capsys.readouterr().out
     assert code == 0
@@ -39,13 +39,17 @@ def test_segments_flags(video: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "0:00-0:03  ok        plain colours  (screen, P 0.01)" in shown
 
 
-def test_segmented_dry_run_estimates_per_video_minute(
+def test_segmented_dry_run_gives_one_total_for_the_run(
     video: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cfg = config(tmp_path / "c.toml", "http://127.0.0.1:9/v1", window_s=6.0, detect="windows")
     argv = ["annotate", str(video), "--model", "openai:m", "--store", str(tmp_path / "vhd.db"), "--config", str(cfg)]
     assert main([*argv, "--dry-run"]) == 0
     out = capsys.readouterr().out
-    # 12 s of video; windows of 6 s: 10 segments a minute; 1 round: 3 calls a debate
-    assert "--segments: 0.2 video-minute(s) to annotate; per video-minute 10-10 segments, 10-10 screen calls" in out
-    assert "up to 40-40 calls if every segment is flagged (a debate of every segment: 30-30)" in out
+    # 12 s of video; windows of 6 s: 2 or 3 segments (the header's length, give or take a second);
+    # 1 round: 3 calls a debate; the headline's total is the segments'
+    assert "1 to annotate with 2-12 calls (--segments included), at most" in out
+    assert (
+        "--segments: 1 video, 0.2 video-minute(s) (0 without a duration in their header); 2-3 segments, "
+        "2-3 screen calls, 2-12 calls if every segment is flagged; at most 500 segments a video (no call cap)"
+    ) in out

@@ -139,13 +139,13 @@ def test_a_header_that_hides_the_size_is_caught_when_the_stream_is_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without a readable container header, the decoder's own size is checked before any frame."""
-    import vhd.media.videoframes as videoframes
+    import vhd.media.videoopen as videoopen
     from vhd.media.video import read_frames
 
     need_module("av", "pip install 'vhd[video]'")
     clip = tmp_path / "c.mp4"
     clip.write_bytes(video_bomb("libx264", "mp4", (96, 64), frames=3))
-    monkeypatch.setattr(videoframes, "declared_frame_size", lambda path, demuxer: None)  # the pre-decode gate
+    monkeypatch.setattr(videoopen, "declared_frame_size", lambda path, demuxer: None)  # the pre-decode gate
     for strategy in ("auto", "decode"):
         with pytest.raises(MediaError, match="video frames are 96x64"):
             read_frames(clip, 2, strategy=strategy, max_pixels=96 * 64 - 1)

@@ -153,3 +153,89 @@ def test_bad_settings_are_one_line_errors() -> None:
         SegmentSettings(min_s=5, max_s=2)
     with pytest.raises(ConfigError, match="choose one of shots, windows"):
         SegmentSettings(detect="scenes")
+
+
+def test_a_strobe_is_cut_into_one_segment_a_second_on_average(tmp_path: Path) -> None:
+    """A cut at every frame with ``min_s = 0``: 40 segments in 4 s before; now about one a second."""
+    from tests.hostile_corpus import strobe_video
+
+    video = strobe_video(tmp_path / "strobe.mp4", seconds=4.0, fps=10)
+    spans = [(s.start_s, s.end_s) for s in iter_segments(video, SegmentSettings(min_s=0.0))]
+    assert 3 <= len(spans) <= 5 and spans[-1][1] == pytest.approx(4.0)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+    fast = [s.start_s for s in segments_from_frames([_Frame(k, (255 * (k % 2), 0, 0)) for k in range(30)],
+                                                    SegmentSettings(min_s=0.0, max_s=0.5))]  # fmt: skip
+    assert len(fast) <= 1 + 3 / 0.5  # the average floor is max_s when it is under a second
+
+
+def test_a_long_still_video_is_covered_to_its_end_within_the_bound(tmp_path: Path) -> None:
+    """Past half the bound the lengths double: 600 s of one shot in at most 20 segments, to its last frame."""
+    from tests.hostile_corpus import still_video
+    from vhd.media.segments import segment_bound
+
+    video = still_video(tmp_path / "still.mkv", seconds=600.0, fps=0.5)
+    plain = list(iter_segments(video, SegmentSettings(max_s=20.0, max_segments=None)))
+    bounded = list(iter_segments(video, SegmentSettings(max_s=20.0, max_segments=20)))
+    assert len(plain) == 30  # 600 s of 20-s pieces
+    assert len(bounded) <= 20 and bounded[-1].end_s == plain[-1].end_s  # coarser, to the very end
+    lengths = [round(s.end_s - s.start_s) for s in bounded]
+    assert lengths[:10] == [20] * 10 and lengths[10:15] == [40] * 5 and lengths == sorted(lengths[:-1]) + lengths[-1:]
+    assert all(s.stopped is None for s in bounded)
+    assert len(bounded) <= segment_bound(SegmentSettings(max_s=20.0, max_segments=20), 600.0) <= 20
+    # a cut every frame, as long: thinned out to one per 60 s of header (capped at max_s), to the end
+    frames = [_Frame(k * 5, (255 * (k % 2), 0, 0)) for k in range(1200)]  # 600 s at 2 frames a second
+    dense = list(segments_from_frames(frames, SegmentSettings(min_s=0.0, max_segments=20), declared_s=600.0))
+    assert len(dense) <= 20 and dense[-1].end_s == pytest.approx(599.6) and dense[-1].stopped is None
+
+
+def test_frames_past_the_header_stop_the_segments_and_say_why() -> None:
+    """A header that says 3 s over 100 s of frames: the segments stop at what 3 s allows (the rest not judged)."""
+    frames = [_Frame(k) for k in range(1000)]  # 100 s, no cut
+    segments = list(segments_from_frames(frames, SegmentSettings(detect="windows", window_s=1.0), declared_s=3.0))
+    assert len(segments) == 5 and segments[-1].end_s == pytest.approx(5.0)
+    assert segments[-1].stopped == "its frames go on past the 3 s its header declares (5 segments at most)"
+    assert all(s.stopped is None for s in segments[:-1])
+
+
+def test_frames_are_kept_at_the_side_the_models_are_sent(planted: tuple[Path, PlantedVideo]) -> None:
+    """Kept frames are scaled as the encoder would scale them: the same pixels, a fraction of the memory."""
+    from vhd.media.image import fit_image
+
+    path, _ = planted
+    full = list(iter_segments(path, SegmentSettings(frames=3)))
+    small = list(iter_segments(path, SegmentSettings(frames=3, keep_side=32)))
+    assert [s.times for s in small] == [s.times for s in full]
+    for a, b in zip(full, small, strict=True):
+        assert all(max(im.size) == 32 for im in b.images)
+        assert [fit_image(im, 32).tobytes() for im in a.images] == [im.tobytes() for im in b.images]
+
+
+def test_a_frame_that_grows_midway_is_refused_before_it_is_decoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Header 64x64, third frame 2000x2000 over a 1,000,000-pixel limit: the decoder refuses to allocate it."""
+    import vhd.media.videoframes as videoframes
+    from tests.hostile_corpus import growing_video
+
+    video = growing_video(tmp_path / "grow.avi", (64, 64, 2000, 64))
+    seen: list[tuple[int, int]] = []
+    real = videoframes.check_frame_size
+
+    def checking(width: int, height: int, max_pixels: int | None, **kw: Any) -> None:
+        seen.append((width, height))
+        real(width, height, max_pixels, **kw)
+
+    monkeypatch.setattr(videoframes, "check_frame_size", checking)
+    with pytest.raises(MediaError, match="frame 2 grows past the frame limit of 1,000,000 pixels") as caught:
+        list(iter_segments(video, max_pixels=1_000_000))
+    assert "refused before decoding that frame" in str(caught.value)
+    assert (2000, 2000) not in seen  # never decoded (it was: the size was checked on the decoded frame)
+
+
+def test_a_size_checked_after_decoding_says_so() -> None:
+    from vhd.media.videoframes import check_frame_size
+
+    with pytest.raises(MediaError, match="refused at the first such frame decoded"):
+        check_frame_size(5000, 5000, 1_000_000, decoded=True)
+    with pytest.raises(MediaError, match="refused before decoding"):
+        check_frame_size(5000, 5000, 1_000_000)

@@ -203,6 +203,10 @@ class Cascade:
         for stage in self.stages:
             await stage.detector.aclose()
 
+    def most_calls(self, kind: Kind, images: int) -> int:
+        """The calls the stages make at most on a sample of ``images`` frames (every stage, none deciding)."""
+        return sum(images if kind is Kind.VIDEO and not s.detector.video_native else 1 for s in self.stages)
+
     async def run(self, kind: Kind, images: Sequence[EncodedImage]) -> CascadeOutcome:
         """Run the stages in order until one decides."""
         outcome = CascadeOutcome(None)

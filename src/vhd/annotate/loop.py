@@ -40,7 +40,7 @@ from vhd.config import AnnotateConfig
 from vhd.errors import MediaError, StoreWriteError, WorkerLostError
 from vhd.fileio import display_path
 from vhd.media.discover import PlainFile, Skipped
-from vhd.progress import ProgressFn, bar
+from vhd.progress import ProgressFn, Tally, bar
 from vhd.records import Annotation, Kind, MediaItem, Role, Sample, Status, Usage
 from vhd.redaction import redact
 
@@ -219,8 +219,9 @@ async def _estimate(plan: Plan, summary: RunSummary) -> RunSummary:
 
     try:
         summary.estimate = await estimate(
-            streamed_items(), plan.config, plan.prompts, plan.examples, plan.store, plan.config_hash
-        )
+            streamed_items(), plan.config, plan.prompts, plan.examples, plan.store, plan.config_hash,
+            retry_budget=plan.retry_budget, cascade=plan.options.cascade,
+        )  # fmt: skip
     finally:
         paths_seen.close()
     summary.found = summary.estimate["samples"]
@@ -263,6 +264,7 @@ class _Job(Feeder):
         self.fatal_streak = 0
         self.truncated_streak = 0
         self.budget_fix = budget_fix(plan.config, RETRY_BUDGET, retried=plan.options.retry_unparsed)
+        self.video_seconds = Tally(lambda *a, **k: self.on_progress(*a, **k), "video segments (seconds)")
 
     def on_call(self, usage: Usage) -> None:
         """Every answered model call: counted at once, in the summary and the store's ledger."""
@@ -429,21 +431,22 @@ class _Job(Feeder):
         A file that turns out unreadable or damaged is skipped with its reason (segments decided
         before the damage stay stored), and the run goes on.
         """
-        from vhd.annotate.segmented import WholeVideo, judge_in_store
+        from vhd.annotate.segmented import WholeVideo, judge_in_store, screen_debate
         from vhd.annotate.work import PoolCalls
         from vhd.debate.engine import Debate, DebateResult
 
         assert isinstance(self.debate, Debate), "segments are refused with stage-wise debates"
         calls, parallel = None, 1
         if self.pool is not None:
-            calls = PoolCalls(self.pool, sid, self.debate.calls_per_debate, self.on_call)
+            most = screen_debate(self.debate).most_calls
+            calls = PoolCalls(self.pool, sid, self.debate.most_calls, self.on_call, calls_per_screen=most)
             parallel = self.concurrency
         whole_video = WholeVideo(item, self.settings)
         path, started, stored = Path(item.path), time.time(), (self.db, self.run_id, self.config_hash)
         try:
             judged = await judge_in_store(
                 *stored, sample, path, self.video, self.settings, self.debate, self.cascade, whole_video,
-                calls=calls, parallel=parallel,
+                calls=calls, parallel=parallel, progress=self.video_seconds.part(sid),
             )  # fmt: skip
         except MediaError as exc:  # unreadable or damaged: this video's outcome, never the run's
             self.skip(item.path, ItemFailure.of(exc).reason)
@@ -454,16 +457,21 @@ class _Job(Feeder):
         if judged.stage_calls:  # the debate's calls went to the ledger as they came; the stages' go now
             self.on_call(Usage(calls=judged.stage_calls))
             self.summary.stage_calls += judged.stage_calls
-        self.count_segments(len(judged.verdict.segments), len(judged.capped), judged.fallback, path)
+        self.count_segments(len(judged.verdict.segments), len(judged.capped), judged.fallback, path, judged.skipped)
         result = DebateResult(judged.verdict, judged.turns, judged.usage, judged.error, judged.retryable)
         self.commit(sample, result, started, judged.decided_by)
 
-    def count_segments(self, n: int, capped: int, fallback: str | None, path: object) -> None:
-        """Count a segmented video's segments in the summary, and say when it fell back to the whole video."""
+    def count_segments(
+        self, n: int, capped: int, fallback: str | None, path: object, skipped: str | None = None
+    ) -> None:
+        """Count a segmented video's segments in the summary; say when it fell back, or was not judged to its end."""
         self.summary.segments += n
         self.summary.segments_capped += capped
         if fallback is not None:
             self.on_event(f"{path}: judged by the whole-video protocol ({fallback})")
+        if skipped is not None:
+            self.summary.videos_cut_short += 1
+            self.on_event(f"{path}: {skipped}")
 
     def commit(self, sample: Sample, result: DebateResult, started: float, decided_by: str | None = None) -> None:
         """Save one debated sample (which releases its lease) and count it."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from vhd.config import VideoConfig
 from vhd.debate.segmented import (
+    CALL_CAP,
     CAPPED,
     DEBATE,
     FAILED,
@@ -36,9 +37,11 @@ if TYPE_CHECKING:
     from vhd.debate.segmented import SegmentCalls
     from vhd.media.encoded import EncodedImage, EncodedVideo
     from vhd.media.load import LoadedSample, MediaSettings
+    from vhd.progress import ProgressFn
     from vhd.store.sqlite import Store
 
 __all__ = [
+    "CALL_CAP",
     "CAPPED",
     "DEBATE",
     "FAILED",
@@ -103,6 +106,7 @@ async def judge_in_store(
     *,
     calls: SegmentCalls | None = None,
     parallel: int = 1,
+    progress: ProgressFn | None = None,
 ) -> VideoJudgement:
     """`judge_video` for a run that writes to a store: segments stored as each is decided, stored ones reused.
 
@@ -123,6 +127,7 @@ async def judge_in_store(
         calls: Where the screen and debate calls run (default: here, with ``debate``); an
             executor's pool (`vhd.annotate.work.PoolCalls`) judges the segments on its workers.
         parallel: Segments of the video judged at once.
+        progress: Told the seconds of the video decided so far (see `judge_video`).
 
     Returns:
         What `judge_video` returns.
@@ -148,4 +153,5 @@ async def judge_in_store(
         done=db.stored_segments(sample.id, config_hash),
         done_calls=db.stored_segment_calls(sample.id, config_hash),
         on_segment=on_segment,
+        progress=progress,
     )

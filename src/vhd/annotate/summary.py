@@ -63,6 +63,9 @@ class RunSummary:
         batches: Batches this run created with ``--batch-api``.
         segments: With ``--segments``, segments of the videos this run finished.
         segments_capped: Of those, segments the call cap per video left at their screen verdict.
+        videos_cut_short: Videos whose segments ended before the video did (the call cap spent, or
+            ``max_segments_per_video`` reached): the rest of each was not judged, its verdict says
+            from where, and the run's events name each.
 
     ``to_dict`` adds ``cached_share``: the share of prompt tokens the endpoint served from its
     prompt cache (None without prompt tokens).
@@ -104,6 +107,7 @@ class RunSummary:
     stage_wise: bool = False
     segments: int = 0
     segments_capped: int = 0
+    videos_cut_short: int = 0
 
     def exit_code(self, strict: bool = False) -> int:
         """0 when every readable sample has a final verdict, 1 when work remains, 130 after Ctrl-C.

@@ -228,8 +228,9 @@ class PoolCalls:
     Args:
         pool: The pool of `DebateWork`.
         sample_id: The video's sample id (carried by each item, for the record).
-        calls_per_debate: Calls in a full debate (`vhd.debate.engine.Debate.calls_per_debate`).
+        calls_per_debate: The most calls of a full debate (`vhd.debate.engine.Debate.most_calls`).
         on_usage: Called with each step's usage on the driver.
+        calls_per_screen: The most calls of a screen (2 when a cut-off reply is asked again).
     """
 
     def __init__(
@@ -238,16 +239,23 @@ class PoolCalls:
         sample_id: str,
         calls_per_debate: int,
         on_usage: Callable[[Usage], None] | None = None,
+        calls_per_screen: int = 1,
     ) -> None:
         self.pool = pool
         self.sample_id = sample_id
         self._calls_per_debate = calls_per_debate
+        self._calls_per_screen = calls_per_screen
         self.on_usage = on_usage
 
     @property
     def calls_per_debate(self) -> int:
-        """Calls in a full debate."""
+        """The most calls of a full debate."""
         return self._calls_per_debate
+
+    @property
+    def calls_per_screen(self) -> int:
+        """The most calls of a screen."""
+        return self._calls_per_screen
 
     async def screen(
         self, images: Sequence[EncodedImage], clip: EncodedVideo | None, span: tuple[float, float]

@@ -66,7 +66,8 @@ def timeline_frames(
     from vhd.errors import MediaError
     from vhd.media.image import encode_image
     from vhd.media.load import MediaSettings
-    from vhd.media.videoframes import bounded, decode_strictly, strict
+    from vhd.media.videoframes import checked_stream, decode_strictly
+    from vhd.media.videoopen import open_video
 
     if not every_s > 0:
         raise ValueError(f"every_s must be positive, got {every_s}")
@@ -81,11 +82,10 @@ def timeline_frames(
     last: float | None = None
     step = 0.0
     try:
-        with av.open(os.fspath(path)) as container:
-            stream = container.streams.video[0]
-            bounded(stream, settings.limits.max_frame_pixels)
-            strict(stream)
-            for frame in decode_strictly(container, stream, settings.limits.max_frame_pixels):
+        limit = settings.limits.effective_max_frame_pixels
+        with open_video(path, limit) as container:  # the run's gate, so what a run refuses is refused here
+            stream = checked_stream(container, limit)
+            for frame in decode_strictly(container, stream, limit):
                 t = frame.time
                 if t is None or (last is not None and t <= last):
                     continue
@@ -99,7 +99,9 @@ def timeline_frames(
                 if len(out.times) > max_frames:
                     out.times, out.images = out.times[::2], out.images[::2]
                     out.every_s *= 2
-    except (av.error.FFmpegError, IndexError) as exc:
+    except MediaError as exc:
+        raise MediaError(f"{path}: cannot sample frames over time ({exc})") from exc
+    except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
         raise MediaError(f"{path}: cannot sample frames over time ({exc})") from exc
     if last is None:
         raise MediaError(f"{path}: no frame with a timestamp, so no time line")

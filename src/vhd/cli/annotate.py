@@ -147,6 +147,11 @@ def _fmt_summary(s: Any) -> list[str]:
     if s.segments:
         capped = f"; {s.segments_capped} flagged segment(s) left at their screen verdict by the call cap"
         lines.append(f"{s.segments} video segment(s) judged" + (capped if s.segments_capped else ""))
+    if s.videos_cut_short:
+        lines.append(
+            f"{s.videos_cut_short} video(s) not judged to their end (the call cap or max_segments_per_video): "
+            "each verdict says from where; undecided unless what was judged makes it harmful"
+        )
     cascade = {k: n for k, n in s.decided_by.items() if k not in ("segments", "whole-video")}  # video protocols
     if cascade:
         stages = ", ".join(f"{label} {n}" for label, n in cascade.items())
@@ -251,33 +256,45 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(redact_strings(summary.to_dict()), indent=2, default=str))
     elif summary.dry_run and summary.estimate is not None:
-        e = summary.estimate
-        cost = (
-            "unknown (add [prices] to the config)" if e["cost_max_usd"] is None else f"at most ${e['cost_max_usd']:.2f}"
-        )
-        print(
-            f"{e['samples']} sample{_s(e['samples'])} ({e['images']} image{_s(e['images'])}, "
-            f"{e['videos']} video{_s(e['videos'])}), {e['already_done']} already done, "
-            f"{e['unreadable']} unreadable; {e['to_annotate']} to annotate with {e['calls']} call{_s(e['calls'])}, "
-            f"at most {e['prompt_tokens_max']:,} prompt + {e['completion_tokens_max']:,} completion tokens; cost {cost}"
-        )
-        seg = e.get("segments")
-        if seg:
-            lo, hi = seg["calls_per_minute_screened"]
-            flagged, full = seg["calls_per_minute_screened_all_flagged"], seg["calls_per_minute_debate_every_segment"]
-            tokens = seg["screen_prompt_tokens_per_minute"]
-            print(
-                f"--segments: {seg['video_minutes']:g} video-minute(s) to annotate; per video-minute "
-                f"{seg['segments_per_minute'][0]:g}-{seg['segments_per_minute'][1]:g} segments, "
-                f"{lo:g}-{hi:g} screen calls ({tokens[0]:,.0f}-{tokens[1]:,.0f} prompt tokens), "
-                f"up to {flagged[0]:g}-{flagged[1]:g} calls if every segment is flagged "
-                f"(a debate of every segment: {full[0]:g}-{full[1]:g})"
-            )
+        print("\n".join(_fmt_estimate(summary.estimate)))
     else:
         print("\n".join(printable(redact_text(line)) for line in _fmt_summary(summary)))
     if summary.store_error:
         print(f"vhd: error: {printable(redact_text(summary.store_error))}", file=sys.stderr)
     return summary.exit_code(strict=args.strict)
+
+
+def _fmt_estimate(e: dict[str, Any]) -> list[str]:
+    """The dry run's lines: one total bound for the run (calls, tokens, cost), then the segments' share."""
+    seg = e.get("segments")
+    if e["calls"] is None:
+        calls = (
+            f"at least {e['calls_min']} calls, no bound on them (set max_segments_per_video or --max-calls-per-video)"
+        )
+        tokens = "no bound on tokens"
+    else:
+        calls = f"{e['calls_min']}-{e['calls']} call{_s(e['calls'])}" + (" (--segments included)" if seg else "")
+        tokens = f"at most {e['prompt_tokens_max']:,} prompt + {e['completion_tokens_max']:,} completion tokens"
+    cost = "unknown (add [prices] to the config)" if e["cost_max_usd"] is None else f"at most ${e['cost_max_usd']:.2f}"
+    lines = [
+        f"{e['samples']} sample{_s(e['samples'])} ({e['images']} image{_s(e['images'])}, "
+        f"{e['videos']} video{_s(e['videos'])}), {e['already_done']} already done, "
+        f"{e['unreadable']} unreadable; {e['to_annotate']} to annotate with {calls}, {tokens}; cost {cost}"
+    ]
+    if seg:
+        lo, hi = seg["segments"]
+        screens, total = seg["screen_calls"], seg["calls"]
+        most = "no bound" if hi is None else f"{hi:,}"
+        cap = seg["max_calls_per_video"]
+        lines.append(
+            f"--segments: {seg['videos']} video{_s(seg['videos'])}, {seg['video_minutes']:g} video-minute(s) "
+            f"({seg['videos_without_duration']} without a duration in their header); {lo:,}-{most} segments, "
+            f"{screens[0]:,}-{'no bound' if screens[1] is None else f'{screens[1]:,}'} screen calls, "
+            f"{total[0]:,}-{'no bound' if total[1] is None else f'{total[1]:,}'} calls if every segment is flagged; "
+            f"at most {seg['max_segments_per_video'] or 'unbounded'} segments"
+            + (f" and {cap} calls a video" if cap else " a video (no call cap)")
+        )
+    return lines
 
 
 def _s(n: int) -> str:

@@ -271,6 +271,14 @@ class Debate:
         """Calls in a debate that does not fail: two per round, then the judge."""
         return 2 * self.rounds + 1
 
+    @property
+    def most_calls(self) -> int:
+        """The most calls one debate can make (what a call cap must reserve for it).
+
+        `calls_per_debate`, each asked twice when ``retry_budget`` asks a cut-off reply again.
+        """
+        return self.calls_per_debate * (2 if self.retry_budget > 1 else 1)
+
     def next_call(self, state: DebateState) -> Call | None:
         """The next call of a debate (A1, N1, ..., AR, NR, judge), or None when it is over."""
         if state.result is not None:

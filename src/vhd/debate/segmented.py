@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from vhd.media.encoded import EncodedImage, EncodedVideo
     from vhd.media.load import MediaSettings
     from vhd.media.segments import SegmentSettings, VideoSegment
+    from vhd.progress import ProgressFn
 
 
 class Stages(Protocol):
@@ -57,6 +58,10 @@ class Stages(Protocol):
 
     async def run(self, kind: Kind, images: Sequence[EncodedImage]) -> Any:
         """The stages' outcome: ``decision`` (None: undecided), ``calls`` and ``notes``."""
+        ...
+
+    def most_calls(self, kind: Kind, images: int) -> int:
+        """The calls the stages make at most on a sample of ``images`` frames (what the call cap reserves)."""
         ...
 
 
@@ -72,6 +77,8 @@ WHOLE_VIDEO = "whole-video"
 """``decided_by`` of a video that could not be segmented and was judged by the whole-video protocol."""
 FAILED = "error"
 """``decided_by`` of a segment whose judgement raised (no decision; a later run asks it again)."""
+CALL_CAP = "the call cap ({cap} calls a video, max_calls_per_video) is spent"
+"""Why the rest of a video is not judged when not even its next screen fits the call cap."""
 
 
 def segment_settings(video: VideoConfig) -> SegmentSettings:
@@ -85,6 +92,7 @@ def segment_settings(video: VideoConfig) -> SegmentSettings:
         window_s=video.window_s,
         threshold=video.cut_threshold,
         frames=video.frames_per_segment,
+        max_segments=video.max_segments_per_video,
     )
 
 
@@ -133,11 +141,18 @@ class VerdictRule:
         text = "any segment harmful" if self.min_segments == 1 else f"at least {self.min_segments} harmful segments"
         return text + (f" lasting {self.min_duration_s:g} s together" if self.min_duration_s else "")
 
-    def decide(self, segments: Sequence[Segment]) -> Verdict:
+    def decide(self, segments: Sequence[Segment], rest: str | None = None) -> Verdict:
         """The video's verdict: harmful by this rule, with the deciding spans in the reason.
 
         A video whose harmful segments do not meet the rule, while some segment has no decision,
         has no decision either (status unparsed: a later run asks those segments again).
+
+        Args:
+            segments: The video's segments, in time order.
+            rest: Set when the segments end before the video does (the call cap, the segment
+                bound): what was not judged and why. The reason then says it; a video that the
+                judged segments do not make harmful has no decision (status unparsed), never
+                "not harmful" for what nobody looked at.
         """
         harmful = [s for s in segments if s.harmful]
         duration = sum(s.duration_s for s in harmful)
@@ -148,6 +163,7 @@ class VerdictRule:
             more = f"; and {len(harmful) - 5} more" if len(harmful) > 5 else ""
             categories = list(dict.fromkeys(c for s in harmful for c in s.categories))
             reason = f"harmful in {len(harmful)} of {len(segments)} segments: {spans}{more}"
+            reason += f"; {rest}" if rest else ""
             severity = next((s.severity for s in harmful if s.severity), None)
             return Verdict(True, reason, categories, score, severity=severity, segments=list(segments))
         undecided = [s for s in segments if s.harmful is None]
@@ -156,6 +172,8 @@ class VerdictRule:
             return Verdict(None, why, score=score, status=Status.UNPARSED, segments=list(segments))
         found = f"{len(harmful)} harmful segment(s) short of the rule ({self.describe()})" if harmful else ""
         reason = found or f"no harmful segment among {len(segments)}"
+        if rest:
+            return Verdict(None, f"{rest}; {reason}", score=score, status=Status.UNPARSED, segments=list(segments))
         return Verdict(False, reason, score=score, segments=list(segments))
 
 
@@ -181,6 +199,9 @@ class VideoJudgement:
         decided_by: `SEGMENTS`, or `WHOLE_VIDEO` after a fallback.
         fallback: Why the video could not be segmented, when it could not.
         capped: Positions of the segments the call cap left at their screen verdict.
+        skipped: Set when the video's segments end before the video does: from where and why
+            the rest was not judged (the call cap spent, the segment bound); also in the verdict's reason.
+        unjudged_from_s: Where the part not judged starts (with ``skipped``).
         resumed: Segments taken from the store as they were.
         stage_calls: Calls the cascade's stages made (also in ``usage.calls``).
         error: A model call's failure that left the video undecided, if any.
@@ -193,6 +214,8 @@ class VideoJudgement:
     decided_by: str = SEGMENTS
     fallback: str | None = None
     capped: list[int] = field(default_factory=list)
+    skipped: str | None = None
+    unjudged_from_s: float | None = None
     resumed: int = 0
     stage_calls: int = 0
     error: str | None = None
@@ -227,7 +250,12 @@ class SegmentCalls(Protocol):
 
     @property
     def calls_per_debate(self) -> int:
-        """Calls in a full debate that does not fail (what the call cap reserves for one)."""
+        """The most calls a full debate can make (what the call cap reserves for one)."""
+        ...
+
+    @property
+    def calls_per_screen(self) -> int:
+        """The most calls a screen can make (what the call cap reserves for one)."""
         ...
 
     async def screen(
@@ -257,8 +285,13 @@ class InProcess:
 
     @property
     def calls_per_debate(self) -> int:
-        """The full debate's calls."""
-        return self.full.calls_per_debate
+        """The most calls of the full debate (`vhd.debate.engine.Debate.most_calls`)."""
+        return self.full.most_calls
+
+    @property
+    def calls_per_screen(self) -> int:
+        """The most calls of the screen."""
+        return self.one.most_calls
 
     async def screen(
         self, images: Sequence[EncodedImage], clip: EncodedVideo | None, span: tuple[float, float]
@@ -274,10 +307,19 @@ class InProcess:
 
 
 class _Budget:
-    """The calls one video may still spend (None: no cap)."""
+    """The calls one video may still spend (None: no cap), and the debates not yet granted or refused.
+
+    Every call is counted before it is made: a screen when it is started (in segment order), a
+    debate when it is granted, each at its most (`SegmentCalls.calls_per_screen`,
+    ``calls_per_debate``), and corrected by what it spent when it returns. A screen may start
+    before the debates of earlier segments are decided only while the cap would still grant all
+    of them: so segments in flight at once are debated and capped as one by one.
+    """
 
     def __init__(self, cap: int | None) -> None:
+        self.cap = cap
         self.left = cap
+        self.pending: list[tuple[asyncio.Event, int]] = []  # (decided, reserved at most) of earlier segments
 
     def allows(self, calls: int) -> bool:
         return self.left is None or self.left >= calls
@@ -285,6 +327,24 @@ class _Budget:
     def spend(self, calls: int) -> None:
         if self.left is not None:
             self.left -= calls
+
+    async def ahead(self, calls: int, *, must: bool = False) -> bool:
+        """Count ``calls`` (a screen about to start, or ``must``: already spent) once earlier debates allow.
+
+        Returns:
+            Whether they were counted: False when the cap cannot pay for them (never with ``must``).
+        """
+        while self.left is not None:
+            self.pending = [(event, most) for event, most in self.pending if not event.is_set()]
+            if self.left - calls >= sum(most for _, most in self.pending):
+                break  # every earlier debate still fits beside these
+            if not self.pending:
+                if not must:
+                    return False
+                break
+            await self.pending[0][0].wait()
+        self.spend(calls)
+        return True
 
 
 @dataclass
@@ -305,6 +365,46 @@ async def _next(segments: Generator[VideoSegment, None, None]) -> VideoSegment |
     return await asyncio.to_thread(next, segments, None)
 
 
+def _screen_cost(calls: SegmentCalls, cascade: Stages | None, segment: VideoSegment) -> int:
+    """The most calls a segment's screen makes: the screen call's, or every cascade stage's."""
+    return calls.calls_per_screen if cascade is None else cascade.most_calls(Kind.VIDEO, len(segment.images))
+
+
+def _rest(out: VideoJudgement, segment: VideoSegment, at_s: float, why: str | None) -> bool:
+    """Note that the video is not judged from ``at_s`` on, when there is a ``why``; whether there was."""
+    if why is not None:
+        out.skipped, out.unjudged_from_s = f"not judged from {_clock(at_s)} on: {why}", at_s
+    return why is not None
+
+
+class _Told:
+    """The seconds of a video decided so far, told to a `ProgressFn` as each segment is decided."""
+
+    def __init__(self, progress: ProgressFn | None) -> None:
+        self.progress = progress
+        self.seconds = 0.0
+        self.count = 0
+        self.total: float | None = None
+
+    def expect(self, video_s: float | None) -> None:
+        self.total = video_s if video_s is not None else self.total
+
+    def segment(self, segment: Segment, video_s: float | None = None) -> None:
+        self.expect(video_s)
+        self.seconds += max(0.0, segment.duration_s)
+        self.count += 1
+        self.tell()
+
+    def done(self) -> None:
+        self.total = self.seconds  # the header's length was a hint: the video ends where its segments do
+        self.tell()
+
+    def tell(self) -> None:
+        if self.progress is not None and self.count:
+            total = None if self.total is None else int(max(self.total, self.seconds))
+            self.progress(int(self.seconds), total, stage="segments", info=f"{self.count} segment(s)")
+
+
 async def judge_video(
     path: str | Path,
     video: VideoConfig,
@@ -319,6 +419,7 @@ async def judge_video(
     done: Mapping[int, Segment] | None = None,
     done_calls: Mapping[int, int] | None = None,
     on_segment: Callable[[int, Segment, int], None] | None = None,
+    progress: ProgressFn | None = None,
 ) -> VideoJudgement:
     """Judge one video segment by segment (see the module notes).
 
@@ -328,7 +429,8 @@ async def judge_video(
     segment's has been granted or refused, from what the cap leaves after the screens up to this
     segment and the debates granted before it (each counted at its full size, `calls_per_debate`,
     when granted, and corrected by what it really spent when it returns). With ``parallel=1`` that
-    is exactly the order of a sequential run.
+    is exactly the order of a sequential run. The cap counts every call: a screen is started only
+    when it fits, and once none does, the rest of the video is not judged (`VideoJudgement.skipped`).
 
     Args:
         path: The video file.
@@ -348,6 +450,8 @@ async def judge_video(
             counted against the call cap in segment order as they are taken back, so a resumed
             video is capped as if its first run had gone on.
         on_segment: Called with ``(position, segment, calls spent on it)`` as each is decided.
+        progress: Told the seconds of video decided so far, of the length its header declares
+            (None when unknown), as each segment is decided (stage ``segments``).
 
     Returns:
         The video's verdict with its segments, the turns and usage, and what was capped or resumed.
@@ -369,6 +473,7 @@ async def judge_video(
     done = done or {}
     budget = _Budget(video.max_calls_per_video)
     out = VideoJudgement(Verdict(None, ""))
+    told = _Told(progress)
     order: list[int] = []
     resumed: dict[int, Segment] = {}
     results: dict[int, _Judged] = {}
@@ -376,16 +481,11 @@ async def judge_video(
     tasks: list[asyncio.Task[None]] = []
     stopped: list[int] = []  # a model call failed: no further segment is started
 
-    async def taken_back(spent: int, before: asyncio.Event | None, mine: asyncio.Event) -> None:
-        if before is not None:
-            await before.wait()  # in segment order, as its first run spent them
-        budget.spend(spent)
-        mine.set()
-
-    async def one(segment: VideoSegment, before: asyncio.Event | None, mine: asyncio.Event) -> None:
+    async def one(segment: VideoSegment, before: asyncio.Event | None, mine: asyncio.Event, cost: int) -> None:
         try:
-            judged = await _guarded_segment(path, segment, media, calls, cascade, budget, before, mine)
+            judged = await _guarded_segment(path, segment, media, calls, cascade, (budget, cost), before, mine)
             results[segment.index] = judged
+            told.segment(judged.segment)
             if judged.raised:
                 return  # stored with the video's verdict, asked again by a later run
             if judged.segment.harmful is None and judged.error is not None:
@@ -397,7 +497,8 @@ async def judge_video(
             mine.set()
             slots.release()
 
-    stream = iter_segments(path, segment_settings(video), max_pixels=media.limits.effective_max_frame_pixels)
+    settings = replace(segment_settings(video), keep_side=media.max_side)  # kept as the models are sent them
+    stream = iter_segments(path, settings, max_pixels=media.limits.effective_max_frame_pixels)
     last: asyncio.Event | None = None
     try:
         try:
@@ -418,14 +519,26 @@ async def judge_video(
                     order.append(segment.index)
                     resumed[segment.index] = earlier
                     out.resumed += 1
-                    spent = (done_calls or {}).get(segment.index, 0)
-                    if spent and budget.left is not None:
-                        before, last = last, asyncio.Event()
-                        tasks.append(asyncio.create_task(taken_back(spent, before, last)))
+                    told.segment(earlier, segment.video_s)
+                    await budget.ahead((done_calls or {}).get(segment.index, 0), must=True)  # as its first run did
+                    if _rest(out, segment, segment.end_s, segment.stopped):
+                        break
                     continue
+                cost = _screen_cost(calls, cascade, segment)
+                if not await budget.ahead(cost):  # not even this segment's screen fits the cap
+                    slots.release()
+                    _rest(out, segment, segment.start_s, CALL_CAP.format(cap=budget.cap))
+                    break
+                if stopped:  # a model call failed while this screen waited for room
+                    slots.release()
+                    break
+                told.expect(segment.video_s)
                 order.append(segment.index)
                 before, last = last, asyncio.Event()
-                tasks.append(asyncio.create_task(one(segment, before, last)))
+                budget.pending.append((last, calls.calls_per_debate))
+                tasks.append(asyncio.create_task(one(segment, before, last, cost)))
+                if _rest(out, segment, segment.end_s, segment.stopped):
+                    break
         except SegmentationError as exc:
             out.fallback = str(exc)
         finally:
@@ -437,6 +550,7 @@ async def judge_video(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     if out.fallback is None:
+        told.done()
         return _assemble(out, video, order, resumed, results, bool(stopped))
     out.decided_by = WHOLE_VIDEO
     for judged in results.values():  # calls spent before the stream gave out
@@ -445,6 +559,10 @@ async def judge_video(
     if whole_video is None:
         out.verdict = Verdict(None, "", status=Status.ERROR)
         out.error, out.retryable = f"cannot segment the video ({out.fallback})", False
+        return out
+    if not budget.allows(calls.calls_per_debate):  # the cap counts the calls spent before the stream gave out
+        why = f"not judged by the whole-video protocol: {CALL_CAP.format(cap=budget.cap)}"
+        out.verdict, out.skipped = Verdict(None, why, status=Status.UNPARSED), why
         return out
     images, clip = await asyncio.to_thread(whole_video)
     result = await calls.debate(images, clip, None)
@@ -483,7 +601,7 @@ def _assemble(
         out.error, out.retryable = failure.error, failure.retryable
         out.verdict = Verdict(None, "", status=Status.ERROR, segments=decided)
         return out
-    out.verdict = VerdictRule.of(video).decide(decided)
+    out.verdict = VerdictRule.of(video).decide(decided, out.skipped)
     if raised is not None and out.verdict.status is Status.UNPARSED:
         out.error = f"{span_text(raised.segment)}: {raised.error}"
         out.verdict = Verdict(None, "", score=out.verdict.score, status=Status.ERROR, segments=decided)
@@ -496,7 +614,7 @@ async def _guarded_segment(
     media: MediaSettings,
     calls: SegmentCalls,
     cascade: Stages | None,
-    budget: _Budget,
+    budget: tuple[_Budget, int],
     before: asyncio.Event | None,
     mine: asyncio.Event,
 ) -> _Judged:
@@ -524,7 +642,7 @@ async def _ask_segment(
     media: MediaSettings,
     calls: SegmentCalls,
     cascade: Stages | None,
-    budget: _Budget,
+    counted: tuple[_Budget, int],
     before: asyncio.Event | None,
     mine: asyncio.Event,
 ) -> _Judged:
@@ -532,8 +650,10 @@ async def _ask_segment(
 
     The cascade's detectors always see the segment's frames; the screen and the debate also get the
     span as one clip when native video input is on (``media.clip``), for the roles that take videos.
-    The cap's decision waits for ``before`` (the previous segment's) and sets ``mine``.
+    The cap's decision waits for ``before`` (the previous segment's) and sets ``mine``; ``counted``
+    is the video's budget with what it already counted for this screen.
     """
+    budget, screen_cost = counted
     images = await asyncio.to_thread(_encode, segment, media)
     segment.images = []  # the encoded frames are what is kept from here on
     clip = None if media.clip is None else await asyncio.to_thread(_clip, path, segment, media)
@@ -562,7 +682,7 @@ async def _ask_segment(
         screened.decided_by = CAPPED if settled is None else SCREEN
     if before is not None:
         await before.wait()  # the cap is applied in segment order
-    budget.spend(usage.calls)
+    budget.spend(usage.calls - screen_cost)  # the screen was counted at its most when it started
     allowed = settled is None and budget.allows(calls.calls_per_debate)
     if allowed:
         budget.spend(calls.calls_per_debate)  # reserved at its full size; corrected below

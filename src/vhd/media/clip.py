@@ -26,7 +26,8 @@ from typing import Any, Final
 from vhd.errors import ConfigError, MediaError, MissingDependencyError
 from vhd.media.encoded import EncodedImage, EncodedVideo, decode_clip
 from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS
-from vhd.media.videoframes import checked_stream, decode_strictly, error_reason, gate_video, upright
+from vhd.media.videoframes import checked_stream, decode_strictly, error_reason, upright
+from vhd.media.videoopen import gate_video, open_gated
 
 __all__ = ["MODES", "ClipLimits", "VideoContent", "cut_clip", "decode_clip", "span_frames", "video_content"]
 
@@ -102,7 +103,7 @@ def _span(
     start is not trusted and the file is decoded from the start instead.
     """
     try:
-        with av.open(str(path), format=demuxer) as container:
+        with open_gated(path, demuxer, max_pixels) as container:
             stream = checked_stream(container, max_pixels)
             frames = decode_strictly(container, stream, max_pixels)
             origin: float | None = None
@@ -132,7 +133,7 @@ def _span(
                     yield from _window(itertools.chain([first], frames), origin, start_s, end_s, stats)
                     return
         # no seek, or one that overshot: decode from the start in a fresh container
-        with av.open(str(path), format=demuxer) as container:
+        with open_gated(path, demuxer, max_pixels) as container:
             stream = checked_stream(container, max_pixels)
             yield from _window(decode_strictly(container, stream, max_pixels), origin, start_s, end_s, stats)
     except MediaError:

@@ -19,30 +19,39 @@ be segmented: `SegmentationError` says why, and the caller falls back to the who
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vhd.errors import ConfigError, MediaError, MissingDependencyError
+from vhd.errors import MediaError, MissingDependencyError
+from vhd.media.segmentplan import (
+    DEFAULT_MAX_SEGMENTS,
+    DETECT,
+    SegmentSettings,
+    fewest_segments,
+    segment_bound,
+)
 from vhd.media.untrusted import DEFAULT_MAX_FRAME_PIXELS
-from vhd.media.videoframes import checked_stream, decode_strictly, frame_indices, gate_video, upright
+from vhd.media.videoframes import checked_stream, decode_strictly, frame_indices, upright
+from vhd.media.videoopen import declared_seconds, gate_video, open_gated
 
 if TYPE_CHECKING:
     from PIL import Image
 
 __all__ = [
+    "DEFAULT_MAX_SEGMENTS",
     "DETECT",
     "SegmentSettings",
     "SegmentationError",
     "VideoSegment",
+    "fewest_segments",
     "histogram_distance",
     "iter_segments",
+    "segment_bound",
     "segments_from_frames",
 ]
-
-DETECT = ("shots", "windows")
-"""How segments are cut: ``shots`` (hard cuts, bounded by min/max length) or ``windows`` (fixed)."""
 
 FEATURE_SIZE = (32, 24)
 """Width and height a frame is scaled to for its histogram."""
@@ -50,53 +59,6 @@ FEATURE_SIZE = (32, 24)
 
 class SegmentationError(MediaError):
     """A video that cannot be segmented from its decoded timestamps (the caller falls back)."""
-
-
-@dataclass(frozen=True)
-class SegmentSettings:
-    """How a video is cut into segments.
-
-    Attributes:
-        detect: ``shots`` (hard cuts, bounded by ``min_s`` and ``max_s``) or ``windows``
-            (fixed windows of ``window_s``).
-        min_s: Shortest segment in seconds: a cut sooner than this after the last is ignored.
-        max_s: Longest segment in seconds: a longer shot is split every ``max_s``.
-        window_s: Window length for ``detect="windows"``.
-        threshold: Histogram difference (``[0, 1]``) between two frames that counts as a cut.
-        frames: Frames kept to represent each segment.
-    """
-
-    detect: str = "shots"
-    min_s: float = 1.0
-    max_s: float = 20.0
-    window_s: float = 10.0
-    threshold: float = 0.3
-    frames: int = 3
-
-    def __post_init__(self) -> None:
-        if self.detect not in DETECT:
-            raise ConfigError(f"unknown segment detection {self.detect!r}: choose one of {', '.join(DETECT)}")
-        if not 0 <= self.min_s < self.max_s:
-            raise ConfigError(
-                f"segment lengths must satisfy 0 <= min < max, got min {self.min_s} s and max {self.max_s} s"
-            )
-        if self.window_s <= 0:
-            raise ConfigError(f"the segment window must be positive, got {self.window_s} s")
-        if not 0 < self.threshold <= 1:
-            raise ConfigError(f"the cut threshold must be in (0, 1], got {self.threshold}")
-        if self.frames < 1:
-            raise ConfigError(f"frames per segment must be at least 1, got {self.frames}")
-
-    def identity(self) -> dict[str, Any]:
-        """The settings that change what the models are shown (for configuration hashes)."""
-        return {
-            "detect": self.detect,
-            "min_s": self.min_s,
-            "max_s": self.max_s,
-            "window_s": self.window_s,
-            "threshold": self.threshold,
-            "frames": self.frames,
-        }
 
 
 @dataclass
@@ -113,6 +75,9 @@ class VideoSegment:
         frame_count: Frames decoded in the segment.
         cut: Why it starts here: ``start`` (the video's first frame), ``cut`` (a hard cut),
             ``max`` (the previous segment reached ``max_s``) or ``window``.
+        stopped: Set on the last segment when the video goes on past it but is cut into no more
+            (`segment_bound`): why, in words. None otherwise.
+        video_s: The video's length as its header declares it (a hint, for progress; None: unknown).
     """
 
     index: int
@@ -122,6 +87,8 @@ class VideoSegment:
     times: list[float] = field(default_factory=list)
     frame_count: int = 0
     cut: str = "start"
+    stopped: str | None = None
+    video_s: float | None = None
 
 
 def histogram_distance(a: Any, b: Any) -> float:
@@ -143,15 +110,21 @@ def _histogram(frame: Any) -> Any:
 class _Keeper:
     """The frames kept for one segment while it streams by, at a doubling stride."""
 
-    def __init__(self, want: int) -> None:
+    def __init__(self, want: int, side: int | None = None) -> None:
         self.want = want
+        self.side = side
         self.stride = 1
         self.seen = 0
         self.kept: list[tuple[float, Any]] = []
 
     def offer(self, t: float, frame: Any) -> None:
         if self.seen % self.stride == 0:
-            self.kept.append((t, upright(frame.to_image(), int(frame.rotation or 0))))
+            image = upright(frame.to_image(), int(frame.rotation or 0))
+            if self.side is not None:  # what the encoder would make of it, kept instead of the full frame
+                from vhd.media.image import fit_image
+
+                image = fit_image(image, self.side)
+            self.kept.append((t, image))
             if len(self.kept) > 2 * self.want:
                 self.kept = self.kept[::2]
                 self.stride *= 2
@@ -195,11 +168,7 @@ def iter_segments(
     settings = settings or SegmentSettings()
     path = Path(path)
     av, demuxer = _import_av(), gate_video(path, max_pixels)
-    try:
-        container = av.open(str(path), format=demuxer)
-    except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
-        raise MediaError(f"cannot open video ({type(exc).__name__}: {exc})") from exc
-    with container:
+    with open_gated(path, demuxer, max_pixels) as container:
         stream = checked_stream(container, max_pixels)
         try:
             rate = stream.average_rate or stream.guessed_rate
@@ -208,6 +177,7 @@ def iter_segments(
                 settings,
                 time_base=stream.time_base,
                 rate=float(rate) if rate else None,
+                declared_s=declared_seconds(container, stream),
             )
         except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError) as exc:
             if isinstance(exc, MediaError):
@@ -221,6 +191,7 @@ def segments_from_frames(
     *,
     time_base: Any = None,
     rate: float | None = None,
+    declared_s: float | None = None,
 ) -> Iterator[VideoSegment]:
     """Cut decoded frames into segments as they stream by (the core of `iter_segments`).
 
@@ -231,21 +202,27 @@ def segments_from_frames(
         time_base: The stream's time base, for frames that carry none.
         rate: The stream's nominal frame rate, only to give a last frame without a duration
             one frame's length.
+        declared_s: The video's length as its header declares it: only bounds the segments
+            (`segment_bound`), never places them.
 
     Yields:
-        Each segment as soon as the frame after it (or the end) is seen.
+        Each segment as soon as the frame after it (or the end) is seen; at most `segment_bound`
+        of them (the last then says why in ``stopped``, and the rest of the video is not decoded).
 
     Raises:
         SegmentationError: A frame has no timestamp, timestamps go backwards, or there is no
             frame at all.
     """
     index = 0
-    start = last_t = 0.0
+    start = last_t = first = 0.0
     last_duration = 0.0
     reason = "start"
-    keeper = _Keeper(settings.frames)
+    keeper = _Keeper(settings.frames, settings.keep_side)
     previous: Any = None
     count = 0
+    limit = segment_bound(settings, declared_s)
+    floor = settings.floor_for(declared_s)
+    scale, budget = 1, floor  # the stretch of this segment; where the next may start at the earliest
     for k, frame in enumerate(frames):
         if frame.pts is None:
             raise SegmentationError(f"frame {k} has no timestamp, so its time is unknown")
@@ -253,8 +230,10 @@ def segments_from_frames(
         if base is None:
             raise SegmentationError(f"frame {k} has no time base, so its time is unknown")
         t = float(frame.pts * base)
+        if not math.isfinite(t):
+            raise SegmentationError(f"frame {k} has a timestamp that is not a number ({t})")
         if k == 0:
-            start = t
+            start = first = t
         elif t < last_t:
             raise SegmentationError(f"timestamps go backwards at frame {k} ({last_t:.3f} s, then {t:.3f} s)")
         else:
@@ -263,20 +242,29 @@ def segments_from_frames(
         if k > 0:
             length = t - start
             if settings.detect == "windows":
-                new = "window" if length >= settings.window_s else None
+                new = "window" if length >= settings.window_s * scale else None
             else:
                 feature = _histogram(frame)
-                if length >= settings.min_s and histogram_distance(feature, previous) >= settings.threshold:
+                if (
+                    length >= settings.min_s * scale
+                    and t - first >= budget
+                    and histogram_distance(feature, previous) >= settings.threshold
+                ):
                     new = "cut"
-                elif length >= settings.max_s:
+                elif length >= settings.max_s * scale:
                     new = "max"
                 previous = feature
         elif settings.detect != "windows":
             previous = _histogram(frame)
         if new is not None:
-            yield _finish(index, start, t, keeper, count, reason)
+            if limit is not None and index + 1 >= limit:
+                yield _finish(index, start, t, keeper, count, reason, _stopped(settings, limit, declared_s))
+                return  # the rest is neither decoded nor judged
+            yield _finish(index, start, t, keeper, count, reason, video_s=declared_s)
             index, start, count, reason = index + 1, t, 0, new
-            keeper = _Keeper(settings.frames)
+            scale = settings.scale(index)
+            budget += floor * scale
+            keeper = _Keeper(settings.frames, settings.keep_side)
         keeper.offer(t, frame)
         count += 1
         last_t = t
@@ -285,10 +273,26 @@ def segments_from_frames(
     if count == 0:
         raise SegmentationError("the video stream decodes no frame (a zero-length stream)")
     tail = last_duration or (1.0 / rate if rate else 0.0) or 1e-3
-    yield _finish(index, start, last_t + tail, keeper, count, reason)
+    yield _finish(index, start, last_t + tail, keeper, count, reason, video_s=declared_s)
 
 
-def _finish(index: int, start: float, end: float, keeper: _Keeper, count: int, reason: str) -> VideoSegment:
+def _stopped(settings: SegmentSettings, limit: int, declared_s: float | None) -> str:
+    """Why a video's segments stop though its frames go on."""
+    if settings.max_segments is not None and limit >= settings.max_segments:
+        return f"a video is cut into at most {limit} segments (max_segments_per_video)"
+    return f"its frames go on past the {declared_s:g} s its header declares ({limit} segments at most)"
+
+
+def _finish(
+    index: int,
+    start: float,
+    end: float,
+    keeper: _Keeper,
+    count: int,
+    reason: str,
+    stopped: str | None = None,
+    video_s: float | None = None,
+) -> VideoSegment:
     chosen = keeper.chosen()
     return VideoSegment(
         index=index,
@@ -298,4 +302,6 @@ def _finish(index: int, start: float, end: float, keeper: _Keeper, count: int, r
         times=[round(t, 6) for t, _ in chosen],
         frame_count=count,
         cut=reason,
+        stopped=stopped,
+        video_s=video_s,
     )

@@ -221,11 +221,15 @@ DEFAULT_MAX_FRAME_PIXELS: Final = 7680 * 4320
 """Default pixel limit of one video or animation frame: 8K UHD, the largest standard video frame."""
 
 
-def frame_pixels_refusal(what: str, width: int, height: int, limit: int) -> str:
-    """The one-line reason a video or an animation is refused for its frame size."""
+def frame_pixels_refusal(what: str, width: int, height: int, limit: int, *, decoded: bool = False) -> str:
+    """The one-line reason a video or an animation is refused for its frame size.
+
+    ``decoded``: the size is that of a frame already decoded (the refusal says so, not "before decoding").
+    """
+    when = "refused at the first such frame decoded" if decoded else "refused before decoding"
     return (
         f"{what} frames are {width}x{height} = {width * height:,} pixels, over the frame limit of {limit:,} "
-        "(possible decompression bomb; refused before decoding; raise max_frame_pixels to accept it)"
+        f"(possible decompression bomb; {when}; raise max_frame_pixels to accept it)"
     )
 
 

@@ -45,11 +45,11 @@ from vhd.media.videoframes import (
     duration_s,
     error_reason,
     frame_indices,
-    gate_video,
     observed_total,
     tolerance,
     upright,
 )
+from vhd.media.videoopen import gate_video, open_gated
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -121,7 +121,7 @@ def _decode_pass(
     try:
         if container is not None:
             return _decode_container(container, n, first, known_total, start_pts, max_pixels)
-        with av.open(str(path), format=demuxer) as opened:
+        with open_gated(path, demuxer, max_pixels) as opened:
             return _decode_container(opened, n, first, known_total, REWIND, max_pixels)
     except (MediaError, _Rewound):
         raise
@@ -266,8 +266,8 @@ def _first_pass(
         plan opened (saving a second open), else None (the caller decodes afresh).
     """
     try:
-        container = av.open(str(path), format=demuxer)
-    except (av.error.FFmpegError, OSError, ValueError, EOFError, RuntimeError):
+        container = open_gated(path, demuxer, max_pixels)
+    except MediaError:
         return None  # the fresh pass reports the error
     with container:
         planned, start = try_plan(container, n, first, max_pixels)

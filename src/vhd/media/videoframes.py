@@ -13,12 +13,10 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhd.errors import ConfigError, MediaError
-from vhd.media.untrusted import HEAD_BYTES, STRICT, frame_pixels_refusal, video_demuxer, video_refusal
-from vhd.media.videosize import declared_frame_size
+from vhd.media.untrusted import STRICT, frame_pixels_refusal
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -175,27 +173,50 @@ DECODE_THREADS = 4
 frame threading each thread holds a frame of its own: 16 frames of an 8K video are 0.8 GB."""
 
 
-def check_frame_size(width: int, height: int, max_pixels: int | None) -> None:
+def check_frame_size(width: int, height: int, max_pixels: int | None, *, decoded: bool = False) -> None:
     """Refuse a video frame size over ``max_pixels`` (None: no limit).
+
+    Args:
+        width: The frame's width.
+        height: The frame's height.
+        max_pixels: The limit.
+        decoded: The size is a decoded frame's (the refusal then says so): a stream whose size
+            changed midway in a way its decoder did not refuse first.
 
     Raises:
         MediaError: One line with the size, the limit and the setting that raises it.
     """
     if max_pixels is not None and width * height > max_pixels:
-        raise MediaError(frame_pixels_refusal("video", width, height, max_pixels))
+        raise MediaError(frame_pixels_refusal("video", width, height, max_pixels, decoded=decoded))
+
+
+def decoder_limit(max_pixels: int) -> int:
+    """The ``max_pixels`` FFmpeg's decoders are given for a frame limit of ``max_pixels``: twice it, and a margin.
+
+    FFmpeg checks the size of the buffer it would allocate, whose width some decoders round up
+    for alignment (a 96x64 H.264 frame counts as 128x64), so the exact limit would refuse frames
+    that fit. A frame past this is never allocated; one between the limit and this is decoded
+    once, then refused by the exact check, which says so (`check_frame_size` ``decoded``).
+    """
+    return 2 * max_pixels + 2**16
 
 
 def bounded(stream: Any, max_pixels: int | None) -> None:
-    """Check the frame size a stream's decoder was set up with, and bound its threads.
+    """Check the frame size a stream's decoder was set up with, cap what it may decode, bound its threads.
 
     Call after the file is opened and before the first frame is decoded: the size is the one
-    FFmpeg found in the stream's own headers (the container's may differ).
+    FFmpeg found in the stream's own headers (the container's may differ). The decoder is also
+    given FFmpeg's own ``max_pixels`` option (`decoder_limit`), so a frame that grows far past
+    the limit midway (a stream whose later frames say 12000x12000 after a 64x64 start) is refused
+    by the decoder before its picture is allocated (`decode_strictly` names it), not decoded first.
 
     Raises:
         MediaError: The frame size is over ``max_pixels``.
     """
     context = stream.codec_context
     check_frame_size(int(context.width or 0), int(context.height or 0), max_pixels)
+    if max_pixels is not None:
+        context.options = {**context.options, "max_pixels": str(decoder_limit(max_pixels))}
     stream.thread_type = "AUTO"
     context.thread_count = min(DECODE_THREADS, os.cpu_count() or 1)
 
@@ -302,47 +323,45 @@ def decode_strictly(container: Any, stream: Any, max_pixels: int | None = None) 
     if name == "ffv1":
         packets = _ffv1_checked(packets, name)
     decoded = 0
+    context = stream.codec_context
     for packet in packets:
+        size = (int(context.width or 0), int(context.height or 0))
         try:
             frames = packet.decode()
-        except av.error.InvalidDataError as exc:
-            raise MediaError(
-                f"damaged: {name} video has decoding errors near frame {decoded} (FFmpeg's strict check); "
-                "its frames would be partly garbage, so it is skipped (re-download or re-encode it)"
-            ) from exc
+        except ValueError as exc:  # av.error.InvalidDataError and ArgumentError (EINVAL) both are
+            if max_pixels is not None and size[0] and not context.width:
+                # the decoder's size check (max_pixels, set by `bounded`) refused the frame before
+                # allocating it: FFmpeg zeroes the size it refused (ff_set_dimensions)
+                raise MediaError(grown_refusal(name, decoded, size, max_pixels)) from exc
+            if isinstance(exc, av.error.InvalidDataError):
+                raise MediaError(
+                    f"damaged: {name} video has decoding errors near frame {decoded} (FFmpeg's strict check); "
+                    "its frames would be partly garbage, so it is skipped (re-download or re-encode it)"
+                ) from exc
+            raise
         for frame in frames:
             decoded += 1
-            check_frame_size(frame.width, frame.height, max_pixels)
+            check_frame_size(frame.width, frame.height, max_pixels, decoded=True)
             yield frame
+
+
+def grown_refusal(codec: str, decoded: int, size: tuple[int, int], max_pixels: int) -> str:
+    """The one-line reason a stream is refused when its decoder refused a frame over ``max_pixels``.
+
+    Args:
+        codec: The decoder's name.
+        decoded: Frames decoded before the refused one.
+        size: The frame size the decoder had until then (the stream's header, or its last frame).
+        max_pixels: The limit.
+    """
+    return (
+        f"{codec} video frame {decoded} grows past the frame limit of {max_pixels:,} pixels (the frames "
+        f"before it were {size[0]}x{size[1]}; possible decompression bomb; refused before decoding that "
+        "frame; raise max_frame_pixels to accept it)"
+    )
 
 
 def error_reason(exc: BaseException) -> str:
     """An exception as ``Type: message`` on one line, for a one-line media error."""
     text = " ".join(str(exc).split()) or "no details"
     return f"{type(exc).__name__}: {text}"
-
-
-def gate_video(path: Path, max_pixels: int | None) -> str:
-    """The checks a video file passes before any decoder sees it; returns the demuxer it may be opened with.
-
-    Reads the file's first bytes once: an unreadable or empty file, a container that is not an
-    allowed video format, or a frame size its header declares over ``max_pixels`` is refused.
-
-    Raises:
-        MediaError: One line saying why.
-    """
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            head = fh.read(HEAD_BYTES)
-    except OSError as exc:
-        raise MediaError(f"cannot read file ({error_reason(exc)})") from exc
-    if size == 0:
-        raise MediaError("empty file (0 bytes)")
-    demuxer = video_demuxer(head)
-    if demuxer is None:
-        raise MediaError(video_refusal(head))
-    declared = declared_frame_size(path, demuxer)
-    if declared is not None:  # before FFmpeg opens it: opening already decodes a frame or more of some codecs
-        check_frame_size(*declared, max_pixels)
-    return demuxer

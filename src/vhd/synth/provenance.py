@@ -260,13 +260,12 @@ def _png_text(path: str | os.PathLike[str]) -> str | None:
 
 
 def _mp4_comment(path: str | os.PathLike[str]) -> str | None:
+    from vhd.errors import MediaError, MissingDependencyError
+    from vhd.media.videoopen import open_video
+
     try:
-        import av
-    except ImportError:
-        return None
-    try:
-        with av.open(os.fspath(path)) as container:
+        with open_video(path) as container:  # the run's gate: only its video formats reach FFmpeg
             value = container.metadata.get("comment")
-    except (OSError, ValueError):
+    except (MediaError, MissingDependencyError, OSError, ValueError):
         return None
     return value if isinstance(value, str) and value.startswith("{") else None
